@@ -1,0 +1,418 @@
+"""A real local Kubernetes control plane: etcd + kube-apiserver on 127.0.0.1.
+
+There is no kubelet, scheduler or controller manager: nodes are plain objects and pods are
+created already bound. That is all Sharekeeper needs, since it only reads nodes and pods and
+writes custom-resource status, node annotations, taints, evictions and resizes.
+
+kube-apiserver is not packaged anywhere we can install from, so the binaries (kube-apiserver,
+kubectl and etcd) are built from the Go module proxy by a throwaway wrapper module and cached
+outside the repository, keyed by version: the first build takes a while, later runs reuse it.
+
+Used three ways: the pytest fixture in ``e2e/conftest.py``, the ``e2e/local-cluster`` command
+for people, and the demo.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+KUBERNETES_VERSION = "1.34.4"
+
+# Every k8s.io staging module of this Kubernetes minor. k8s.io/kubernetes requires them at
+# v0.0.0 and replaces them with its own staging tree, which a consumer does not have; each one
+# has to be pointed at its published v0.X.Y. Check the list against the release's go.mod
+# (`grep '=> ./staging' go.mod`) when bumping KUBERNETES_VERSION.
+STAGING_MODULES = (
+    "api", "apiextensions-apiserver", "apimachinery", "apiserver", "cli-runtime", "client-go",
+    "cloud-provider", "cluster-bootstrap", "code-generator", "component-base",
+    "component-helpers", "controller-manager", "cri-api", "cri-client", "csi-translation-lib",
+    "dynamic-resource-allocation", "endpointslice", "externaljwt", "kms", "kube-aggregator",
+    "kube-controller-manager", "kube-proxy", "kube-scheduler", "kubectl", "kubelet", "metrics",
+    "mount-utils", "pod-security-admission", "sample-apiserver", "sample-cli-plugin",
+    "sample-controller",
+)  # fmt: skip
+
+BINARIES = ("kube-apiserver", "kubectl", "etcd")
+
+# etcd is built from the same wrapper module, at the version kube-apiserver's own go.mod
+# requires: the pairing Kubernetes was released and tested with.
+_ETCD_MAIN = """package main
+
+import (
+\t"os"
+
+\t"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+"""
+
+_TOOLS_GO = """//go:build tools
+
+package tools
+
+import (
+\t_ "k8s.io/kubernetes/cmd/kube-apiserver"
+\t_ "k8s.io/kubernetes/cmd/kubectl"
+)
+"""
+
+
+def cache_root() -> Path:
+    """Where built binaries live: outside the repository, shared by every checkout."""
+    explicit = os.environ.get("SHAREKEEPER_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "sharekeeper"
+
+
+def bin_dir(version: str = KUBERNETES_VERSION) -> Path:
+    return cache_root() / f"kubernetes-v{version}" / "bin"
+
+
+def _log(message: str) -> None:
+    print(f"[local-cluster] {message}", file=sys.stderr, flush=True)
+
+
+def ensure_binaries(version: str = KUBERNETES_VERSION) -> Path:
+    """Return the directory holding kube-apiserver, kubectl and etcd; build them if missing."""
+    target = bin_dir(version)
+    if all((target / name).is_file() for name in BINARIES):
+        return target
+    go = shutil.which("go")
+    if go is None:
+        raise RuntimeError(
+            "building kube-apiserver needs the Go toolchain (go >= 1.24) on PATH; "
+            f"or put prebuilt {', '.join(BINARIES)} into {target}"
+        )
+    _log(f"building Kubernetes v{version} binaries into {target} (first run only; ~15-30 min)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
+    try:
+        _write_wrapper_module(workdir, version)
+        env = {**os.environ, "GOFLAGS": "-trimpath", "CGO_ENABLED": "0", "GO111MODULE": "on"}
+        _run_go([go, "mod", "tidy"], workdir, env, "resolving modules")
+        minor = version.split(".")[1]
+        ldflags = " ".join(
+            f"-X {pkg}.{var}"
+            for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+            for var in (f"gitVersion=v{version}", "gitMajor=1", f"gitMinor={minor}",
+                        "gitTreeState=clean")
+        )  # fmt: skip
+        staging = workdir / "out"
+        _run_go(
+            [go, "build", "-v", "-ldflags", f"-s -w {ldflags}", "-o", str(staging) + "/",
+             "k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kubectl", "./cmd/etcd"],
+            workdir, env, "compiling",
+        )  # fmt: skip
+        target.mkdir(parents=True, exist_ok=True)
+        for name in BINARIES:
+            os.replace(staging / name, target / name)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    _log(f"built {', '.join(BINARIES)} in {target}")
+    return target
+
+
+def _write_wrapper_module(workdir: Path, version: str) -> None:
+    minor_patch = version.split(".", 1)[1]
+    replaces = "\n".join(
+        f"\tk8s.io/{name} => k8s.io/{name} v0.{minor_patch}" for name in STAGING_MODULES
+    )
+    (workdir / "go.mod").write_text(
+        "module sharekeeper.local/k8sbins\n\ngo 1.24.0\n\n"
+        f"require k8s.io/kubernetes v{version}\n\nreplace (\n{replaces}\n)\n"
+    )
+    (workdir / "tools.go").write_text(_TOOLS_GO)
+    (workdir / "cmd" / "etcd").mkdir(parents=True)
+    (workdir / "cmd" / "etcd" / "main.go").write_text(_ETCD_MAIN)
+
+
+def _run_go(argv: list[str], cwd: Path, env: dict[str, str], what: str) -> None:
+    """Run a go command, echoing a progress line per package so a long build is visibly alive."""
+    _log(f"{what}: {' '.join(argv[:3])} ...")
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert proc.stdout is not None
+    tail: list[str] = []
+    for count, line in enumerate(proc.stdout, start=1):
+        tail = [*tail[-39:], line.rstrip()]
+        if count % 100 == 0:
+            _log(f"{what}: {count} steps, {time.monotonic() - started:.0f}s, at {line.strip()}")
+    if proc.wait() != 0:
+        raise RuntimeError(f"{' '.join(argv[:3])} failed in {cwd}:\n" + "\n".join(tail))
+    _log(f"{what}: done in {time.monotonic() - started:.0f}s")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the parent dies, so a killed pytest leaks nothing."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+@dataclass
+class ControlPlane:
+    """A running etcd + kube-apiserver pair and the files that describe it."""
+
+    workdir: Path
+    server: str
+    kubeconfig: Path
+    bin_dir: Path
+    admin_token: str
+    pids: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def kubectl(self) -> Path:
+        return self.bin_dir / "kubectl"
+
+    def env(self) -> dict[str, str]:
+        """Environment in which kubectl and clients talk to this control plane."""
+        return {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "PATH": f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+
+    def to_state(self) -> dict[str, object]:
+        return {
+            "workdir": str(self.workdir),
+            "server": self.server,
+            "kubeconfig": str(self.kubeconfig),
+            "bin_dir": str(self.bin_dir),
+            "admin_token": self.admin_token,
+            "pids": self.pids,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, object]) -> ControlPlane:
+        pids = state["pids"]
+        assert isinstance(pids, dict)
+        return cls(
+            workdir=Path(str(state["workdir"])),
+            server=str(state["server"]),
+            kubeconfig=Path(str(state["kubeconfig"])),
+            bin_dir=Path(str(state["bin_dir"])),
+            admin_token=str(state["admin_token"]),
+            pids={str(k): int(v) for k, v in pids.items()},
+        )
+
+    def alive(self) -> bool:
+        return bool(self.pids) and all(_pid_alive(pid) for pid in self.pids.values())
+
+    def stop(self) -> None:
+        """Stop the apiserver before etcd, then remove every file. Safe to call twice."""
+        for name in ("kube-apiserver", "etcd"):
+            pid = self.pids.pop(name, None)
+            if pid is not None:
+                _terminate(pid)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours still answers kill(0); reap it if it is one.
+    with contextlib.suppress(ChildProcessError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    return True
+
+
+def _terminate(pid: int, grace: float = 10.0) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and _pid_alive(pid):
+        time.sleep(0.05)
+    if _pid_alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        while _pid_alive(pid):
+            time.sleep(0.05)
+
+
+def start(
+    workdir: Path | None = None,
+    *,
+    detached: bool = False,
+    version: str = KUBERNETES_VERSION,
+    timeout: float = 90.0,
+) -> ControlPlane:
+    """Start etcd and kube-apiserver on free loopback ports and wait until the API is ready.
+
+    ``detached`` processes outlive the caller (the ``local-cluster up`` command); otherwise they
+    are killed with it, so an interrupted test run leaves nothing behind.
+    """
+    binaries = ensure_binaries(version)
+    if workdir is None:
+        workdir = Path(tempfile.mkdtemp(prefix="sharekeeper-cp-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    token = os.urandom(16).hex()
+    etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
+    server = f"https://127.0.0.1:{api_port}"
+    plane = ControlPlane(
+        workdir=workdir,
+        server=server,
+        kubeconfig=workdir / "kubeconfig",
+        bin_dir=binaries,
+        admin_token=token,
+    )
+    try:
+        (workdir / "tokens.csv").write_text(f'{token},admin,admin,"system:masters"\n')
+        subprocess.run(
+            ["openssl", "genrsa", "-out", str(workdir / "sa.key"), "2048"],
+            check=True,
+            capture_output=True,
+        )
+        etcd_url = f"http://127.0.0.1:{etcd_port}"
+        plane.pids["etcd"] = _spawn(
+            [
+                str(binaries / "etcd"),
+                "--name=local",
+                f"--data-dir={workdir / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-cluster=local=http://127.0.0.1:{peer_port}",
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ],
+            workdir / "etcd.log",
+            detached,
+        )
+        _wait_http(f"{etcd_url}/health", None, timeout, plane, "etcd")
+        plane.pids["kube-apiserver"] = _spawn(
+            [
+                str(binaries / "kube-apiserver"),
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--cert-dir={workdir / 'certs'}",
+                f"--token-auth-file={workdir / 'tokens.csv'}",
+                "--authorization-mode=RBAC",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={workdir / 'sa.key'}",
+                f"--service-account-signing-key-file={workdir / 'sa.key'}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                # No controller manager runs, so nothing would create the default ServiceAccount
+                # token; pods are created by the tests and need no SA admission.
+                "--disable-admission-plugins=ServiceAccount",
+                "--allow-privileged=true",
+                "--v=1",
+            ],
+            workdir / "kube-apiserver.log",
+            detached,
+        )
+        _wait_http(f"{server}/readyz", token, timeout, plane, "kube-apiserver")
+        _write_kubeconfig(plane)
+        (workdir / "state.json").write_text(json.dumps(plane.to_state(), indent=2))
+    except BaseException:
+        plane.stop()
+        raise
+    return plane
+
+
+def _spawn(argv: list[str], log: Path, detached: bool) -> int:
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a Ctrl-C in the terminal goes to us; we stop them in order
+            # Runs only async-signal-safe prctl(2) between fork and exec.
+            preexec_fn=None if detached else _die_with_parent,  # noqa: PLW1509
+        )
+    return proc.pid
+
+
+def _wait_http(url: str, token: str | None, timeout: float, plane: ControlPlane, name: str) -> None:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # only a readiness probe; clients verify the cert
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        if not _pid_alive(plane.pids[name]):
+            break
+        try:
+            request = urllib.request.Request(url, headers=headers)
+            with urllib.request.urlopen(request, timeout=5, context=context) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError) as error:
+            last = str(error)
+        time.sleep(0.2)
+    log = (plane.workdir / f"{name}.log").read_text(errors="replace").splitlines()[-30:]
+    raise RuntimeError(
+        f"{name} did not become ready at {url} ({last}); log tail:\n" + "\n".join(log)
+    )
+
+
+def _write_kubeconfig(plane: ControlPlane) -> None:
+    # kube-apiserver wrote a self-signed serving cert for 127.0.0.1 whose file also carries its
+    # CA, so clients can verify TLS instead of skipping it.
+    ca = plane.workdir / "certs" / "apiserver.crt"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "local", "cluster": {"server": plane.server, "certificate-authority": str(ca)}}
+        ],
+        "users": [{"name": "admin", "user": {"token": plane.admin_token}}],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
+        "current-context": "local",
+    }
+    plane.kubeconfig.write_text(json.dumps(config, indent=2))
+
+
+def write_token_kubeconfig(plane: ControlPlane, path: Path, token: str, user: str) -> Path:
+    """A kubeconfig for the same server acting as someone else (e.g. the operator's SA)."""
+    config = json.loads(plane.kubeconfig.read_text())
+    config["users"] = [{"name": user, "user": {"token": token}}]
+    config["contexts"][0]["context"]["user"] = user
+    path.write_text(json.dumps(config, indent=2))
+    return path
+
+
+@contextlib.contextmanager
+def running(workdir: Path | None = None) -> Iterator[ControlPlane]:
+    plane = start(workdir)
+    try:
+        yield plane
+    finally:
+        plane.stop()

@@ -1,0 +1,77 @@
+"""Kubernetes quantities <-> integer internal units, the one place the conversion happens.
+
+Internal units follow Volcano's resource model (``reference/volcano.md`` §1.1) so that its
+epsilon and comparison rules keep their meaning:
+
+- ``cpu``: millicores;
+- ``memory``: bytes;
+- ``pods``: whole pods;
+- everything else (``ephemeral-storage``, ``nvidia.com/gpu``, hugepages, ...): milli-units.
+
+Fractions of an internal unit round up, as Kubernetes does for ``MilliValue()``/``Value()``.
+"""
+
+from __future__ import annotations
+
+import decimal
+from collections.abc import Mapping
+
+from lightkube.utils.quantity import parse_quantity
+
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+
+_BINARY_SUFFIXES = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20),
+                    ("Ki", 2**10))  # fmt: skip
+_DECIMAL_SUFFIXES = (("E", 10**18), ("P", 10**15), ("T", 10**12), ("G", 10**9), ("M", 10**6),
+                     ("k", 10**3))  # fmt: skip
+
+
+class QuantityError(ValueError):
+    """A quantity that is malformed or negative; the message names the value."""
+
+
+def scale(resource: str) -> int:
+    """How many internal units make one Kubernetes unit of ``resource``."""
+    if resource in (MEMORY, PODS):
+        return 1
+    return 1000
+
+
+def to_internal(resource: str, quantity: str | int | float) -> int:
+    """Parse a Kubernetes quantity into internal units; reject malformed or negative values."""
+    try:
+        value = parse_quantity(str(quantity))
+    except (ValueError, decimal.InvalidOperation) as error:
+        raise QuantityError(f"{quantity!r} is not a Kubernetes quantity") from error
+    if value is None or not value.is_finite():
+        raise QuantityError(f"{quantity!r} is not a Kubernetes quantity")
+    if value < 0:
+        raise QuantityError(f"{quantity!r} is negative")
+    scaled = value * scale(resource)
+    return int(scaled.to_integral_value(rounding=decimal.ROUND_CEILING))
+
+
+def to_quantity(resource: str, amount: int) -> str:
+    """Format internal units as the shortest exact Kubernetes quantity string."""
+    if scale(resource) == 1000:
+        whole, milli = divmod(amount, 1000)
+        return f"{amount}m" if milli else str(whole)
+    if amount == 0:
+        return "0"
+    for suffixes in (_BINARY_SUFFIXES, _DECIMAL_SUFFIXES):
+        for suffix, factor in suffixes:
+            if amount % factor == 0:
+                return f"{amount // factor}{suffix}"
+    return str(amount)
+
+
+def parse_resources(resources: Mapping[str, str | int | float] | None) -> dict[str, int]:
+    """A ResourceList (``{"cpu": "4", "memory": "8Gi"}``) in internal units."""
+    return {name: to_internal(name, value) for name, value in (resources or {}).items()}
+
+
+def format_resources(amounts: Mapping[str, int]) -> dict[str, str]:
+    """Internal units back to a ResourceList, keys sorted for stable output."""
+    return {name: to_quantity(name, amounts[name]) for name in sorted(amounts)}
