@@ -186,6 +186,8 @@ class ControlPlane:
     bin_dir: Path
     admin_token: str
     pids: dict[str, int] = field(default_factory=dict)
+    # Our own children, kept so that stop() reaps them; empty when loaded from a state file.
+    children: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
 
     @property
     def kubectl(self) -> Path:
@@ -231,6 +233,9 @@ class ControlPlane:
             pid = self.pids.pop(name, None)
             if pid is not None:
                 _terminate(pid)
+            child = self.children.pop(name, None)
+            if child is not None:
+                child.wait()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -296,7 +301,9 @@ def start(
             capture_output=True,
         )
         etcd_url = f"http://127.0.0.1:{etcd_port}"
-        plane.pids["etcd"] = _spawn(
+        _spawn(
+            plane,
+            "etcd",
             [
                 str(binaries / "etcd"),
                 "--name=local",
@@ -309,11 +316,12 @@ def start(
                 "--unsafe-no-fsync=true",
                 "--log-level=warn",
             ],
-            workdir / "etcd.log",
             detached,
         )
         _wait_http(f"{etcd_url}/health", None, timeout, plane, "etcd")
-        plane.pids["kube-apiserver"] = _spawn(
+        _spawn(
+            plane,
+            "kube-apiserver",
             [
                 str(binaries / "kube-apiserver"),
                 f"--etcd-servers={etcd_url}",
@@ -333,7 +341,6 @@ def start(
                 "--allow-privileged=true",
                 "--v=1",
             ],
-            workdir / "kube-apiserver.log",
             detached,
         )
         _wait_http(f"{server}/readyz", token, timeout, plane, "kube-apiserver")
@@ -345,8 +352,8 @@ def start(
     return plane
 
 
-def _spawn(argv: list[str], log: Path, detached: bool) -> int:
-    with log.open("ab") as out:
+def _spawn(plane: ControlPlane, name: str, argv: list[str], detached: bool) -> None:
+    with (plane.workdir / f"{name}.log").open("ab") as out:
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -356,7 +363,8 @@ def _spawn(argv: list[str], log: Path, detached: bool) -> int:
             # Runs only async-signal-safe prctl(2) between fork and exec.
             preexec_fn=None if detached else _die_with_parent,  # noqa: PLW1509
         )
-    return proc.pid
+    plane.pids[name] = proc.pid
+    plane.children[name] = proc
 
 
 def _wait_http(url: str, token: str | None, timeout: float, plane: ControlPlane, name: str) -> None:

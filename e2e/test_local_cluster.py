@@ -1,0 +1,60 @@
+"""The local control plane itself: it starts, it is real, and it leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import controlplane
+from conftest import TARGET, Cluster
+
+pytestmark = pytest.mark.skipif(TARGET != "local", reason="only for the local control plane")
+LOCAL_CLUSTER = Path(__file__).parent / "local-cluster"
+
+
+def test_the_api_server_is_a_real_kube_apiserver(cluster: Cluster) -> None:
+    version = json.loads(cluster.kubectl("version", "-o", "json").stdout)["serverVersion"]
+    assert (version["major"], version["minor"]) == (
+        "1",
+        controlplane.KUBERNETES_VERSION.split(".")[1],
+    )
+    assert version["gitVersion"] == f"v{controlplane.KUBERNETES_VERSION}"
+    # RBAC is on: an unknown user is refused instead of being let in.
+    denied = cluster.kubectl("get", "nodes", "--as=nobody", check=False)
+    assert "Forbidden" in denied.stderr
+
+
+def test_stop_leaves_no_process_and_no_files(tmp_path: Path) -> None:
+    plane = controlplane.start(tmp_path / "plane")
+    pids = dict(plane.pids)
+    assert all(controlplane._pid_alive(pid) for pid in pids.values())
+    plane.stop()
+    assert not any(controlplane._pid_alive(pid) for pid in pids.values())
+    assert not (tmp_path / "plane").exists()
+
+
+def test_local_cluster_command_up_and_down(tmp_path: Path) -> None:
+    env = {**os.environ, "SHAREKEEPER_LOCAL_CLUSTER_DIR": str(tmp_path / "lc")}
+    run = lambda *args: subprocess.run(  # noqa: E731
+        [sys.executable, str(LOCAL_CLUSTER), *args], check=False, env=env, capture_output=True,
+        text=True,
+        timeout=180,
+    )  # fmt: skip
+    started = run("up")
+    assert started.returncode == 0, started.stderr
+    shell = f'eval "{started.stdout}" && kubectl get namespace default -o name'
+    listed = subprocess.run(
+        ["bash", "-c", shell], check=False, env=env, capture_output=True, text=True
+    )
+    assert listed.stdout.strip() == "namespace/default", listed.stderr
+    state = json.loads((tmp_path / "lc" / "state.json").read_text())
+    assert run("up").stdout == started.stdout  # idempotent: reuses the running one
+    assert run("down").returncode == 0
+    assert not any(controlplane._pid_alive(int(pid)) for pid in state["pids"].values())
+    assert not (tmp_path / "lc").exists()
+    assert run("status").stdout.strip() == "down"
