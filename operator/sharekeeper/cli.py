@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
 
 from sharekeeper import __version__
 
@@ -22,6 +26,39 @@ def _run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         verbose=args.verbose,
     )
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from sharekeeper.model.objects import ModelError
+    from sharekeeper.simulate.reading import read_files
+    from sharekeeper.simulate.rendering import render
+    from sharekeeper.simulate.report import Context, build_report
+
+    now = time.time() if args.now is None else args.now
+    try:
+        inputs = read_files(args.files)
+        report = build_report(inputs, Context(now_seconds=now, seed=args.seed))
+    except ModelError as error:
+        print(f"sharekeeper simulate: {error}", file=sys.stderr)
+        return 2
+    weights = {str(queue.name): queue.weight for queue in inputs.queues}
+    sys.stdout.write(render(report, weights, args.output))
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from sharekeeper.model.objects import ModelError
+    from sharekeeper.model.volcano_config import scheduler_policy
+
+    try:
+        conversion = scheduler_policy(args.file.read_text(), name=args.name)
+    except (OSError, ModelError) as error:
+        print(f"sharekeeper convert: {error}", file=sys.stderr)
+        return 2
+    for note in conversion.untranslated:
+        print(f"sharekeeper convert: not translated: {note}", file=sys.stderr)
+    sys.stdout.write(yaml.safe_dump(conversion.manifest, sort_keys=False))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,6 +79,35 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics-port", type=int, default=9090, help="0 disables metrics")
     run.add_argument("-v", "--verbose", action="store_true")
     run.set_defaults(handler=_run)
+
+    simulate = commands.add_parser(
+        "simulate", help="print what the operator would publish for objects read from files"
+    )
+    simulate.add_argument(
+        "-f",
+        "--filename",
+        dest="files",
+        action="append",
+        type=Path,
+        required=True,
+        help="YAML file of Kubernetes objects (multi-document or kind: List); repeatable",
+    )
+    simulate.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    simulate.add_argument(
+        "--now",
+        type=float,
+        help="epoch seconds for time-dependent results (GuaranteeQuota Random order); "
+        "default: the current time",
+    )
+    simulate.add_argument("--seed", type=int, default=0, help="seed of the Random elastic order")
+    simulate.set_defaults(handler=_simulate)
+
+    convert = commands.add_parser(
+        "convert", help="turn a Volcano scheduler configuration into a SchedulerPolicy"
+    )
+    convert.add_argument("file", type=Path, help="volcano-scheduler.conf (YAML)")
+    convert.add_argument("--name", default="default", help="name of the SchedulerPolicy")
+    convert.set_defaults(handler=_convert)
     return parser
 
 

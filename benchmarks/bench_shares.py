@@ -1,0 +1,119 @@
+"""Share engine timings on synthetic clusters with 6 resource dimensions.
+
+Run: ``python benchmarks/bench_shares.py``. Each cluster has Q queues (random weights,
+guarantees on a tenth of them, capabilities on a third), Q/10 nodes and two pods per queue
+(one running, one pending). Best of 5 runs, two figures per policy:
+
+- ``policy``: the share computation itself (``policy_deserved`` on the dense problem);
+- ``end-to-end``: ``deserved_shares`` on the whole snapshot: governance, pod accounting, the
+  dense problem, the policy and the per-queue results.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from sharekeeper.engine.shares import (
+    NodeSnapshot,
+    PodSnapshot,
+    PolicySnapshot,
+    QueueSnapshot,
+    ShareSnapshot,
+    Sharing,
+    deserved_shares,
+)
+from sharekeeper.engine.shares.accounting import queue_usage
+from sharekeeper.engine.shares.computing import policy_deserved, share_problem
+from sharekeeper.engine.shares.snapshot import NodeName, PolicyName, QueueName
+
+DIMENSIONS = ("cpu", "memory", "pods", "nvidia.com/gpu", "ephemeral-storage", "hugepages-2Mi")
+SIZES = (100, 1_000, 10_000)
+SHARINGS = (
+    Sharing("Proportion"),
+    Sharing("Capacity"),
+    Sharing("ProportionOptimize", priority_type="Weight"),
+    Sharing("ProportionOptimize", priority_type="Guarantee"),
+    Sharing("GuaranteeQuota", elastic_order="Weight"),
+    Sharing("GuaranteeQuota", elastic_order="Share"),
+    Sharing("GuaranteeQuota", elastic_order="Random"),
+)
+
+
+def _vector(rng: random.Random, scale: int) -> dict[str, int]:
+    return {name: rng.randrange(1, scale) * 1000 for name in DIMENSIONS}
+
+
+def cluster(queues: int, seed: int = 1) -> ShareSnapshot:
+    rng = random.Random(seed)
+    nodes = tuple(
+        NodeSnapshot(NodeName(f"node-{i}"), allocatable=_vector(rng, 200))
+        for i in range(max(queues // 10, 1))
+    )
+    queue_snapshots = tuple(
+        QueueSnapshot(
+            QueueName(f"queue-{i:05d}"),
+            weight=rng.randrange(1, 100),
+            guarantee=_vector(rng, 3) if i % 10 == 0 else {},
+            capability=_vector(rng, 100) if i % 3 == 0 else {},
+            deserved=_vector(rng, 20),
+        )
+        for i in range(queues)
+    )
+    pods = tuple(
+        PodSnapshot(
+            "bench",
+            f"pod-{i}-{running}",
+            request={name: amount for name, amount in _vector(rng, 30).items() if name != "pods"},
+            node_name=nodes[i % len(nodes)].name if running else None,
+            queue_label=queue_snapshots[i].name,
+        )
+        for i in range(queues)
+        for running in (True, False)
+    )
+    return ShareSnapshot(queues=queue_snapshots, nodes=nodes, pods=pods)
+
+
+def best_seconds(run: Callable[[], object], repeat: int = 5) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def timings(snapshot: ShareSnapshot, sharing: Sharing) -> tuple[float, float]:
+    policy = PolicySnapshot(PolicyName("bench"), sharing=sharing)
+    whole = replace(snapshot, policies=(policy,))
+    usage = queue_usage([q.name for q in snapshot.queues], snapshot.pods, ()).usage
+    problem = share_problem(
+        policy, sorted(snapshot.queues, key=lambda q: q.name), snapshot.nodes, usage
+    )
+    policy_only = best_seconds(lambda: policy_deserved(problem, policy, 0.0, 0))
+    return policy_only, best_seconds(lambda: deserved_shares(whole))
+
+
+def label(sharing: Sharing) -> str:
+    if sharing.policy == "ProportionOptimize":
+        return f"{sharing.policy}/{sharing.priority_type}"
+    if sharing.policy == "GuaranteeQuota":
+        return f"{sharing.policy}/{sharing.elastic_order}"
+    return sharing.policy
+
+
+def main() -> None:
+    print(f"{'queues':>7}  {'policy':<30} {'policy ms':>10} {'end-to-end ms':>14}")
+    for size in SIZES:
+        snapshot = cluster(size)
+        for sharing in SHARINGS:
+            policy_only, whole = timings(snapshot, sharing)
+            print(
+                f"{size:>7}  {label(sharing):<30} {policy_only * 1000:>10.1f} {whole * 1000:>14.1f}"
+            )
+
+
+if __name__ == "__main__":
+    main()

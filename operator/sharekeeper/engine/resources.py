@@ -1,0 +1,105 @@
+"""Resource vectors in integer internal units, and the Volcano rules the share engine needs.
+
+Units follow ``sharekeeper.model.quantities`` (cpu millicores, memory bytes, pods whole, other
+resources milli-units), so Volcano's epsilon of 0.1 internal unit turns every "equal within
+epsilon" comparison into plain integer equality (``reference/volcano.md`` §1.2).
+
+Two representations, one per job:
+
+- sparse ``Mapping[str, int]`` for inputs and outputs: a missing dimension is 0, except for a
+  capability, where it is ``UNLIMITED``;
+- dense ``numpy`` rows over a policy's sorted dimension list, for the policy arithmetic.
+
+Complexity: every function is linear in the number of dimensions (times rows, when dense).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final, NewType
+
+import numpy as np
+import numpy.typing as npt
+
+ResourceName = NewType("ResourceName", str)
+Amounts = Mapping[str, int]
+Vectors = npt.NDArray[np.int64]
+
+UNLIMITED: Final = 2**62
+"""No bound. Far below int64's limit, so adding a few bounded amounts to it cannot overflow."""
+
+CPU: Final = "cpu"
+MEMORY: Final = "memory"
+
+
+def add(left: Amounts, right: Amounts) -> dict[str, int]:
+    """Per-dimension sum (Volcano ``Add``)."""
+    total = dict(left)
+    for name, amount in right.items():
+        total[name] = total.get(name, 0) + amount
+    return total
+
+
+def sum_amounts(vectors: Iterable[Amounts]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for vector in vectors:
+        for name, amount in vector.items():
+            total[name] = total.get(name, 0) + amount
+    return total
+
+
+def exceeded_part(left: Amounts, right: Amounts) -> dict[str, int]:
+    """``max(left - right, 0)`` per dimension of ``left`` (Volcano ``ExceededPart``)."""
+    return {name: max(amount - right.get(name, 0), 0) for name, amount in left.items()}
+
+
+def capped(left: Amounts, bound: Amounts, *, missing: int) -> dict[str, int]:
+    """``min(left, bound)`` on ``left``'s dimensions (Volcano ``MinDimensionResource``).
+
+    ``missing`` is what a dimension absent from ``bound`` means: ``UNLIMITED`` or 0.
+    """
+    return {name: min(amount, bound.get(name, missing)) for name, amount in left.items()}
+
+
+def at_least(left: Amounts, right: Amounts) -> dict[str, int]:
+    """Per-dimension maximum over the union of dimensions (Volcano ``helpers.Max``)."""
+    result = dict(left)
+    for name, amount in right.items():
+        result[name] = max(result.get(name, 0), amount)
+    return result
+
+
+def nonzero(amounts: Amounts) -> dict[str, int]:
+    return {name: amount for name, amount in amounts.items() if amount}
+
+
+def inqueue_reservation(min_resources: Amounts, allocated: Amounts) -> dict[str, int]:
+    """What an admitted PodGroup still reserves: ``max(min - allocated, 0)`` on its listed
+    dimensions, positive parts only (Volcano ``util.GetInqueueResource``, v1.15+)."""
+    return nonzero(exceeded_part(min_resources, allocated))
+
+
+def dimensions(vectors: Iterable[Amounts]) -> tuple[str, ...]:
+    names: set[str] = set()
+    for vector in vectors:
+        names.update(vector)
+    return tuple(sorted(names))
+
+
+def dense(rows: Sequence[Amounts], names: Sequence[str], *, missing: int = 0) -> Vectors:
+    """Sparse rows as a ``len(rows) x len(names)`` integer matrix."""
+    table = [[amounts.get(name, missing) for name in names] for amounts in rows]
+    return np.array(table, dtype=np.int64).reshape(len(rows), len(names))
+
+
+def sparse_rows(matrix: Vectors, names: Sequence[str]) -> list[dict[str, int]]:
+    """Each dense row back as a mapping over all ``names``."""
+    return [dict(zip(names, row, strict=True)) for row in matrix.tolist()]
+
+
+def capability_bound(capability: Amounts) -> dict[str, int]:
+    """A queue's capability as a bound: cpu or memory of 0 mean "no limit" (Volcano §3.1)."""
+    return {
+        name: UNLIMITED if name in (CPU, MEMORY) and amount <= 0 else amount
+        for name, amount in capability.items()
+    }

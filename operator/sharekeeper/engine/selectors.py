@@ -1,0 +1,46 @@
+"""Kubernetes LabelSelector matching (``metav1.LabelSelector`` semantics), pure.
+
+An empty selector matches everything; requirements are ANDed. ``NotIn`` and ``DoesNotExist``
+match objects that lack the key, as in Kubernetes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+Operator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    key: str
+    operator: Operator
+    values: frozenset[str] = frozenset()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        present = self.key in labels
+        match self.operator:
+            case "In":
+                return present and labels[self.key] in self.values
+            case "NotIn":
+                return not present or labels[self.key] not in self.values
+            case "Exists":
+                return present
+            case "DoesNotExist":
+                return not present
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    match_labels: Mapping[str, str] = field(default_factory=dict)
+    requirements: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(labels.get(key) == value for key, value in self.match_labels.items()) and all(
+            requirement.matches(labels) for requirement in self.requirements
+        )
+
+
+MATCH_ALL = LabelSelector()

@@ -1,0 +1,40 @@
+"""Queue shares: every queue's deserved resources under the SchedulerPolicy that governs it.
+
+Belongs here: the share policies (one file each), the water-filling and rounding they share,
+pod and PodGroup accounting per queue, and which policy governs what.
+Does not belong: overcommit, proportional reservation or QoS (their own engines), parsing
+Kubernetes objects (``model``), clocks and global randomness. Imports only ``engine``.
+
+``deserved_shares`` is the one entry point: the operator's recompute loop and ``simulate``
+both call it.
+"""
+
+from sharekeeper.engine.shares.computing import deserved_shares
+from sharekeeper.engine.shares.snapshot import (
+    NodeSnapshot,
+    PodGroupSnapshot,
+    PodSnapshot,
+    PolicyShare,
+    PolicySnapshot,
+    QueueShare,
+    QueueSnapshot,
+    Reason,
+    ShareResult,
+    ShareSnapshot,
+    Sharing,
+)
+
+__all__ = [
+    "NodeSnapshot",
+    "PodGroupSnapshot",
+    "PodSnapshot",
+    "PolicyShare",
+    "PolicySnapshot",
+    "QueueShare",
+    "QueueSnapshot",
+    "Reason",
+    "ShareResult",
+    "ShareSnapshot",
+    "Sharing",
+    "deserved_shares",
+]

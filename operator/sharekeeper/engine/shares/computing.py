@@ -1,0 +1,228 @@
+"""The share engine's entry point: a whole snapshot in, every queue's and policy's status out.
+
+Steps (each policy is independent of the others):
+
+1. governance: which policy owns which queues and nodes (conflicts are reported, not guessed);
+2. accounting: every queue's allocated, request, inqueue and elastic from pods and PodGroups;
+3. per policy: the dense problem over its queues (sorted by name) and dimensions, then the
+   policy's deserved;
+4. per queue: share and overused from deserved and allocated, plus reasons.
+
+Deterministic: no clock or global random source; Random order derives from ``now_seconds`` and
+``seed``. Complexity: O(pods + D · Q log Q) per policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from sharekeeper.engine.resources import (
+    UNLIMITED,
+    Vectors,
+    capability_bound,
+    dense,
+    dimensions,
+    nonzero,
+    sparse_rows,
+    sum_amounts,
+)
+from sharekeeper.engine.shares.accounting import QueueUsage, queue_usage
+from sharekeeper.engine.shares.capacity import capacity_deserved
+from sharekeeper.engine.shares.common import ShareProblem, dominant_shares
+from sharekeeper.engine.shares.governance import governance
+from sharekeeper.engine.shares.guarantee_quota import guarantee_quota_deserved, random_order
+from sharekeeper.engine.shares.proportion import proportion_deserved
+from sharekeeper.engine.shares.proportion_optimize import proportion_optimize_deserved
+from sharekeeper.engine.shares.snapshot import (
+    NodeSnapshot,
+    PolicyName,
+    PolicyShare,
+    PolicySnapshot,
+    QueueName,
+    QueueShare,
+    QueueSnapshot,
+    Reason,
+    ShareResult,
+    ShareSnapshot,
+)
+
+
+def deserved_shares(snapshot: ShareSnapshot) -> ShareResult:
+    queues = {queue.name: queue for queue in snapshot.queues}
+    # 1. Governance.
+    queue_owners = governance(
+        snapshot.policies, {name: queue.labels for name, queue in queues.items()}, "queue"
+    )
+    node_owners = governance(
+        snapshot.policies, {node.name: node.labels for node in snapshot.nodes}, "node"
+    )
+    # 2. Accounting.
+    accounting = queue_usage(queues, snapshot.pods, snapshot.pod_groups)
+    results: dict[QueueName, QueueShare] = {}
+    policies: dict[PolicyName, PolicyShare] = {}
+    # 3. Per policy.
+    for policy in sorted(snapshot.policies, key=lambda policy: policy.name):
+        governed = [
+            queues[name] for name in sorted(queues) if queue_owners.owner.get(name) == policy.name
+        ]
+        nodes = [node for node in snapshot.nodes if node_owners.owner.get(node.name) == policy.name]
+        shares, summary = _policy_shares(snapshot, policy, governed, nodes, accounting.usage)
+        overlapping = sorted(
+            f"{kind} {name} is also selected by {', '.join(p for p in owners if p != policy.name)}"
+            for kind, contested in (
+                ("queue", queue_owners.contested),
+                ("node", node_owners.contested),
+            )
+            for name, owners in contested.items()
+            if policy.name in owners
+        )
+        policies[policy.name] = PolicyShare(
+            nodes=summary.nodes,
+            queues=summary.queues,
+            total=summary.total,
+            total_guarantee=summary.total_guarantee,
+            reasons=summary.reasons + tuple(Reason("Overlapping", text) for text in overlapping),
+        )
+        results.update(shares)
+    # 4. Queues without exactly one policy.
+    for name, queue in sorted(queues.items()):
+        if name in results:
+            continue
+        if name in queue_owners.contested:
+            owners = ", ".join(queue_owners.contested[name])
+            reason = Reason("Conflict", f"selected by several policies: {owners}")
+        else:
+            reason = Reason("NoPolicy", "no SchedulerPolicy selects this queue")
+        results[name] = _ungoverned(queue, accounting.usage[name], reason)
+    return ShareResult(queues=results, policies=policies, reasons=accounting.reasons)
+
+
+def share_problem(
+    policy: PolicySnapshot,
+    governed: Sequence[QueueSnapshot],
+    nodes: Sequence[NodeSnapshot],
+    usage: Mapping[QueueName, QueueUsage],
+) -> ShareProblem:
+    """The dense problem of one policy: its queues (sorted by name) over its dimensions."""
+    sharing = policy.sharing
+    ignore_guarantees = sharing.policy == "ProportionOptimize" and not sharing.guarantee_enable
+    guarantees = [{} if ignore_guarantees else queue.guarantee for queue in governed]
+    capabilities = [capability_bound(queue.capability) for queue in governed]
+    total = sum_amounts(node.allocatable for node in nodes)
+    names = dimensions(
+        [total, *guarantees, *capabilities]
+        + [queue.deserved for queue in governed]
+        + [usage[queue.name].request for queue in governed]
+    )
+    return ShareProblem(
+        queues=tuple(queue.name for queue in governed),
+        dimensions=names,
+        total=dense([total], names)[0],
+        weights=np.array([queue.weight for queue in governed], dtype=np.int64),
+        guarantee=dense(guarantees, names),
+        capability=dense(capabilities, names, missing=UNLIMITED),
+        spec_deserved=dense([queue.deserved for queue in governed], names),
+        allocated=dense([usage[queue.name].allocated for queue in governed], names),
+        request=dense([usage[queue.name].request for queue in governed], names),
+    )
+
+
+def policy_deserved(
+    problem: ShareProblem, policy: PolicySnapshot, now_seconds: float, seed: int
+) -> Vectors:
+    """Every queue's deserved under ``policy``, rows as in ``problem``."""
+    sharing = policy.sharing
+    match sharing.policy:
+        case "Proportion":
+            return proportion_deserved(problem)
+        case "Capacity":
+            return capacity_deserved(problem)
+        case "ProportionOptimize":
+            return proportion_optimize_deserved(problem, sharing.priority_type)
+        case "GuaranteeQuota":
+            bucket = int(now_seconds // max(sharing.reshuffle_seconds, 1))
+            order = random_order(problem.queues, policy.name, seed, bucket)
+            return guarantee_quota_deserved(problem, sharing.elastic_order, order)
+
+
+def _policy_shares(
+    snapshot: ShareSnapshot,
+    policy: PolicySnapshot,
+    governed: Sequence[QueueSnapshot],
+    nodes: Sequence[NodeSnapshot],
+    usage: Mapping[QueueName, QueueUsage],
+) -> tuple[dict[QueueName, QueueShare], PolicyShare]:
+    sharing = policy.sharing
+    ignore_elastic = sharing.policy == "ProportionOptimize" and not sharing.elastic_enable
+    problem = share_problem(policy, governed, nodes, usage)
+    names = problem.dimensions
+    deserved = policy_deserved(problem, policy, snapshot.now_seconds, snapshot.seed)
+    total_guarantee = problem.total_guarantee
+    short = [
+        n
+        for n, g, t in zip(names, total_guarantee.tolist(), problem.total.tolist(), strict=True)
+        if g > t
+    ]
+    reasons: tuple[Reason, ...] = ()
+    if short:
+        reasons = (
+            Reason("GuaranteeUnsatisfiable", f"guarantees exceed the total in {', '.join(short)}"),
+        )
+    # 4. Share (best-effort Capacity queues count as fully served) and overuse, per row.
+    shares = dominant_shares(problem.allocated, deserved)
+    shares = np.where(np.isnan(shares), 1.0 if sharing.policy == "Capacity" else 0.0, shares)
+    exceeding = np.asarray((problem.allocated > deserved).any(axis=1))
+    overused = [bool(flag) for flag in exceeding.tolist()]
+    rows = zip(
+        governed,
+        sparse_rows(deserved, names),
+        sparse_rows(problem.real_capability, names),
+        shares.tolist(),
+        overused,
+        sparse_rows(problem.guarantee, names),
+        strict=True,
+    )
+    results: dict[QueueName, QueueShare] = {}
+    for queue, queue_deserved, real_capability, share, is_overused, guarantee in rows:
+        entry = usage[queue.name]
+        results[queue.name] = QueueShare(
+            policy=policy.name,
+            state=queue.state,
+            deserved=queue_deserved,
+            guarantee=nonzero(guarantee),
+            real_capability=real_capability,
+            allocated=nonzero(entry.allocated),
+            request=nonzero(entry.request),
+            inqueue=entry.inqueue,
+            elastic={} if ignore_elastic else entry.elastic,
+            share=share,
+            overused=is_overused,
+            reasons=reasons,
+        )
+    summary = PolicyShare(
+        nodes=len(nodes),
+        queues=len(governed),
+        total=nonzero(sparse_rows(problem.total[np.newaxis, :], names)[0]),
+        total_guarantee=nonzero(sparse_rows(total_guarantee[np.newaxis, :], names)[0]),
+        reasons=reasons,
+    )
+    return results, summary
+
+
+def _ungoverned(queue: QueueSnapshot, usage: QueueUsage, reason: Reason) -> QueueShare:
+    return QueueShare(
+        policy=None,
+        state=queue.state,
+        deserved={},
+        guarantee=nonzero(queue.guarantee),
+        real_capability={},
+        allocated=nonzero(usage.allocated),
+        request=nonzero(usage.request),
+        inqueue=usage.inqueue,
+        elastic=usage.elastic,
+        share=0.0,
+        overused=False,
+        reasons=(reason,),
+    )

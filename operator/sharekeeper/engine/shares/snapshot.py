@@ -1,0 +1,161 @@
+"""The share engine's inputs and outputs: small frozen values, no Kubernetes dicts.
+
+Amounts are sparse mappings in internal units (``engine.resources``). The engine resolves pods
+to queues and policies to queues and nodes itself, so that the operator and ``simulate`` feed
+it the same raw facts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal, NewType
+
+from sharekeeper.engine.resources import Amounts
+from sharekeeper.engine.selectors import MATCH_ALL, LabelSelector
+
+QueueName = NewType("QueueName", str)
+NodeName = NewType("NodeName", str)
+PolicyName = NewType("PolicyName", str)
+
+PolicyKind = Literal["Proportion", "Capacity", "ProportionOptimize", "GuaranteeQuota"]
+PriorityType = Literal["Weight", "Guarantee"]
+ElasticOrder = Literal["Weight", "Share", "Random"]
+QueueState = Literal["Open", "Closed"]
+PodGroupPhase = Literal["Pending", "Inqueue", "Running", "Unknown", "Completed"]
+
+DEFAULT_QUEUE = QueueName("default")
+"""Pods that name no queue belong here, if a Queue of that name exists."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sharing:
+    policy: PolicyKind = "Proportion"
+    guarantee_enable: bool = True
+    elastic_enable: bool = True
+    priority_type: PriorityType = "Weight"
+    elastic_order: ElasticOrder = "Weight"
+    reshuffle_seconds: int = 300
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySnapshot:
+    name: PolicyName
+    queue_selector: LabelSelector = MATCH_ALL
+    node_selector: LabelSelector = MATCH_ALL
+    sharing: Sharing = Sharing()
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSnapshot:
+    name: QueueName
+    labels: Mapping[str, str] = field(default_factory=dict)
+    weight: int = 1
+    capability: Amounts = field(default_factory=dict)
+    """Upper bound; a missing dimension is unlimited."""
+    guarantee: Amounts = field(default_factory=dict)
+    deserved: Amounts = field(default_factory=dict)
+    """``spec.deserved``: read by the Capacity policy only."""
+    state: QueueState = "Open"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSnapshot:
+    name: NodeName
+    labels: Mapping[str, str] = field(default_factory=dict)
+    allocatable: Amounts = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PodSnapshot:
+    namespace: str
+    name: str
+    request: Amounts
+    """The effective request: max(Σ containers, each init container) + overhead."""
+    node_name: str | None = None
+    terminal: bool = False
+    """Phase Succeeded or Failed."""
+    scheduling_gated: bool = False
+    queue_label: str | None = None
+    queue_annotation: str | None = None
+    group_name: str | None = None
+    """The Volcano PodGroup (annotation ``scheduling.k8s.io/group-name``) in the pod's namespace."""
+
+    @property
+    def allocated(self) -> bool:
+        return self.node_name is not None and not self.terminal
+
+    @property
+    def pending(self) -> bool:
+        return self.node_name is None and not self.terminal
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupSnapshot:
+    namespace: str
+    name: str
+    queue: str | None = None
+    phase: PodGroupPhase = "Pending"
+    min_member: int = 0
+    min_resources: Amounts | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShareSnapshot:
+    policies: tuple[PolicySnapshot, ...] = ()
+    queues: tuple[QueueSnapshot, ...] = ()
+    nodes: tuple[NodeSnapshot, ...] = ()
+    pods: tuple[PodSnapshot, ...] = ()
+    pod_groups: tuple[PodGroupSnapshot, ...] = ()
+    now_seconds: float = 0.0
+    """Only the Random elastic order reads it, bucketed by ``reshuffleSeconds``."""
+    seed: int = 0
+
+
+ReasonKind = Literal[
+    "NoPolicy",
+    "Conflict",
+    "GuaranteeUnsatisfiable",
+    "UnknownQueue",
+    "Overlapping",
+]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Reason:
+    kind: ReasonKind
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueShare:
+    policy: PolicyName | None
+    state: QueueState
+    deserved: Amounts
+    guarantee: Amounts
+    real_capability: Amounts
+    allocated: Amounts
+    request: Amounts
+    inqueue: Amounts
+    elastic: Amounts
+    share: float
+    """max over dimensions of allocated/deserved (Volcano §3.3)."""
+    overused: bool
+    reasons: tuple[Reason, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyShare:
+    nodes: int
+    queues: int
+    total: Amounts
+    total_guarantee: Amounts
+    reasons: tuple[Reason, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ShareResult:
+    queues: Mapping[QueueName, QueueShare]
+    policies: Mapping[PolicyName, PolicyShare]
+    reasons: tuple[Reason, ...] = ()
+    """Snapshot-wide findings, e.g. pods naming a queue that does not exist."""

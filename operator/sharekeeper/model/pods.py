@@ -1,0 +1,85 @@
+"""Pod and Volcano PodGroup objects -> engine snapshots.
+
+A pod's request is Kubernetes' effective request: the larger of (a) its containers plus its
+sidecars (init containers with ``restartPolicy: Always``) and (b) each regular init container
+plus the sidecars started before it; then plus ``spec.overhead``.
+"""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from sharekeeper.engine.resources import add, at_least
+from sharekeeper.engine.shares import PodGroupSnapshot, PodSnapshot
+from sharekeeper.engine.shares.snapshot import PodGroupPhase
+from sharekeeper.model.objects import (
+    Obj,
+    at,
+    fail,
+    int_at,
+    mapping_at,
+    name_of,
+    resource_list,
+    resources_at,
+)
+
+QUEUE_LABEL = "sharekeeper.io/queue"
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+_PHASES: tuple[PodGroupPhase, ...] = get_args(PodGroupPhase)
+
+
+def pod_snapshot(obj: Obj) -> PodSnapshot:
+    labels = mapping_at(obj, "metadata.labels")
+    annotations = mapping_at(obj, "metadata.annotations")
+    return PodSnapshot(
+        namespace=str(at(obj, "metadata.namespace") or "default"),
+        name=name_of(obj),
+        request=effective_request(obj),
+        node_name=at(obj, "spec.nodeName") or None,
+        terminal=at(obj, "status.phase") in ("Succeeded", "Failed"),
+        scheduling_gated=bool(at(obj, "spec.schedulingGates")),
+        queue_label=labels.get(QUEUE_LABEL),
+        queue_annotation=annotations.get(VOLCANO_QUEUE_ANNOTATION),
+        group_name=annotations.get(GROUP_ANNOTATION),
+    )
+
+
+def effective_request(obj: Obj) -> dict[str, int]:
+    containers = sum_requests(obj, "spec.containers")
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for index, init in enumerate(at(obj, "spec.initContainers") or []):
+        request = _requests(obj, init, f"spec.initContainers[{index}]")
+        if init.get("restartPolicy") == "Always":
+            sidecars = add(sidecars, request)
+        else:
+            init_peak = at_least(init_peak, add(sidecars, request))
+    return add(at_least(add(containers, sidecars), init_peak), resources_at(obj, "spec.overhead"))
+
+
+def sum_requests(obj: Obj, path: str) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for index, container in enumerate(at(obj, path) or []):
+        total = add(total, _requests(obj, container, f"{path}[{index}]"))
+    return total
+
+
+def _requests(obj: Obj, container: Obj, path: str) -> dict[str, int]:
+    requests = (container.get("resources") or {}).get("requests") or {}
+    return resource_list(obj, requests, f"{path}.resources.requests")
+
+
+def pod_group_snapshot(obj: Obj) -> PodGroupSnapshot:
+    phase = at(obj, "status.phase") or "Pending"
+    if phase not in _PHASES:
+        raise fail(obj, "status.phase", f"must be one of {', '.join(_PHASES)}, got {phase!r}")
+    has_minimum = at(obj, "spec.minResources") is not None
+    return PodGroupSnapshot(
+        namespace=str(at(obj, "metadata.namespace") or "default"),
+        name=name_of(obj),
+        queue=at(obj, "spec.queue") or None,
+        phase=phase,
+        min_member=int_at(obj, "spec.minMember", 0, low=0, high=2**31 - 1),
+        min_resources=resources_at(obj, "spec.minResources") if has_minimum else None,
+    )

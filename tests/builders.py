@@ -1,0 +1,145 @@
+"""One-line builders of Kubernetes objects as ``kubectl get -o yaml`` prints them, and a
+helper that runs them through simulate's path (model parsing, then the share engine)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sharekeeper.engine.shares import ShareResult, deserved_shares
+from sharekeeper.simulate.reading import parse_objects
+from sharekeeper.simulate.report import Context, share_snapshot
+
+Obj = dict[str, Any]
+Resources = Mapping[str, str | int]
+
+
+def node(name: str, labels: Mapping[str, str] | None = None, **allocatable: str | int) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "status": {"allocatable": _keyword_resources(allocatable)},
+    }
+
+
+def queue(
+    name: str,
+    *,
+    weight: int | None = None,
+    capability: Resources | None = None,
+    guarantee: Resources | None = None,
+    deserved: Resources | None = None,
+    state: str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> Obj:
+    spec: Obj = {}
+    if weight is not None:
+        spec["weight"] = weight
+    if capability is not None:
+        spec["capability"] = _quantities(capability)
+    if guarantee is not None:
+        spec["guarantee"] = {"resource": _quantities(guarantee)}
+    if deserved is not None:
+        spec["deserved"] = _quantities(deserved)
+    if state is not None:
+        spec["state"] = state
+    return {
+        "apiVersion": "scheduling.sharekeeper.io/v1alpha1",
+        "kind": "Queue",
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "spec": spec,
+    }
+
+
+def pod(
+    name: str,
+    queue: str | None = None,
+    *,
+    node: str | None = None,
+    namespace: str = "ns",
+    phase: str | None = None,
+    group: str | None = None,
+    gated: bool = False,
+    **requests: str | int,
+) -> Obj:
+    labels = {"sharekeeper.io/queue": queue} if queue else {}
+    annotations = {"scheduling.k8s.io/group-name": group} if group else {}
+    spec: Obj = {
+        "containers": [{"name": "main", "resources": {"requests": _keyword_resources(requests)}}]
+    }
+    if node:
+        spec["nodeName"] = node
+    if gated:
+        spec["schedulingGates"] = [{"name": "wait"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": spec,
+        "status": {"phase": phase or ("Running" if node else "Pending")},
+    }
+
+
+def pod_group(
+    name: str,
+    queue: str,
+    *,
+    phase: str = "Pending",
+    min_member: int = 1,
+    min_resources: Resources | None = None,
+    namespace: str = "ns",
+) -> Obj:
+    spec: Obj = {"queue": queue, "minMember": min_member}
+    if min_resources is not None:
+        spec["minResources"] = _quantities(min_resources)
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+def policy(
+    name: str = "default",
+    kind: str = "Proportion",
+    *,
+    queue_labels: Mapping[str, str] | None = None,
+    node_labels: Mapping[str, str] | None = None,
+    **sharing: Any,
+) -> Obj:
+    return {
+        "apiVersion": "scheduling.sharekeeper.io/v1alpha1",
+        "kind": "SchedulerPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "queueSelector": {"matchLabels": dict(queue_labels or {})},
+            "nodeSelector": {"matchLabels": dict(node_labels or {})},
+            "sharing": {"policy": kind, **sharing},
+        },
+    }
+
+
+def shares(*objects: Obj, now: float = 0.0, seed: int = 0) -> ShareResult:
+    """The share engine's result for these objects, read the way ``simulate`` reads them."""
+    inputs = parse_objects(objects)
+    return deserved_shares(share_snapshot(inputs, Context(now_seconds=now, seed=seed)))
+
+
+def _quantities(resources: Resources) -> dict[str, str]:
+    return {name: str(value) for name, value in resources.items()}
+
+
+def _keyword_resources(resources: Resources) -> dict[str, str]:
+    """``gpu=1, ephemeral_storage="1Gi"`` -> ``nvidia.com/gpu``, ``ephemeral-storage``."""
+    return {
+        "nvidia.com/gpu" if name == "gpu" else name.replace("_", "-"): str(value)
+        for name, value in resources.items()
+    }

@@ -1,0 +1,65 @@
+"""Volcano's Resource arithmetic cases (volcano.md §1.3) for the operations our integer model
+keeps. Cases whose outcome hinges on Go's nil-versus-empty scalar map, on the 0.1 epsilon
+between non-integers, or on operations the engine does not use are left out by op name."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sharekeeper.engine.resources import (
+    UNLIMITED,
+    add,
+    at_least,
+    capped,
+    exceeded_part,
+    inqueue_reservation,
+)
+from sharekeeper.model.quantities import parse_resources
+
+CASES_FILE = Path(os.environ.get("SHAREKEEPER_CASES", "/work/shared/cases/volcano_cases.json"))
+CASES = json.loads(CASES_FILE.read_text())["cases"] if CASES_FILE.exists() else []
+OPS = {"Add", "Sub", "MinDimensionResource", "helpers.Max", "SetMaxResource"}
+
+
+def _amounts(resource: dict[str, Any] | None) -> dict[str, int]:
+    resource = resource or {}
+    amounts = {"cpu": int(resource.get("MilliCPU", 0)), "memory": int(resource.get("Memory", 0))}
+    amounts |= {name: int(value) for name, value in (resource.get("ScalarResources") or {}).items()}
+    return amounts
+
+
+def _same(left: dict[str, int], right: dict[str, int]) -> bool:
+    return all(left.get(name, 0) == right.get(name, 0) for name in {*left, *right})
+
+
+ARITHMETIC = [case for case in CASES if case.get("op") in OPS]
+INQUEUE = [case for case in CASES if case["kind"] == "inqueue-resource"]
+
+
+@pytest.mark.parametrize("case", ARITHMETIC, ids=[case["id"] for case in ARITHMETIC])
+def test_resource_arithmetic(case: dict[str, Any]) -> None:
+    left, right = _amounts(case["args"][0]), _amounts(case["args"][1])
+    match case["op"]:
+        case "Add":
+            actual = add(left, right)
+        case "Sub":  # every Sub case has right <= left, where Sub and ExceededPart agree
+            actual = exceeded_part(left, right)
+        case "MinDimensionResource":
+            actual = capped(left, right, missing=0 if case["args"][2] == "Zero" else UNLIMITED)
+        case _:
+            actual = at_least(left, right)
+    assert _same(actual, _amounts(case["expected"]))
+
+
+@pytest.mark.parametrize("case", INQUEUE, ids=[case["id"] for case in INQUEUE])
+def test_inqueue_reservation(case: dict[str, Any]) -> None:
+    reserved = inqueue_reservation(
+        parse_resources(case["args"]["minResources"]), _amounts(case["args"]["allocated"])
+    )
+    expected = _amounts(case["expected"])
+    assert all(reserved.get(name, 0) == amount for name, amount in expected.items())

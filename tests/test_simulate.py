@@ -1,0 +1,115 @@
+"""``sharekeeper simulate``: reads files the way kubectl prints them, prints what the operator
+would publish, and refuses bad input with a message naming the object and field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from builders import node, pod, policy, queue
+from sharekeeper.cli import main
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "cluster.yaml"
+
+
+def _write(tmp_path: Path, *objects: dict[str, object], as_list: bool = False) -> Path:
+    path = tmp_path / "objects.yaml"
+    if as_list:
+        path.write_text(
+            yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": list(objects)})
+        )
+    else:
+        path.write_text(yaml.safe_dump_all(objects))
+    return path
+
+
+def test_example_table_has_a_row_per_queue(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "-f", str(EXAMPLE), "-o", "table"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == [
+        "QUEUE",
+        "POLICY",
+        "WEIGHT",
+        "GUARANTEE",
+        "DESERVED",
+        "ALLOCATED",
+        "REQUEST",
+        "SHARE",
+    ]
+    assert [line.split()[0] for line in lines[1:]] == ["batch", "default", "research", "training"]
+    batch = lines[1].split()
+    assert batch[4] == "cpu=8750m,memory=28Gi"  # 24 cpu water-filled by weight 1:1:3:2
+    assert batch[-1] == "0.8"
+
+
+@pytest.mark.parametrize("as_list", [False, True], ids=["multi-document", "kind-List"])
+def test_json_has_queue_and_policy_status(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], as_list: bool
+) -> None:
+    path = _write(
+        tmp_path,
+        policy("p"),
+        node("n1", cpu=4, memory="8Gi"),
+        queue("a", weight=1),
+        queue("b", weight=3),
+        pod("pa", "a", cpu=4),
+        pod("pb", "b", node="n1", cpu=1, memory="1Gi"),
+        as_list=as_list,
+    )
+    assert main(["simulate", "-f", str(path), "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report) == {"queues", "schedulerPolicies"}
+    assert report["queues"]["a"]["deserved"]["cpu"] == "3"
+    assert report["queues"]["b"]["deserved"] == {"cpu": "1", "memory": "1Gi"}
+    assert report["queues"]["b"]["share"] == "1"
+    assert report["schedulerPolicies"]["p"]["total"] == {"cpu": "4", "memory": "8Gi"}
+    assert report["schedulerPolicies"]["p"]["queues"] == 2
+
+
+def test_fractional_shares_never_exceed_the_total(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(
+        tmp_path,
+        policy("p"),
+        node("n1", cpu=4),
+        *(queue(name) for name in "abc"),
+        *(pod(f"p{name}", name, cpu=4) for name in "abc"),
+    )
+    assert main(["simulate", "-f", str(path), "-o", "yaml"]) == 0
+    report = yaml.safe_load(capsys.readouterr().out)
+    cpus = sorted(report["queues"][name]["deserved"]["cpu"] for name in "abc")
+    assert cpus == ["1333m", "1333m", "1334m"]
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (
+            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}},
+            "Service s: kind 'Service'",
+        ),
+        (
+            node("n2", cpu="lots"),
+            "Node n2: status.allocatable.cpu: 'lots' is not a Kubernetes quantity",
+        ),
+        (queue("q", weight=0), "Queue q: spec.weight: must be an integer from 1 to 65535"),
+        (
+            pod("orphan", "missing", cpu=1),
+            "pod ns/orphan names queue 'missing', which does not exist",
+        ),
+        (policy("p2", "Fair"), "SchedulerPolicy p2: spec.sharing.policy: must be one of"),
+    ],
+    ids=["unknown-kind", "malformed-quantity", "weight-0", "unknown-queue", "unknown-policy"],
+)
+def test_bad_input_names_object_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: dict[str, object], message: str
+) -> None:
+    path = _write(tmp_path, policy("p"), node("n1", cpu=4), queue("a"), bad)
+    assert main(["simulate", "-f", str(path), "-o", "json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert message in captured.err
