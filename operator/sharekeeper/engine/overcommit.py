@@ -1,0 +1,361 @@
+"""Overcommit: per-resource factors, overcommitted allocatable and the enqueue headroom.
+
+Reference semantics: Volcano's ``overcommit`` plugin (``pkg/scheduler/plugins/overcommit``,
+master ed72c7c8) with the per-resource factors of its design PR #3634 / code PR #3647, and the
+``proportion`` plugin's ``JobEnqueueableFn`` for the per-queue quota check
+(``reference/volcano.md`` §2, §3.4, §5). Where we differ, and why, is in
+``docs/overcommit-and-proportional.md``.
+
+Amounts are integers in internal units (``sharekeeper.model.quantities``); factors are exact
+``Fraction`` values, so ``1.2 * 10`` is ``12``, never ``11.999…``.
+
+Invariants:
+
+1. every effective factor is ≥ 1, hence overcommitted ≥ allocatable in every dimension;
+2. overcommitted ≤ allocatable * factor (we floor): we never publish more than was promised;
+3. headroom ≥ 0 in every dimension, and a job is admitted iff each dimension it requests fits
+   its headroom (strict: equality passes, one unit more fails).
+
+Complexity: linear in resources * (nodes + PodGroups); per-queue verdicts are linear in
+PodGroups.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from fractions import Fraction
+
+from sharekeeper.engine.resources import exceeded_part, inqueue_reservation, sum_amounts
+
+DEFAULT_FACTOR = Fraction(6, 5)
+"""Volcano's built-in ``overcommit-factor`` (1.2)."""
+
+PODS = "pods"
+"""Never an admission dimension: Volcano's dimension-wise checks skip it."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+# --- factors -----------------------------------------------------------------------------
+
+
+def factor_from_number(value: int | float | str | Decimal) -> Fraction:
+    """An exact factor from a JSON/YAML number: ``1.2`` becomes ``6/5``, not a binary float.
+
+    Raises ``ValueError`` for values below 1: CRD validation rejects them, so reaching here is
+    a bug in the caller, and silently using 1.2 instead (as Volcano does) would hide it.
+    """
+    factor = Fraction(str(value)) if isinstance(value, float) else Fraction(value)
+    if factor < 1:
+        raise ValueError(f"overcommit factor {value!r} is below 1")
+    return factor
+
+
+def factor_number(factor: Fraction) -> int | float:
+    """A factor as a JSON number for status and annotations: ``1`` or ``1.2``."""
+    if factor.denominator == 1:
+        return factor.numerator
+    return float(factor)
+
+
+@dataclass(frozen=True, slots=True)
+class OvercommitSpec:
+    """``spec.overcommit`` of a SchedulerPolicy, factors already exact."""
+
+    factor: Fraction | None = None
+    """``spec.overcommit.factor``; ``None`` means the built-in 1.2."""
+    factors: Mapping[str, Fraction] = field(default_factory=dict)
+    """``spec.overcommit.factors``: per resource name, overriding ``factor``."""
+
+    def __post_init__(self) -> None:
+        for name, value in (("factor", self.factor), *self.factors.items()):
+            if value is not None and value < 1:
+                raise ValueError(f"overcommit factor for {name} is {value}, below 1")
+
+
+def effective_factor(resource: str, spec: OvercommitSpec) -> Fraction:
+    """Precedence: 1.2 → ``factor`` → ``factors[resource]``."""
+    if resource in spec.factors:
+        return spec.factors[resource]
+    if spec.factor is not None:
+        return spec.factor
+    return DEFAULT_FACTOR
+
+
+def effective_factors(resources: Iterable[str], spec: OvercommitSpec) -> dict[str, Fraction]:
+    """The factor of every named resource and every resource with its own factor, sorted."""
+    names = sorted(set(resources) | set(spec.factors))
+    return {name: effective_factor(name, spec) for name in names}
+
+
+def overcommitted_amount(amount: int, factor: Fraction) -> int:
+    """``amount * factor`` floored to a whole internal unit (never more than promised)."""
+    return math.floor(amount * factor)
+
+
+def overcommitted_allocatable(
+    allocatable: Mapping[str, int], spec: OvercommitSpec
+) -> dict[str, int]:
+    """Every dimension of ``allocatable`` scaled by its effective factor, sorted."""
+    return {
+        name: overcommitted_amount(allocatable[name], effective_factor(name, spec))
+        for name in sorted(allocatable)
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOvercommit:
+    """Values of the ``overcommit-factors`` and ``overcommit-allocatable`` node annotations."""
+
+    factors: Mapping[str, Fraction]
+    allocatable: Mapping[str, int]
+
+
+def node_overcommit(allocatable: Mapping[str, int], spec: OvercommitSpec) -> NodeOvercommit:
+    """One node's annotations: factors of the resources it advertises, and their scaled value.
+
+    Only the node's own resources are listed, so a node without GPUs gets no GPU factor.
+    """
+    return NodeOvercommit(
+        factors={name: effective_factor(name, spec) for name in sorted(allocatable)},
+        allocatable=overcommitted_allocatable(allocatable, spec),
+    )
+
+
+# --- inqueue -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupSnapshot:
+    """A Volcano PodGroup with the aggregates of its pods."""
+
+    name: str
+    """``namespace/name``; the last tie-break when ordering pending PodGroups."""
+    queue: str
+    phase: str
+    """``Pending``, ``Inqueue``, ``Running``, ``Completed``, ``Unknown``."""
+    min_member: int = 1
+    min_resources: Mapping[str, int] | None = None
+    """``spec.minResources``; ``None`` means the PodGroup is admitted without any check."""
+    allocated: Mapping[str, int] = field(default_factory=dict)
+    """Σ requests of its bound, non-terminal pods."""
+    allocated_pods: int = 0
+    gated: Mapping[str, int] = field(default_factory=dict)
+    """Σ requests of its pods that still have scheduling gates."""
+    priority: int = 0
+    created: datetime = _EPOCH
+
+
+def podgroup_inqueue(podgroup: PodGroupSnapshot) -> dict[str, int]:
+    """What an admitted PodGroup still holds back: its minimum minus what already runs.
+
+    Counts for ``Inqueue`` PodGroups and for ``Running`` ones that reached ``minMember``
+    (Volcano's rule). Unlike Volcano's overcommit plugin, an ``Inqueue`` PodGroup's allocated
+    pods are subtracted: they are already in ``used`` (Volcano fixed this double count in
+    ``proportion`` in v1.15 but not in ``overcommit``).
+    """
+    if podgroup.min_resources is None:
+        return {}
+    admitted = podgroup.phase == "Inqueue" or (
+        podgroup.phase == "Running" and podgroup.allocated_pods >= podgroup.min_member
+    )
+    if not admitted:
+        return {}
+    remaining = inqueue_reservation(podgroup.min_resources, podgroup.allocated)
+    # Gated pods cannot be scheduled yet, so their share of the minimum is not held back.
+    ungated = exceeded_part(remaining, podgroup.gated)
+    return {name: ungated[name] for name in sorted(ungated) if ungated[name] > 0}
+
+
+def inqueue_resources(podgroups: Iterable[PodGroupSnapshot]) -> dict[str, int]:
+    """Σ ``podgroup_inqueue`` over the PodGroups, keys sorted."""
+    return dict(sorted(sum_amounts(podgroup_inqueue(podgroup) for podgroup in podgroups).items()))
+
+
+# --- headroom and admission -----------------------------------------------------------------
+
+
+def headroom_amount(overcommitted: int, used: int, inqueue: int) -> int:
+    """What a new job may still ask for in one dimension, floored at 0."""
+    return max(overcommitted - used - inqueue, 0)
+
+
+def enqueue_headroom(
+    overcommitted_total: Mapping[str, int], used: Mapping[str, int], inqueue: Mapping[str, int]
+) -> dict[str, int]:
+    """Per dimension (``pods`` excluded): what one more job may ask for and be admitted.
+
+    A dimension that is used or held back but has no capacity gets 0, so a job asking for it
+    is refused; a dimension nobody has and nobody asks for is absent.
+    """
+    names = (set(overcommitted_total) | set(used) | set(inqueue)) - {PODS}
+    return {
+        name: headroom_amount(
+            overcommitted_total.get(name, 0), used.get(name, 0), inqueue.get(name, 0)
+        )
+        for name in sorted(names)
+    }
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Shortfall:
+    """One dimension a job asks for that its limit cannot give."""
+
+    resource: str
+    requested: int
+    available: int
+
+
+def shortfalls(requested: Mapping[str, int], available: Mapping[str, int]) -> tuple[Shortfall, ...]:
+    """Dimensions where ``requested`` exceeds ``available``, sorted by name.
+
+    Volcano's ``LessEqualWithDimensionAndResourcesName`` rephrased: only dimensions the job
+    asks for (> 0) count, ``pods`` never does, a dimension missing from ``available`` is 0,
+    and the comparison is strict (equality fits).
+    """
+    return tuple(
+        Shortfall(name, requested[name], max(available.get(name, 0), 0))
+        for name in sorted(requested)
+        if name != PODS and requested[name] > 0 and requested[name] > available.get(name, 0)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class OvercommitSnapshot:
+    """The inputs for one SchedulerPolicy."""
+
+    spec: OvercommitSpec
+    total: Mapping[str, int]
+    """Σ allocatable of the policy's nodes."""
+    used: Mapping[str, int]
+    """Σ requests of the bound, non-terminal pods on those nodes."""
+    podgroups: Sequence[PodGroupSnapshot] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OvercommitResult:
+    """``status.overcommit`` of a SchedulerPolicy."""
+
+    factors: Mapping[str, Fraction]
+    overcommitted_total: Mapping[str, int]
+    used: Mapping[str, int]
+    inqueue: Mapping[str, int]
+    headroom: Mapping[str, int]
+
+
+def overcommit_status(snapshot: OvercommitSnapshot) -> OvercommitResult:
+    """The policy's overcommit status.
+
+    The total is scaled as a whole, as Volcano does, so it may exceed the sum of the nodes'
+    floored ``overcommit-allocatable`` by less than one internal unit per node.
+    """
+    overcommitted = overcommitted_allocatable(snapshot.total, snapshot.spec)
+    inqueue = inqueue_resources(snapshot.podgroups)
+    return OvercommitResult(
+        factors=effective_factors(snapshot.total, snapshot.spec),
+        overcommitted_total=overcommitted,
+        used=dict(sorted(snapshot.used.items())),
+        inqueue=inqueue,
+        headroom=enqueue_headroom(overcommitted, snapshot.used, inqueue),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSnapshot:
+    """What the proportion enqueue check needs to know about one queue.
+
+    ``allocated``, ``inqueue``, ``elastic`` and ``real_capability`` are the share engine's
+    per-queue results (``QueueShare``), so the verdict agrees with the queue's status.
+    """
+
+    name: str
+    open: bool = True
+    """``status.state == Open``; a closed queue admits nothing."""
+    allocated: Mapping[str, int] = field(default_factory=dict)
+    inqueue: Mapping[str, int] = field(default_factory=dict)
+    elastic: Mapping[str, int] = field(default_factory=dict)
+    real_capability: Mapping[str, int] | None = None
+    """``None`` skips the quota check (no share policy governs the queue)."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueAdmission:
+    """Would the queue's next pending PodGroup be admitted now, and if not, why not."""
+
+    queue: str
+    podgroup: str | None
+    """The next pending PodGroup (``namespace/name``); ``None`` when nothing is pending."""
+    closed: bool = False
+    overcommit: tuple[Shortfall, ...] = ()
+    """Dimensions where the job exceeds the cluster's enqueue headroom."""
+    quota: tuple[Shortfall, ...] = ()
+    """Dimensions where the job exceeds the queue's capability (proportion)."""
+
+    @property
+    def admitted(self) -> bool:
+        return self.podgroup is not None and not (self.closed or self.overcommit or self.quota)
+
+
+def next_pending(podgroups: Iterable[PodGroupSnapshot]) -> PodGroupSnapshot | None:
+    """The pending PodGroup the enqueue action tries first: priority, then age, then name."""
+    pending = [podgroup for podgroup in podgroups if podgroup.phase == "Pending"]
+    return min(pending, key=lambda pg: (-pg.priority, pg.created, pg.name), default=None)
+
+
+def quota_shortfalls(queue: QueueSnapshot, minimum: Mapping[str, int]) -> tuple[Shortfall, ...]:
+    """Proportion's enqueue check: minimum + allocated + inqueue - elastic <= capability.
+
+    Rephrased as "minimum <= capability - (allocated + inqueue - elastic)" so that the
+    shortfall names what the job could still get.
+    """
+    if queue.real_capability is None:
+        return ()
+    negative_elastic = {name: -amount for name, amount in queue.elastic.items()}
+    committed = sum_amounts((queue.allocated, queue.inqueue, negative_elastic))
+    names = set(queue.real_capability) | set(committed)
+    available = {
+        name: queue.real_capability.get(name, 0) - committed.get(name, 0) for name in names
+    }
+    return shortfalls(minimum, available)
+
+
+def queue_admission(
+    queue: QueueSnapshot, podgroups: Iterable[PodGroupSnapshot], headroom: Mapping[str, int]
+) -> QueueAdmission:
+    """The verdict on ``queue``'s next pending PodGroup against the cluster ``headroom``.
+
+    ``podgroups`` are the queue's own. Each queue is judged on its own against the current
+    headroom: admitting one queue's job is not assumed to shrink another's.
+    """
+    candidate = next_pending(podgroups)
+    if candidate is None:
+        return QueueAdmission(queue=queue.name, podgroup=None, closed=not queue.open)
+    if candidate.min_resources is None:
+        # The enqueue action admits a PodGroup without minResources without asking anyone.
+        return QueueAdmission(queue=queue.name, podgroup=candidate.name)
+    return QueueAdmission(
+        queue=queue.name,
+        podgroup=candidate.name,
+        closed=not queue.open,
+        overcommit=shortfalls(candidate.min_resources, headroom),
+        quota=quota_shortfalls(queue, candidate.min_resources),
+    )
+
+
+def queue_admissions(
+    queues: Iterable[QueueSnapshot],
+    podgroups: Iterable[PodGroupSnapshot],
+    headroom: Mapping[str, int],
+) -> dict[str, QueueAdmission]:
+    """``queue_admission`` for every queue, keyed and sorted by queue name."""
+    by_queue: dict[str, list[PodGroupSnapshot]] = {}
+    for podgroup in podgroups:
+        by_queue.setdefault(podgroup.queue, []).append(podgroup)
+    return {
+        queue.name: queue_admission(queue, by_queue.get(queue.name, []), headroom)
+        for queue in sorted(queues, key=lambda q: q.name)
+    }
