@@ -1,0 +1,88 @@
+"""Node QoS ensurance: waterlines, precise throttle and eviction, restore (crane.md, fixed).
+
+Belongs here: the pure decisions of one periodic check of one node. Entry points:
+
+- ``check_node(policies, node, state, now) -> NodeCheckResult``: hysteresis, waterlines,
+  gaps, plans and the taint decision; ``result.state`` is the state to persist.
+- ``node_actions(result, node) -> Flow``: a sans-I/O generator; it yields ``QosAction`` values,
+  the caller sends back ``Outcome.ACCEPTED`` / ``Outcome.REFUSED``, and ``StopIteration.value``
+  is the ``PlanReport``. ``accept_all(flow)`` drives it the way ``simulate`` does.
+
+Does not belong: Kubernetes dicts and quantity strings (``model/qos.py``), API calls, clocks
+(``now`` is an argument). Must not import other ``engine`` policy packages, kopf, lightkube or
+pydantic. ``hysteresis`` owns every state transition; a new metric is one ``MetricSpec``.
+"""
+
+from sharekeeper.engine.qos.check import (
+    NodeCheckResult,
+    NodeQosState,
+    RuleKey,
+    RuleStatus,
+    check_node,
+    node_actions,
+)
+from sharekeeper.engine.qos.hysteresis import Event, Observation, Phase, RuleState, SchedulingState
+from sharekeeper.engine.qos.inputs import (
+    Action,
+    Candidates,
+    CpuThrottle,
+    Eviction,
+    NodeSnapshot,
+    Objective,
+    PodKey,
+    PodSnapshot,
+    QosPolicy,
+    Strategy,
+    ThrottleState,
+)
+from sharekeeper.engine.qos.metrics import REGISTRY, ActionClass, MetricSpec
+from sharekeeper.engine.qos.planning import (
+    Flow,
+    MetricPlan,
+    Mode,
+    Outcome,
+    PlanReport,
+    QosAction,
+    accept_all,
+)
+from sharekeeper.engine.qos.waterlines import Gap, Waterline
+from sharekeeper.engine.selectors import LabelSelector, Requirement
+
+__all__ = [
+    "REGISTRY",
+    "Action",
+    "ActionClass",
+    "Candidates",
+    "CpuThrottle",
+    "Event",
+    "Eviction",
+    "Flow",
+    "Gap",
+    "LabelSelector",
+    "MetricPlan",
+    "MetricSpec",
+    "Mode",
+    "NodeCheckResult",
+    "NodeQosState",
+    "NodeSnapshot",
+    "Objective",
+    "Observation",
+    "Outcome",
+    "Phase",
+    "PlanReport",
+    "PodKey",
+    "PodSnapshot",
+    "QosAction",
+    "QosPolicy",
+    "Requirement",
+    "RuleKey",
+    "RuleState",
+    "RuleStatus",
+    "SchedulingState",
+    "Strategy",
+    "ThrottleState",
+    "Waterline",
+    "accept_all",
+    "check_node",
+    "node_actions",
+]

@@ -1,0 +1,132 @@
+"""Frozen input values of the QoS engine: policies, the node and its pods, in internal units.
+
+Units: CPU in millicores, memory in bytes, times in whole seconds since the epoch, rule values
+in the metric's own unit (see ``metrics``: millicores, bytes or milli-percent). ``None`` always
+means "unknown" (no metrics sample, no start time), never zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Literal
+
+from sharekeeper.engine.selectors import LabelSelector
+
+QosClass = Literal["BestEffort", "Burstable", "Guaranteed", ""]
+
+SYSTEM_CLUSTER_CRITICAL = 2_000_000_000
+"""Pods at or above this priority (system-cluster-critical, system-node-critical) are never
+touched, whatever the policy says."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class PodKey:
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottleState:
+    """What the ``sharekeeper.io/cpu-throttle`` annotation remembers about a throttled pod.
+
+    ``original_limit_milli`` is None when the pod had no CPU limit before we throttled it.
+    """
+
+    original_limit_milli: int | None
+    current_limit_milli: int
+
+
+@dataclass(frozen=True, slots=True)
+class PodSnapshot:
+    key: PodKey
+    qos_class: QosClass = "BestEffort"
+    priority: int = 0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    start_time: int | None = None
+    cpu_usage_milli: int | None = None
+    memory_usage_bytes: int | None = None
+    cpu_request_milli: int = 0
+    cpu_limit_milli: int | None = None
+    """Σ container CPU limits, None if any container is unlimited (as the API has it now)."""
+    ext_cpu_limit_milli: int = 0
+    """Elastic (extended-resource) CPU the pod borrows; 0 when it uses none."""
+    throttle: ThrottleState | None = None
+    mirror_or_static: bool = False
+    daemonset: bool = False
+    terminating: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSnapshot:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    cpu_capacity_milli: int | None = None
+    memory_capacity_bytes: int | None = None
+    cpu_usage_milli: int | None = None
+    memory_usage_bytes: int | None = None
+    pods: tuple[PodSnapshot, ...] = ()
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Labels of every namespace a pod lives in (for ``candidates.namespaceSelector``)."""
+
+
+class Strategy(Enum):
+    NONE = "None"
+    PREVIEW = "Preview"
+
+
+@dataclass(frozen=True, slots=True)
+class Objective:
+    """One ``spec.objectiveEnsurances[]`` entry; ``value`` is in the metric's internal unit."""
+
+    name: str
+    metric: str
+    value: int
+    action_name: str
+    avoidance_threshold: int = 1
+    restore_threshold: int = 1
+    strategy: Strategy = Strategy.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class CpuThrottle:
+    min_cpu_ratio: int = 0
+    step_cpu_ratio: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    termination_grace_period_seconds: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    name: str
+    cool_down_seconds: int = 300
+    disable_scheduling: bool = False
+    eviction: Eviction | None = None
+    throttle: CpuThrottle | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    max_priority: int = 999
+    namespace_selector: LabelSelector = field(default_factory=LabelSelector)
+    pod_selector: LabelSelector = field(default_factory=LabelSelector)
+
+
+@dataclass(frozen=True, slots=True)
+class QosPolicy:
+    """A NodeQosEnsurancePolicy, already known to select the node being checked."""
+
+    name: str
+    objectives: tuple[Objective, ...] = ()
+    actions: Mapping[str, Action] = field(default_factory=dict)
+    candidates: Candidates = field(default_factory=Candidates)
+    node_selector: LabelSelector = field(default_factory=LabelSelector)
+    evict_on_missing_metrics: bool = False
+    excess_percent: int = 10

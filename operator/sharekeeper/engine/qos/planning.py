@@ -1,0 +1,380 @@
+"""Precise eviction, throttle and restore as sans-I/O generators (crane.md §9, fixed).
+
+``metric_plans`` decides, per waterline, *how* to act (precisely, on every candidate, or not
+at all) and on which sorted candidates. ``actions`` then walks those plans one pod at a time:
+it yields a ``QosAction`` and the caller sends back the ``Outcome``. A release counts against
+the gap only when the action was accepted, so a pod an eviction refuses (PodDisruptionBudget,
+API error) is skipped and the next one is tried (crane.md §12.4 counted it anyway).
+``simulate`` drives the same generator with ``accept_all``.
+
+Per check, a pod is acted on at most once, in class order evict → throttle down → restore;
+an accepted eviction reduces every evict gap by what the pod uses of that gap's resource (Crane
+reduced only the gap of the metric being processed). Precise loops skip pods that would
+release nothing: evicting or throttling them cannot close the gap (a pod without usage data
+released 0 in Crane and the loop went on to evict everything, §12.5).
+
+Fallbacks, when a waterline's metric cannot be quantified or has no usage:
+- evict: every candidate, only if a policy behind the waterline sets
+  ``evictOnMissingMetrics``; otherwise report and wait;
+- throttle down / restore: one step for every candidate, under the highest-priority
+  throttleable metric among the class's waterlines (crane.md §9).
+Complexity: O(p log p) sorting per waterline, then O(p) per plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Literal
+
+from sharekeeper.engine.qos.candidates import candidate_pods
+from sharekeeper.engine.qos.inputs import CpuThrottle, NodeSnapshot, PodKey, PodSnapshot
+from sharekeeper.engine.qos.metrics import (
+    ActionClass,
+    MetricRegistry,
+    MetricSpec,
+    Resource,
+    pod_usage,
+)
+from sharekeeper.engine.qos.sorting import GENERAL_SORTER
+from sharekeeper.engine.qos.throttling import LimitChange, restore_step, throttle_step
+from sharekeeper.engine.qos.waterlines import Gap, Waterline
+
+ActionKind = Literal["evict", "throttle", "restore"]
+
+
+class Outcome(Enum):
+    ACCEPTED = "Accepted"
+    REFUSED = "Refused"
+
+
+class Mode(Enum):
+    PRECISE = "Precise"
+    """Act in sorted order until the gap is closed."""
+    ALL = "All"
+    """Fallback: act once on every candidate."""
+    WAIT = "Wait"
+    """Cannot quantify and may not act blindly: report only."""
+
+
+@dataclass(frozen=True, slots=True)
+class MetricPlan:
+    action_class: ActionClass
+    metric: str
+    resource: Resource
+    mode: Mode
+    gap: int | None
+    candidates: tuple[PodSnapshot, ...]
+    """Sorted with the metric's sorter: the first is acted on first."""
+    throttle: CpuThrottle = field(default_factory=CpuThrottle)
+    grace_period_seconds: int | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class QosAction:
+    kind: ActionKind
+    pod: PodKey
+    node: str
+    metric: str
+    resource: Resource
+    released: int
+    """Evict/throttle: what it frees (millicores or bytes); restore: headroom it may use."""
+    cpu_limit_milli: int | None = None
+    """Throttle/restore: the pod's new total CPU limit (None: back to unlimited)."""
+    throttle: LimitChange | None = None
+    grace_period_seconds: int | None = None
+    precise: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class PlanReport:
+    accepted: tuple[QosAction, ...] = ()
+    refused: tuple[QosAction, ...] = ()
+    remaining: tuple[tuple[ActionClass, str, int], ...] = ()
+    """Gap left per precise (class, metric) after the accepted actions (≤ 0: closed)."""
+    waiting: tuple[str, ...] = ()
+    """Why some waterline was not acted on."""
+
+
+Flow = Generator[QosAction, Outcome, PlanReport]
+
+
+# --- deciding how to act -------------------------------------------------------------------
+
+
+def _merged_throttle(waterlines: Iterable[Waterline]) -> CpuThrottle:
+    # Like Crane's merge: the strongest floor and the largest step among the actions.
+    params = [c.action.throttle for w in waterlines for c in w.contributions if c.action.throttle]
+    return CpuThrottle(
+        min_cpu_ratio=max((p.min_cpu_ratio for p in params), default=0),
+        step_cpu_ratio=max((p.step_cpu_ratio for p in params), default=0),
+    )
+
+
+def _grace(waterline: Waterline) -> int | None:
+    graces = [
+        c.action.eviction.termination_grace_period_seconds
+        for c in waterline.contributions
+        if c.action.eviction and c.action.eviction.termination_grace_period_seconds is not None
+    ]
+    return min(graces, default=None)
+
+
+def _throttled(node: NodeSnapshot) -> tuple[PodSnapshot, ...]:
+    # Restoring is always safe, so every throttled pod qualifies, even one a policy no
+    # longer selects (it would otherwise stay throttled forever).
+    return tuple(p for p in node.pods if p.throttle is not None and not p.terminating)
+
+
+def _eviction_plan(w: Waterline, g: Gap, spec: MetricSpec | None, node: NodeSnapshot) -> MetricPlan:
+    sorter = spec.sorter if spec else GENERAL_SORTER
+    resource: Resource = spec.resource if spec else "cpu"
+    grace = _grace(w)
+    if spec is not None and spec.evict_quantified and g.amount is not None:
+        pods = sorter.sort(candidate_pods((c.candidates for c in w.contributions), node))
+        return MetricPlan(
+            w.action_class,
+            w.metric,
+            resource,
+            Mode.PRECISE,
+            g.amount,
+            pods,
+            grace_period_seconds=grace,
+        )
+    why = "unknown metric" if spec is None else "no usage or capacity for this metric"
+    opted = [c for c in w.contributions if c.evict_on_missing_metrics]
+    if not opted:
+        return MetricPlan(
+            w.action_class,
+            w.metric,
+            resource,
+            Mode.WAIT,
+            None,
+            (),
+            reason=f"{why}; evictOnMissingMetrics is false, waiting",
+        )
+    pods = sorter.sort(candidate_pods((c.candidates for c in opted), node))
+    return MetricPlan(
+        w.action_class,
+        w.metric,
+        resource,
+        Mode.ALL,
+        None,
+        pods,
+        grace_period_seconds=grace,
+        reason=f"{why}; evictOnMissingMetrics: evicting every candidate",
+    )
+
+
+def _throttle_plans(
+    action_class: ActionClass,
+    lines: list[tuple[Waterline, Gap, MetricSpec | None]],
+    node: NodeSnapshot,
+) -> list[MetricPlan]:
+    params = _merged_throttle(w for w, _, _ in lines)
+
+    def pods_for(ws: Iterable[Waterline], spec: MetricSpec) -> tuple[PodSnapshot, ...]:
+        if action_class is ActionClass.THROTTLE_UP:
+            return spec.sorter.sort(_throttled(node))
+        rules = (c.candidates for w in ws for c in w.contributions)
+        return spec.sorter.sort(candidate_pods(rules, node))
+
+    precise = all(
+        spec is not None and spec.throttle_quantified and g.amount is not None
+        for _, g, spec in lines
+    )
+    if precise:
+        return [
+            MetricPlan(
+                action_class,
+                w.metric,
+                spec.resource,
+                Mode.PRECISE,
+                g.amount,
+                pods_for([w], spec),
+                throttle=params,
+            )
+            for w, g, spec in lines
+            if spec is not None
+        ]
+    # Fallback (crane.md §9): one step for every candidate under the highest-priority
+    # throttleable metric; lines are in registry (= priority) order already.
+    chosen = next(((w, s) for w, _, s in lines if s is not None and s.throttleable), None)
+    unquantified = ", ".join(
+        w.metric for w, g, s in lines if s is None or not s.throttle_quantified or g.amount is None
+    )
+    if chosen is None:
+        return [
+            MetricPlan(
+                action_class,
+                lines[0][0].metric,
+                "cpu",
+                Mode.WAIT,
+                None,
+                (),
+                reason=f"cannot quantify {unquantified} and no throttleable metric has a waterline",
+            )
+        ]
+    w, spec = chosen
+    return [
+        MetricPlan(
+            action_class,
+            w.metric,
+            spec.resource,
+            Mode.ALL,
+            None,
+            pods_for([x for x, _, _ in lines], spec),
+            throttle=params,
+            reason=f"cannot quantify {unquantified}: one step for every candidate",
+        )
+    ]
+
+
+def metric_plans(
+    waterlines: Iterable[Waterline],
+    gaps: Iterable[Gap],
+    node: NodeSnapshot,
+    metrics: MetricRegistry,
+) -> tuple[MetricPlan, ...]:
+    """How each class will act this check, in class order (waterlines come ordered)."""
+    by_class: dict[ActionClass, list[tuple[Waterline, Gap, MetricSpec | None]]] = {}
+    for w, g in zip(waterlines, gaps, strict=True):
+        by_class.setdefault(w.action_class, []).append((w, g, metrics.get(w.metric)))
+    plans: list[MetricPlan] = []
+    for action_class, lines in by_class.items():
+        if action_class is ActionClass.EVICT:
+            plans.extend(_eviction_plan(w, g, spec, node) for w, g, spec in lines)
+        else:
+            plans.extend(_throttle_plans(action_class, lines, node))
+    return tuple(plans)
+
+
+# --- acting, one pod at a time --------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Ledger:
+    """The generator's private working memory for one check (never escapes it)."""
+
+    remaining: dict[tuple[ActionClass, str], int]
+    resources: dict[tuple[ActionClass, str], Resource]
+    acted: set[PodKey] = field(default_factory=set)
+    accepted: list[QosAction] = field(default_factory=list)
+    refused: list[QosAction] = field(default_factory=list)
+
+    def open(self, plan: MetricPlan) -> bool:
+        return self.remaining.get((plan.action_class, plan.metric), 0) > 0
+
+    def record(
+        self,
+        action: QosAction,
+        outcome: Outcome,
+        released: Mapping[Resource, int],
+        action_class: ActionClass,
+    ) -> None:
+        self.acted.add(action.pod)
+        if outcome is not Outcome.ACCEPTED:
+            self.refused.append(action)
+            return
+        self.accepted.append(action)
+        for key, resource in self.resources.items():
+            if key[0] is action_class and resource in released:
+                self.remaining[key] -= released[resource]
+
+
+def _eviction(plan: MetricPlan, pod: PodSnapshot, node: str) -> QosAction | None:
+    released = pod_usage(plan.resource, pod) or 0
+    if plan.mode is Mode.PRECISE and released <= 0:
+        return None
+    return QosAction(
+        "evict",
+        pod.key,
+        node,
+        plan.metric,
+        plan.resource,
+        released,
+        grace_period_seconds=plan.grace_period_seconds,
+        precise=plan.mode is Mode.PRECISE,
+    )
+
+
+def _limit_action(plan: MetricPlan, pod: PodSnapshot, node: NodeSnapshot) -> QosAction | None:
+    if plan.action_class is ActionClass.THROTTLE_DOWN:
+        change = throttle_step(pod, plan.throttle)
+        kind: ActionKind = "throttle"
+    else:
+        change = restore_step(pod, plan.throttle, node.cpu_capacity_milli)
+        kind = "restore"
+    # A precise throttle that frees nothing cannot help close the gap.
+    useless = kind == "throttle" and change is not None and change.released_milli <= 0
+    if change is None or (plan.mode is Mode.PRECISE and useless):
+        return None
+    return QosAction(
+        kind,
+        pod.key,
+        node.name,
+        plan.metric,
+        "cpu",
+        change.released_milli,
+        cpu_limit_milli=change.cpu_limit_milli,
+        throttle=change,
+        precise=plan.mode is Mode.PRECISE,
+    )
+
+
+def actions(plans: Iterable[MetricPlan], node: NodeSnapshot) -> Flow:
+    """Yield the next action; send back its outcome; the return value is the report.
+
+    Drive it with ``first = next(flow)`` then ``flow.send(outcome)`` until ``StopIteration``
+    (whose ``value`` is the ``PlanReport``), or with ``accept_all``.
+    """
+    plan_list = tuple(plans)
+    precise = [p for p in plan_list if p.mode is Mode.PRECISE and p.gap is not None]
+    ledger = _Ledger(
+        remaining={(p.action_class, p.metric): p.gap for p in precise if p.gap is not None},
+        resources={(p.action_class, p.metric): p.resource for p in precise},
+    )
+    waiting = [
+        f"{p.action_class.value} {p.metric}: {p.reason}" for p in plan_list if p.mode is Mode.WAIT
+    ]
+    for plan in plan_list:
+        if plan.mode is Mode.WAIT:
+            continue
+        for pod in plan.candidates:
+            # 1. A precise plan stops as soon as its gap is closed (maybe by earlier plans).
+            if plan.mode is Mode.PRECISE and not ledger.open(plan):
+                break
+            # 2. One action per pod per check, whichever class or metric got there first.
+            if pod.key in ledger.acted:
+                continue
+            if plan.action_class is ActionClass.EVICT:
+                action = _eviction(plan, pod, node.name)
+            else:
+                action = _limit_action(plan, pod, node)
+            if action is None:
+                continue
+            # 3. Hand it to the caller; only an accepted action counts against the gaps.
+            outcome = yield action
+            released: dict[Resource, int] = {"cpu": action.released}
+            if plan.action_class is ActionClass.EVICT:
+                released = {"cpu": pod.cpu_usage_milli or 0, "memory": pod.memory_usage_bytes or 0}
+            ledger.record(action, outcome, released, plan.action_class)
+    return PlanReport(
+        accepted=tuple(ledger.accepted),
+        refused=tuple(ledger.refused),
+        remaining=tuple((k[0], k[1], v) for k, v in ledger.remaining.items()),
+        waiting=tuple(waiting),
+    )
+
+
+def accept_all(flow: Flow) -> PlanReport:
+    """Drive a flow answering "accepted" to everything (``simulate``, tests)."""
+    try:
+        next(flow)
+        while True:
+            flow.send(Outcome.ACCEPTED)
+    except StopIteration as stop:
+        report: PlanReport = stop.value
+        return report

@@ -1,0 +1,62 @@
+"""CPU limit arithmetic for one pod: one throttle step down, one restore step up.
+
+Pod-level: the limit is the pod's total CPU limit (the caller spreads it over containers).
+A pod never goes below ``max(request, originalLimit * minCPURatio / 100, 1m)``; the floor uses
+the *original* limit, so repeated steps converge on it instead of sliding under it (crane.md
+§12.2 assigned ``limit * ratio`` without the /100, which un-throttled the pod). A pod without
+a CPU limit is throttled from its current usage; restoring it lifts the throttle once the
+target reaches the node's CPU capacity (Crane never gave such pods their freedom back, §12.9).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sharekeeper.engine.qos.inputs import CpuThrottle, PodSnapshot, ThrottleState
+
+
+@dataclass(frozen=True, slots=True)
+class LimitChange:
+    cpu_limit_milli: int | None
+    """The new pod CPU limit; None when a restore gives back "no limit"."""
+    throttle: ThrottleState | None
+    """The annotation's new value; None when the pod is back to its original limit."""
+    released_milli: int
+    """Throttle: usage - new limit (≥ 0). Restore: headroom it may take, new limit - usage."""
+
+
+def throttle_step(pod: PodSnapshot, params: CpuThrottle) -> LimitChange | None:
+    """The next lower limit, or None when the pod cannot go lower (or nothing is known)."""
+    original = pod.throttle.original_limit_milli if pod.throttle else pod.cpu_limit_milli
+    current = pod.throttle.current_limit_milli if pod.throttle else pod.cpu_limit_milli
+    base = current if current is not None else pod.cpu_usage_milli
+    if base is None:
+        return None
+    step = min(max(params.step_cpu_ratio, 0), 100)
+    floor = max(pod.cpu_request_milli, 1)
+    if original is not None:
+        floor = max(floor, original * min(max(params.min_cpu_ratio, 0), 100) // 100)
+    new = max(base * (100 - step) // 100, floor)
+    if new >= base:
+        return None
+    released = max(0, (pod.cpu_usage_milli or 0) - new)
+    return LimitChange(new, ThrottleState(original, new), released)
+
+
+def restore_step(
+    pod: PodSnapshot, params: CpuThrottle, node_cpu_milli: int | None
+) -> LimitChange | None:
+    """The next higher limit of a throttled pod, capped at its original limit."""
+    if pod.throttle is None:
+        return None
+    original, current = pod.throttle.original_limit_milli, pod.throttle.current_limit_milli
+    cap = original if original is not None else node_cpu_milli
+    new = current * (100 + min(max(params.step_cpu_ratio, 0), 100)) // 100
+    usage = pod.cpu_usage_milli or 0
+    if cap is None or new >= cap:
+        # Back to where the pod was before we touched it: drop the annotation.
+        headroom = max(0, (cap if cap is not None else new) - usage)
+        return LimitChange(original, None, headroom)
+    if new <= current:
+        return None
+    return LimitChange(new, ThrottleState(original, new), max(0, new - usage))

@@ -1,0 +1,112 @@
+"""One-line builders for QoS engine inputs (cpu in millicores, memory in bytes)."""
+
+from __future__ import annotations
+
+from sharekeeper.engine.qos import (
+    Action,
+    Candidates,
+    CpuThrottle,
+    Eviction,
+    NodeSnapshot,
+    Objective,
+    PodKey,
+    PodSnapshot,
+    QosPolicy,
+    Strategy,
+    ThrottleState,
+)
+from sharekeeper.engine.qos.inputs import QosClass
+
+EVICT = Action("evict", cool_down_seconds=300, disable_scheduling=True, eviction=Eviction(30))
+THROTTLE = Action("throttle", throttle=CpuThrottle(min_cpu_ratio=10, step_cpu_ratio=20))
+
+
+def pod(
+    name: str,
+    *,
+    namespace: str = "default",
+    qos: QosClass = "BestEffort",
+    priority: int = 0,
+    cpu: int | None = 0,
+    memory: int | None = 0,
+    start: int | None = None,
+    request: int = 0,
+    limit: int | None = None,
+    throttled: tuple[int | None, int] | None = None,
+    ext_cpu: int = 0,
+    labels: dict[str, str] | None = None,
+    **flags: bool,
+) -> PodSnapshot:
+    return PodSnapshot(
+        key=PodKey(namespace, name),
+        qos_class=qos,
+        priority=priority,
+        labels=labels or {},
+        start_time=start,
+        cpu_usage_milli=cpu,
+        memory_usage_bytes=memory,
+        cpu_request_milli=request,
+        cpu_limit_milli=limit,
+        ext_cpu_limit_milli=ext_cpu,
+        throttle=None if throttled is None else ThrottleState(*throttled),
+        **flags,
+    )
+
+
+def node(
+    *pods: PodSnapshot,
+    name: str = "node-1",
+    cpu: int | None = 0,
+    memory: int | None = 0,
+    cpu_capacity: int | None = 16_000,
+    memory_capacity: int | None = 64 * 2**30,
+    labels: dict[str, str] | None = None,
+) -> NodeSnapshot:
+    return NodeSnapshot(
+        name=name,
+        labels=labels or {},
+        cpu_capacity_milli=cpu_capacity,
+        memory_capacity_bytes=memory_capacity,
+        cpu_usage_milli=cpu,
+        memory_usage_bytes=memory,
+        pods=pods,
+    )
+
+
+def rule(
+    name: str,
+    metric: str,
+    value: int,
+    action: str = "evict",
+    *,
+    avoid: int = 1,
+    restore: int = 1,
+    preview: bool = False,
+) -> Objective:
+    return Objective(
+        name=name,
+        metric=metric,
+        value=value,
+        action_name=action,
+        avoidance_threshold=avoid,
+        restore_threshold=restore,
+        strategy=Strategy.PREVIEW if preview else Strategy.NONE,
+    )
+
+
+def policy(
+    *objectives: Objective,
+    name: str = "policy",
+    actions: tuple[Action, ...] = (EVICT, THROTTLE),
+    candidates: Candidates | None = None,
+    evict_on_missing: bool = False,
+    excess: int = 10,
+) -> QosPolicy:
+    return QosPolicy(
+        name=name,
+        objectives=objectives,
+        actions={a.name: a for a in actions},
+        candidates=candidates or Candidates(),
+        evict_on_missing_metrics=evict_on_missing,
+        excess_percent=excess,
+    )

@@ -1,0 +1,191 @@
+"""model/qos.py: Kubernetes dicts in, status/annotation/action dicts out."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from sharekeeper.engine.qos import (
+    NodeQosState,
+    PodKey,
+    Strategy,
+    ThrottleState,
+    accept_all,
+    check_node,
+    node_actions,
+)
+from sharekeeper.model.qos import (
+    QosModelError,
+    action_dict,
+    node_from_dicts,
+    node_status_entry,
+    parse_throttle_annotation,
+    policy_from_dict,
+    state_from_status,
+    throttle_annotation,
+    waterlines_annotation,
+)
+
+POLICY: dict[str, Any] = {
+    "apiVersion": "ensurance.sharekeeper.io/v1alpha1",
+    "kind": "NodeQosEnsurancePolicy",
+    "metadata": {"name": "cpu"},
+    "spec": {
+        "nodeSelector": {"matchLabels": {"pool": "batch"}},
+        "objectiveEnsurances": [
+            {
+                "name": "cpu-usage-evict",
+                "metricRule": {"name": "cpu_total_usage", "value": "6"},
+                "avoidanceThreshold": 1,
+                "actionName": "evict",
+            },
+            {
+                "name": "mem-util",
+                "metricRule": {"name": "memory_total_utilization", "value": "50.5"},
+                "actionName": "evict",
+                "strategy": "Preview",
+            },
+        ],
+        "actions": [
+            {
+                "name": "evict",
+                "disableScheduling": True,
+                "eviction": {"terminationGracePeriodSeconds": 5},
+            },
+            {
+                "name": "throttle",
+                "throttle": {"cpuThrottle": {"minCPURatio": 10, "stepCPURatio": 20}},
+            },
+        ],
+    },
+}
+
+
+def k8s_pod(name: str, cpu_limit: str | None = None, **extra: object) -> dict[str, object]:
+    resources = {"limits": {"cpu": cpu_limit}} if cpu_limit else {}
+    return {
+        "metadata": {"name": name, "namespace": "default", **extra},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": resources}]},
+        "status": {
+            "qosClass": "Burstable",
+            "phase": "Running",
+            "startTime": "2026-01-01T00:00:00Z",
+        },
+    }
+
+
+def test_policy_defaults_and_units() -> None:
+    policy = policy_from_dict(POLICY)
+    cpu, mem = policy.objectives
+    assert (cpu.value, cpu.restore_threshold) == (6_000, 1)
+    assert (mem.value, mem.strategy) == (50_500, Strategy.PREVIEW)
+    assert policy.actions["evict"].eviction is not None
+    assert policy.actions["evict"].eviction.termination_grace_period_seconds == 5
+    assert policy.actions["evict"].cool_down_seconds == 300
+    assert (policy.candidates.max_priority, policy.excess_percent) == (999, 10)
+    assert policy.evict_on_missing_metrics is False
+
+
+@pytest.mark.parametrize(
+    ("patch", "message"),
+    [
+        (
+            {"metricRule": {"name": "cpu_load_1_min", "value": "1"}},
+            "metricRule.name: unknown metric",
+        ),
+        ({"metricRule": {"name": "cpu_total_usage", "value": "-1"}}, "metricRule.value"),
+        ({"metricRule": {"name": "cpu_total_usage", "value": "0"}}, "greater than zero"),
+        ({"avoidanceThreshold": 0}, "avoidanceThreshold: must be >= 1"),
+        ({"metricRule": None}, "metricRule: is required"),
+        ({"strategy": "Later"}, "strategy"),
+    ],
+)
+def test_policy_errors_name_object_and_field(patch: dict[str, object], message: str) -> None:
+    """Crane's webhook cases (crane_cases.json validation_cases) that apply to the engine input."""
+    spec: dict[str, Any] = dict(POLICY["spec"])
+    spec["objectiveEnsurances"] = [{**spec["objectiveEnsurances"][0], **patch}]
+    with pytest.raises(QosModelError) as error:
+        policy_from_dict({**POLICY, "spec": spec})
+    assert "NodeQosEnsurancePolicy 'cpu': spec.objectiveEnsurances[0]" in str(error.value)
+    assert message in str(error.value)
+
+
+def test_pod_and_node_from_dicts_with_metrics() -> None:
+    pods = [
+        k8s_pod(
+            "a",
+            "2",
+            annotations={"sharekeeper.io/cpu-throttle": '{"originalLimit": "2", "limit": "1600m"}'},
+        ),
+        k8s_pod("ds", ownerReferences=[{"kind": "DaemonSet", "name": "x"}]),
+        {**k8s_pod("done"), "status": {"phase": "Succeeded"}},
+    ]
+    node = {
+        "metadata": {"name": "n1", "labels": {"pool": "batch"}},
+        "status": {"capacity": {"cpu": "8", "memory": "16Gi"}},
+    }
+    metrics = {"usage": {"cpu": "7", "memory": "8Gi"}}
+    pod_metrics = {
+        PodKey("default", "a"): {
+            "containers": [{"name": "c", "usage": {"cpu": "1500m", "memory": "1Gi"}}]
+        }
+    }
+    snapshot = node_from_dicts(node, pods, metrics, pod_metrics)
+    assert (snapshot.cpu_usage_milli, snapshot.memory_capacity_bytes) == (7_000, 16 * 2**30)
+    a, ds = snapshot.pods
+    assert (a.cpu_usage_milli, a.cpu_limit_milli, a.throttle) == (
+        1_500,
+        2_000,
+        ThrottleState(2_000, 1_600),
+    )
+    assert a.start_time == 1_767_225_600
+    assert ds.daemonset
+    assert ds.cpu_usage_milli is None  # no PodMetrics: unknown, not zero
+
+
+def test_throttle_annotation_round_trip() -> None:
+    for state in (ThrottleState(2_000, 1_600), ThrottleState(None, 300)):
+        value = throttle_annotation(state)
+        assert value is not None
+        assert parse_throttle_annotation(value) == state
+    assert throttle_annotation(None) is None
+    with pytest.raises(QosModelError, match="cpu-throttle"):
+        parse_throttle_annotation("{")
+
+
+def test_outputs_and_state_round_trip_through_status() -> None:
+    policy = policy_from_dict(POLICY)
+    node = node_from_dicts(
+        {
+            "metadata": {"name": "n1", "labels": {"pool": "batch"}},
+            "status": {"capacity": {"cpu": "8", "memory": "16Gi"}},
+        },
+        [k8s_pod("a")],
+        {"usage": {"cpu": "7", "memory": "9Gi"}},
+        {
+            PodKey("default", "a"): {
+                "containers": [{"name": "c", "usage": {"cpu": "1500m", "memory": "1Gi"}}]
+            }
+        },
+    )
+    result = check_node([policy], node, NodeQosState(), now=1_000)
+    assert waterlines_annotation(result.waterlines) == {"evict.cpu_total_usage": "6"}
+    assert waterlines_annotation(result.preview_waterlines) == {
+        "evict.memory_total_utilization": "50500m"
+    }
+    (action,) = accept_all(node_actions(result, node)).accepted
+    assert action_dict(action) == {
+        "kind": "evict",
+        "pod": "default/a",
+        "node": "n1",
+        "metric": "cpu_total_usage",
+        "released": "1500m",
+    }
+    entry = node_status_entry(result, "cpu")
+    json.dumps(entry)  # plain JSON
+    restored = state_from_status(
+        [{"metadata": {"name": "cpu"}, "status": {"nodes": [entry]}}], "n1"
+    )
+    assert restored == result.state
