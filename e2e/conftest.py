@@ -92,3 +92,10 @@ def crds(cluster: Cluster) -> Cluster:
         *(f"crd/{path.stem}" for path in sorted(CRDS.glob("*.yaml"))),
     )  # fmt: skip
     return cluster
+
+
+@pytest.fixture(scope="session")
+def deployed(crds: Cluster) -> Cluster:
+    """The cluster with the operator's namespace, ServiceAccount, RBAC and Deployment applied."""
+    crds.kubectl("apply", "-k", str(MANIFESTS))
+    return crds

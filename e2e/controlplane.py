@@ -63,6 +63,18 @@ import (
 func main() { etcdmain.Main(os.Args) }
 """
 
+# Every write by a service account, one JSON line each: tests count the operator's writes
+# from the API server's own record rather than trusting the operator to count them.
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    userGroups: ["system:serviceaccounts"]
+    verbs: [create, update, patch, delete, deletecollection]
+  - level: None
+"""
+
 _TOOLS_GO = """//go:build tools
 
 package tools
@@ -190,6 +202,11 @@ class ControlPlane:
     children: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
 
     @property
+    def audit_log(self) -> Path:
+        """One JSON line per write made by a service account (see AUDIT_POLICY)."""
+        return self.workdir / "audit.log"
+
+    @property
     def kubectl(self) -> Path:
         return self.bin_dir / "kubectl"
 
@@ -295,6 +312,7 @@ def start(
     )
     try:
         (workdir / "tokens.csv").write_text(f'{token},admin,admin,"system:masters"\n')
+        (workdir / "audit-policy.yaml").write_text(AUDIT_POLICY)
         subprocess.run(
             ["openssl", "genrsa", "-out", str(workdir / "sa.key"), "2048"],
             check=True,
@@ -339,6 +357,10 @@ def start(
                 # token; pods are created by the tests and need no SA admission.
                 "--disable-admission-plugins=ServiceAccount",
                 "--allow-privileged=true",
+                f"--audit-policy-file={workdir / 'audit-policy.yaml'}",
+                f"--audit-log-path={workdir / 'audit.log'}",
+                "--audit-log-format=json",
+                "--audit-log-mode=blocking",
                 "--v=1",
             ],
             detached,

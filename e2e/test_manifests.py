@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import MANIFESTS, Cluster
+from conftest import Cluster
 
 OPERATOR = "system:serviceaccount:sharekeeper:sharekeeper"
 
@@ -40,12 +40,6 @@ DENIED = [
     ("patch", "apiextensions.k8s.io", "customresourcedefinitions", ""),
     ("patch", "scheduling.volcano.sh", "podgroups", ""),
 ]
-
-
-@pytest.fixture(scope="module")
-def deployed(crds: Cluster) -> Cluster:
-    crds.kubectl("apply", "-k", str(MANIFESTS))
-    return crds
 
 
 def allowed(cluster: Cluster, verb: str, group: str, resource: str, subresource: str) -> bool:

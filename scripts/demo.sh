@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # The demo: a local control plane, the CRDs, the sample queues and policies, demo nodes and
-# pods, and `kubectl get queues`. Everything it starts is stopped when it exits (Ctrl-C included).
+# pods, the operator running as its ServiceAccount, `kubectl get queues`, one change, and the
+# table again. Everything it starts is stopped when it exits (Ctrl-C included).
 # DEMO_KEEP=1 leaves the control plane running (stop it with `e2e/local-cluster down`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 
+OPERATOR_PID=
 cleanup() {
+    if [[ -n "$OPERATOR_PID" ]]; then
+        kill "$OPERATOR_PID" 2>/dev/null && wait "$OPERATOR_PID" 2>/dev/null || true
+    fi
     if [[ "${DEMO_KEEP:-0}" != 1 ]]; then
         "$VENV/bin/python" e2e/local-cluster down
     fi
@@ -30,10 +35,32 @@ kubectl apply -f manifests/samples/
 step "Demo nodes and pods (no kubelet here: nodes are objects, pods are created bound)"
 kubectl apply -f examples/demo-workload.yaml
 
+LOG=$(mktemp -t sharekeeper-demo-XXXX.log)
+step "Starting the operator as its ServiceAccount (RBAC from manifests/), log in $LOG"
+TOKEN=$(kubectl create token sharekeeper -n sharekeeper --duration=1h)
+OPERATOR_KUBECONFIG=$(mktemp -t sharekeeper-demo-kubeconfig-XXXX)
+kubectl config view --raw --minify --flatten \
+    | sed "s/token: .*/token: $TOKEN/" > "$OPERATOR_KUBECONFIG"
+KUBECONFIG=$OPERATOR_KUBECONFIG "$VENV/bin/sharekeeper" run --liveness-port=0 --metrics-port=0 \
+    >"$LOG" 2>&1 &
+OPERATOR_PID=$!
+# Wait until every queue names its policy in status: the shares are published then.
+QUEUES=$(kubectl get queues -o name | wc -l)
+for _ in $(seq 150); do
+    GOVERNED=$(kubectl get queues -o jsonpath='{.items[*].status.policy}' | wc -w)
+    [[ "$GOVERNED" -ge "$QUEUES" ]] && break
+    sleep 0.2
+done
+
 step "kubectl get queues"
 kubectl get queues
 step "kubectl get schedulerpolicies,nodeqosensurancepolicies"
 kubectl get schedulerpolicies,nodeqosensurancepolicies
+
+step "One change: research's weight 2 -> 8"
+kubectl patch queue research --type=merge -p '{"spec":{"weight":8}}'
+sleep 2
+kubectl get queues
 
 if [[ "${DEMO_KEEP:-0}" == 1 ]]; then
     printf '\nThe control plane keeps running. Use it with:\n  eval "$(e2e/local-cluster up)"\nStop it with:\n  e2e/local-cluster down\n'

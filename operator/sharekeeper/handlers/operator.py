@@ -1,33 +1,60 @@
-"""Operator runtime: kopf settings and the process entry point."""
+"""Operator runtime: kopf settings, the loops' lifetime, and the process entry point."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from typing import Any
 
 import kopf
 import prometheus_client
+from lightkube import AsyncClient
+
+from sharekeeper.handlers import indexes  # noqa: F401  (registers the handlers)
+from sharekeeper.loops.recompute import Recompute
+from sharekeeper.publish.kubernetes import KubeWriter
+
+logger = logging.getLogger(__name__)
 
 
 @kopf.on.startup()
-async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    # Our handlers log for operators of the operator; only warnings belong in Events.
+async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    # Our log lines are for operators of the operator; only warnings belong in Events.
     settings.posting.level = logging.WARNING
-    # Finish long watches well before idle proxies cut them, and notice a silent one.
+    # Finish long watches before idle proxies cut them; kopf reconnects by itself.
     settings.watching.server_timeout = 270
     settings.watching.client_timeout = 300
-    # Progress and diff-base annotations carry our own prefix, and status stays ours alone.
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="sharekeeper.io")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix="sharekeeper.io", key="last-handled-configuration"
-    )
-    # Our CRDs are known; skipping discovery spares permissions on namespaces and CRDs.
+    # Finished pods hold no resources: let the API server leave them out of the pod watch.
+    settings.watching.field_selectors["v1", "pods"] = "status.phase!=Succeeded,status.phase!=Failed"
+    # Our CRDs are known; skipping the CRD watch spares a cluster-wide permission. Volcano
+    # PodGroups are indexed when their CRD exists at start (restart after installing Volcano).
     settings.scanning.disabled = True
+    memo["client"] = AsyncClient(field_manager="sharekeeper")
+    memo["recompute"] = Recompute(KubeWriter(memo["client"]))
+    memo["loop"] = asyncio.create_task(memo["recompute"].run(), name="recompute")
 
 
-@kopf.on.probe(id="alive")
-async def alive(**_: Any) -> bool:
-    return True
+@kopf.on.cleanup()
+async def stop(memo: kopf.Memo, **_: Any) -> None:
+    task: asyncio.Task[None] | None = memo.get("loop")
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    client: AsyncClient | None = memo.get("client")
+    if client is not None:
+        await client.close()
+
+
+@kopf.on.probe(id="recomputeRounds")
+async def rounds(memo: kopf.Memo, **_: Any) -> int:
+    """Liveness: fails (HTTP 500) when the recompute loop has stopped."""
+    task: asyncio.Task[None] | None = memo.get("loop")
+    if task is not None and task.done():
+        raise RuntimeError("the recompute loop has stopped")
+    recompute: Recompute | None = memo.get("recompute")
+    return 0 if recompute is None else recompute.rounds
 
 
 def run(*, standalone: bool, liveness_port: int, metrics_port: int, verbose: bool) -> int:

@@ -1,0 +1,107 @@
+"""The operator under test: `sharekeeper run` as a separate process, acting as its
+ServiceAccount from manifests/ (so RBAC gaps fail the tests), plus the means to watch it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import controlplane
+
+T = TypeVar("T")
+SERVICE_ACCOUNT = "system:serviceaccount:sharekeeper:sharekeeper"
+
+
+def eventually(check: Callable[[], T], *, timeout: float = 20.0, interval: float = 0.2) -> T:
+    """Retry ``check`` until it returns something truthy without raising AssertionError."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = check()
+            if value:
+                return value
+            raise AssertionError(f"{check} returned {value!r}")
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(interval)
+
+
+@dataclass
+class Operator:
+    process: subprocess.Popen[bytes]
+    liveness_port: int
+    log: Path
+
+    def health(self) -> dict[str, Any]:
+        url = f"http://127.0.0.1:{self.liveness_port}/healthz"
+        with urllib.request.urlopen(url, timeout=2) as response:
+            health: dict[str, Any] = json.loads(response.read())
+        return health
+
+    def wait_rounds(self, rounds: int, timeout: float = 60) -> None:
+        """Until ``rounds`` recompute rounds have completed (0: until the probe answers).
+
+        An empty cluster gives the loop nothing to do, so it waits for the first object."""
+
+        def done() -> bool:
+            assert self.process.poll() is None, f"operator exited:\n{self.tail()}"
+            try:
+                return int(self.health().get("recomputeRounds", 0)) >= rounds
+            except (urllib.error.URLError, OSError) as error:
+                raise AssertionError(str(error)) from error
+
+        eventually(done, timeout=timeout)
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def start_operator(kubeconfig: Path, log: Path) -> Operator:
+    liveness = controlplane.free_port()
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "sharekeeper.cli", "run",
+             f"--liveness-port={liveness}", f"--metrics-port={controlplane.free_port()}"],
+            env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    return Operator(process, liveness, log)
+
+
+def operator_writes(audit_log: Path) -> list[dict[str, Any]]:
+    """The operator's writes so far, from the API server's audit log."""
+    if not audit_log.exists():
+        return []
+    entries = (json.loads(line) for line in audit_log.read_text().splitlines() if line.strip())
+    return [entry for entry in entries if entry["user"]["username"] == SERVICE_ACCOUNT]
+
+
+def describe_writes(writes: list[dict[str, Any]]) -> list[str]:
+    def one(entry: dict[str, Any]) -> str:
+        ref = entry.get("objectRef", {})
+        target = "/".join(
+            filter(None, (ref.get("resource"), ref.get("name"), ref.get("subresource")))
+        )
+        return f"{entry['verb']} {target}"
+
+    return [one(entry) for entry in writes]

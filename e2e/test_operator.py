@@ -1,0 +1,355 @@
+"""The running operator on a real API server: queue and policy statuses follow the cluster.
+
+The operator runs as a separate `sharekeeper run` process with the ServiceAccount token and RBAC
+from manifests/, not as cluster admin. Its writes are counted from the API server's audit log.
+Expected numbers are worked out by hand in the comments (Volcano's proportion semantics).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import controlplane
+from conftest import REPO, TARGET, Cluster
+from operating import (
+    Operator,
+    describe_writes,
+    eventually,
+    operator_writes,
+    start_operator,
+)
+
+pytestmark = pytest.mark.skipif(
+    TARGET != "local", reason="starts the operator as a process; kind runs the deployed one"
+)
+
+GROUP = "scheduling.sharekeeper.io/v1alpha1"
+NAMESPACE = "team"
+
+
+def node(name: str, cpu: str = "8", memory: str = "32Gi", **labels: str) -> dict[str, Any]:
+    resources = {"cpu": cpu, "memory": memory, "pods": "500"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "status": {"capacity": resources, "allocatable": resources},
+    }
+
+
+def queue(
+    name: str, weight: int = 1, labels: dict[str, str] | None = None, **spec: Any
+) -> dict[str, Any]:
+    return {
+        "apiVersion": GROUP,
+        "kind": "Queue",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"weight": weight, **spec},
+    }
+
+
+def policy(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": GROUP,
+        "kind": "SchedulerPolicy",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def pod(
+    name: str, queue_name: str, cpu: str, memory: str, node_name: str | None = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "containers": [
+            {"name": "main", "image": "example/app:1",
+             "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+        ]
+    }  # fmt: skip
+    if node_name:
+        spec["nodeName"] = node_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": {"sharekeeper.io/queue": queue_name},
+        },
+        "spec": spec,
+    }
+
+
+def status(cluster: Cluster, kind: str, name: str) -> dict[str, Any]:
+    got: dict[str, Any] = cluster.get(kind, name).get("status", {})
+    return got
+
+
+def deserved(cluster: Cluster, name: str) -> tuple[str | None, str | None]:
+    got = status(cluster, "queue", name).get("deserved", {})
+    return got.get("cpu"), got.get("memory")
+
+
+def condition(cluster: Cluster, kind: str, name: str, type_: str) -> dict[str, Any] | None:
+    conditions = status(cluster, kind, name).get("conditions", [])
+    return next((c for c in conditions if c["type"] == type_), None)
+
+
+def clean_slate(cluster: Cluster) -> None:
+    cluster.kubectl(
+        "delete", "queues,schedulerpolicies,nodeqosensurancepolicies", "--all", "--wait=false"
+    )
+    # One deletecollection call; grace 0 because no kubelet will ever confirm a bound pod's end.
+    cluster.kubectl("delete", "--raw", f"/api/v1/namespaces/{NAMESPACE}/pods?gracePeriodSeconds=0")
+    cluster.kubectl("delete", "nodes", "--all")
+
+
+@pytest.fixture(scope="module")
+def operator_kubeconfig(deployed: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A kubeconfig acting as the operator's ServiceAccount, with a token the API server issued."""
+    assert deployed.plane is not None
+    token = deployed.kubectl(
+        "create", "token", "sharekeeper", "-n", "sharekeeper", "--duration=2h"
+    ).stdout.strip()
+    path = tmp_path_factory.mktemp("operator") / "kubeconfig"
+    deployed.kubectl("create", "namespace", NAMESPACE, check=False)
+    return controlplane.write_token_kubeconfig(deployed.plane, path, token, "sharekeeper")
+
+
+@pytest.fixture
+def cluster_with(deployed: Cluster) -> Cluster:
+    clean_slate(deployed)
+    return deployed
+
+
+@pytest.fixture
+def operator(
+    cluster_with: Cluster, operator_kubeconfig: Path, tmp_path: Path
+) -> Iterator[Operator]:
+    running = start_operator(operator_kubeconfig, tmp_path / "operator.log")
+    try:
+        running.wait_rounds(0)
+        yield running
+    finally:
+        running.stop(signal.SIGKILL)
+
+
+def two_nodes_two_queues(cluster: Cluster) -> None:
+    """16 cpu / 64Gi; queue a (weight 1) and b (weight 3) both ask for the whole cluster."""
+    cluster.apply(
+        node("n1"), node("n2"),
+        queue("a", weight=1), queue("b", weight=3),
+        policy("shares"),
+        pod("a-running", "a", "2", "8Gi", node_name="n1"),
+        pod("a-waiting", "a", "14", "56Gi"),
+        pod("b-waiting", "b", "16", "64Gi"),
+    )  # fmt: skip
+
+
+def test_statuses_appear_with_allocation_request_and_share(
+    cluster_with: Cluster, operator: Operator
+) -> None:
+    two_nodes_two_queues(cluster_with)
+    # Weighted 1:3 water-filling of 16 cpu / 64Gi, both requests above their shares.
+    eventually(lambda: deserved(cluster_with, "a") == ("4", "16Gi"))
+    assert deserved(cluster_with, "b") == ("12", "48Gi")
+    a = status(cluster_with, "queue", "a")
+    assert a["allocated"] == {"cpu": "2", "memory": "8Gi"}
+    assert a["request"] == {"cpu": "16", "memory": "64Gi"}
+    assert a["share"] == "0.5"  # max(2/4, 8Gi/16Gi)
+    assert a["policy"] == "shares"
+    assert a["state"] == "Open"
+    assert a["observedGeneration"] == cluster_with.get("queue", "a")["metadata"]["generation"]
+    assert condition(cluster_with, "queue", "a", "Ready")["status"] == "True"
+    shares = status(cluster_with, "schedulerpolicy", "shares")
+    assert (shares["nodes"], shares["queues"]) == (2, 2)
+    assert shares["total"]["cpu"] == "16"
+    assert shares["total"]["memory"] == "64Gi"
+    table = cluster_with.kubectl("get", "queues").stdout
+    assert table.splitlines()[1].split()[:8] == ["a", "1", "Open", "4", "16Gi", "2", "8Gi", "0.5"]
+
+
+def test_deserved_follows_weight_capability_and_guarantee(
+    cluster_with: Cluster, operator: Operator
+) -> None:
+    two_nodes_two_queues(cluster_with)
+    eventually(lambda: deserved(cluster_with, "a") == ("4", "16Gi"))
+    cluster_with.apply(queue("a", weight=3))  # 3:3 -> an even split
+    eventually(lambda: deserved(cluster_with, "a") == ("8", "32Gi"))
+    assert deserved(cluster_with, "b") == ("8", "32Gi")
+    # Capped at 2 cpu, a leaves the rest of its cpu to b (b still asks for 16).
+    cluster_with.apply(queue("a", weight=3, capability={"cpu": "2"}))
+    eventually(lambda: deserved(cluster_with, "a") == ("2", "32Gi"))
+    assert deserved(cluster_with, "b") == ("14", "32Gi")
+    # Back to 1:3 but a guaranteed 8 cpu: b can reach at most 16 - 8.
+    cluster_with.apply(queue("a", weight=1, guarantee={"resource": {"cpu": "8"}}))
+    eventually(lambda: deserved(cluster_with, "a")[0] == "8")
+    assert deserved(cluster_with, "b")[0] == "8"
+    assert status(cluster_with, "queue", "b")["realCapability"]["cpu"] == "8"
+
+
+def test_nodes_added_and_removed_change_totals_and_deserved(
+    cluster_with: Cluster, operator: Operator
+) -> None:
+    two_nodes_two_queues(cluster_with)
+    eventually(lambda: deserved(cluster_with, "a") == ("4", "16Gi"))
+    cluster_with.apply(node("n3"))
+    # 24 cpu / 96Gi at 1:3 gives b 18 cpu / 72Gi, above its request: b keeps 16 / 64Gi and a
+    # takes the rest.
+    eventually(lambda: deserved(cluster_with, "a") == ("8", "32Gi"))
+    assert deserved(cluster_with, "b") == ("16", "64Gi")
+    assert status(cluster_with, "schedulerpolicy", "shares")["total"]["cpu"] == "24"
+    cluster_with.kubectl("delete", "node", "n3")
+    eventually(lambda: deserved(cluster_with, "a") == ("4", "16Gi"))
+    assert status(cluster_with, "schedulerpolicy", "shares")["total"]["cpu"] == "16"
+
+
+def test_deleting_pods_lowers_allocated(cluster_with: Cluster, operator: Operator) -> None:
+    two_nodes_two_queues(cluster_with)
+    eventually(lambda: status(cluster_with, "queue", "a").get("allocated", {}).get("cpu") == "2")
+    cluster_with.kubectl(
+        "delete", "pod", "a-running", "-n", NAMESPACE, "--force", "--grace-period=0"
+    )
+    eventually(lambda: status(cluster_with, "queue", "a").get("allocated", {}).get("cpu") is None)
+    a = status(cluster_with, "queue", "a")
+    assert a["request"] == {"cpu": "14", "memory": "56Gi"}
+    assert a["share"] == "0"
+
+
+def test_guarantees_above_the_cluster_are_reported(
+    cluster_with: Cluster, operator: Operator
+) -> None:
+    two_nodes_two_queues(cluster_with)
+    cluster_with.apply(
+        queue("a", guarantee={"resource": {"cpu": "10"}}),
+        queue("b", weight=3, guarantee={"resource": {"cpu": "10"}}),
+    )
+    found = eventually(
+        lambda: condition(cluster_with, "schedulerpolicy", "shares", "GuaranteeUnsatisfiable")
+    )
+    assert found is not None
+    assert found["status"] == "True"
+    events = cluster_with.kubectl(
+        "get", "events", "-A", "--field-selector", "reason=GuaranteeUnsatisfiable", "-o", "name"
+    ).stdout
+    assert events.strip(), "a person should see an Event"
+
+
+def test_two_policies_selecting_one_queue_is_a_conflict(
+    cluster_with: Cluster, operator: Operator
+) -> None:
+    two_nodes_two_queues(cluster_with)
+    cluster_with.apply(
+        queue("a", labels={"team": "x"}),
+        policy(
+            "team-x",
+            queueSelector={"matchLabels": {"team": "x"}},
+            nodeSelector={"matchLabels": {"pool": "none"}},
+        ),
+    )
+    found = eventually(lambda: condition(cluster_with, "queue", "a", "Conflict"))
+    assert found is not None
+    assert found["status"] == "True"
+    assert "shares" in found["message"]
+    assert "team-x" in found["message"]
+    a = status(cluster_with, "queue", "a")
+    assert "policy" not in a, "a conflicting queue is left out, not guessed"
+    # b is still governed, and now alone under its policy.
+    eventually(lambda: deserved(cluster_with, "b") == ("16", "64Gi"))
+
+
+def test_restart_on_an_unchanged_cluster_writes_nothing(
+    cluster_with: Cluster, operator: Operator, operator_kubeconfig: Path, tmp_path: Path
+) -> None:
+    assert cluster_with.plane is not None
+    audit = cluster_with.plane.audit_log
+    two_nodes_two_queues(cluster_with)
+    eventually(lambda: deserved(cluster_with, "a") == ("4", "16Gi"))
+    time.sleep(3)  # let the last round settle
+    before = {kind: cluster_with.get(kind)["items"] for kind in ("queues", "schedulerpolicies")}
+    writes_before = len(operator_writes(audit))
+    operator.stop(signal.SIGKILL)
+
+    restarted = start_operator(operator_kubeconfig, tmp_path / "restarted.log")
+    try:
+        restarted.wait_rounds(1)
+        time.sleep(3)  # several debounce windows: any write would have happened by now
+        after = {kind: cluster_with.get(kind)["items"] for kind in ("queues", "schedulerpolicies")}
+        new_writes = operator_writes(audit)[writes_before:]
+    finally:
+        restarted.stop(signal.SIGKILL)
+    assert describe_writes(new_writes) == []
+    assert [o["status"] for o in after["queues"]] == [o["status"] for o in before["queues"]]
+    assert [o["status"] for o in after["schedulerpolicies"]] == [
+        o["status"] for o in before["schedulerpolicies"]
+    ]
+
+
+def test_a_burst_of_500_pods_costs_a_few_dozen_writes(
+    cluster_with: Cluster, operator: Operator
+) -> None:
+    assert cluster_with.plane is not None
+    audit = cluster_with.plane.audit_log
+    two_nodes_two_queues(cluster_with)
+    eventually(lambda: deserved(cluster_with, "a") == ("4", "16Gi"))
+    time.sleep(1)
+    writes_before = len(operator_writes(audit))
+    burst = [pod(f"burst-{i}", "b", "10m", "10Mi", node_name="n2") for i in range(500)]
+    cluster_with.apply(*burst)
+    # 500 x 10m = 5 cpu and 500 x 10Mi = 5000Mi now allocated to b.
+    eventually(
+        lambda: (
+            status(cluster_with, "queue", "b").get("allocated") == {"cpu": "5", "memory": "5000Mi"}
+        ),
+        timeout=60,
+    )
+    time.sleep(3)
+    writes = operator_writes(audit)[writes_before:]
+    status_writes = [w for w in writes if w.get("objectRef", {}).get("subresource") == "status"]
+    print(f"\n500 pod creations -> {len(status_writes)} status writes: {describe_writes(writes)}")
+    assert 1 <= len(status_writes) <= 40
+
+
+def test_the_operator_publishes_what_simulate_prints(
+    cluster_with: Cluster, operator: Operator, tmp_path: Path
+) -> None:
+    files = [REPO / "manifests" / "samples", REPO / "examples" / "demo-workload.yaml"]
+    for path in files:
+        cluster_with.kubectl("apply", "-f", str(path))
+    printed = subprocess.run(
+        [sys.executable, "-m", "sharekeeper.cli", "simulate", "-o", "json",
+         *(arg for path in files for arg in ("-f", str(path)))],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    expected = json.loads(printed.stdout)["queues"]
+
+    def published() -> dict[str, Any]:
+        return {
+            item["metadata"]["name"]: item.get("status", {})
+            for item in cluster_with.get("queues")["items"]
+        }
+
+    def comparable(statuses: dict[str, Any]) -> dict[str, Any]:
+        """Everything but the bookkeeping only a live object has."""
+        return {
+            name: {
+                **{
+                    k: v for k, v in status.items() if k not in {"observedGeneration", "conditions"}
+                },
+                "conditions": sorted(
+                    (c["type"], c["status"], c["reason"]) for c in status.get("conditions", [])
+                ),
+            }
+            for name, status in statuses.items()
+        }
+
+    eventually(lambda: comparable(published()) == comparable(expected), timeout=30)

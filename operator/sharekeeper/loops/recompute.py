@@ -1,0 +1,161 @@
+"""The debounced recompute loop: snapshot -> share engine -> status writes.
+
+Handlers only call ``wake()``. The loop waits until events stop arriving for ``quiet_seconds``
+(or ``max_delay_seconds`` have passed since the first one), then recomputes everything from a
+fresh snapshot (level-based: the result depends on the cluster, not on which events came).
+A burst of 500 pod events thus costs a handful of rounds, and a lone change shows within about
+a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from sharekeeper import telemetry
+from sharekeeper.cluster.snapshots import (
+    ClusterIndexes,
+    policy_records,
+    queue_records,
+    share_snapshot,
+)
+from sharekeeper.engine.shares import ShareResult, deserved_shares
+from sharekeeper.model.quantities import scale
+from sharekeeper.model.records import OwnRecord
+from sharekeeper.publish.diffing import Json, Transition
+from sharekeeper.publish.statuses import Kind, StatusWrite, policy_writes, queue_writes
+
+logger = logging.getLogger(__name__)
+
+
+class Writer(Protocol):
+    async def patch_status(self, kind: Kind, name: str, patch: Json) -> Json | None: ...
+
+    async def event(self, kind: Kind, name: str, uid: str, transition: Transition) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSettings:
+    quiet_seconds: float = 0.3
+    """A round starts once no event came for this long: bursts coalesce into one round."""
+    max_delay_seconds: float = 2.0
+    """...but never later than this after the first event, so a steady trickle still shows."""
+    error_backoff_seconds: float = 5.0
+    """Pause after a failed round before retrying it."""
+
+
+class Recompute:
+    def __init__(
+        self,
+        writer: Writer,
+        settings: LoopSettings = LoopSettings(),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._writer = writer
+        self._settings = settings
+        self._clock = clock
+        self._woken = asyncio.Event()
+        self._indexes: ClusterIndexes | None = None
+        self._synced = asyncio.Event()
+        # Statuses we wrote that the watch has not brought back yet: without them, a round that
+        # starts before the echo arrives would compute the same patch again.
+        self._written: dict[tuple[Kind, str], Json] = {}
+        self.rounds = 0
+
+    def attach(self, indexes: ClusterIndexes) -> None:
+        """Called by the first handler: kopf runs handlers only once every index is complete."""
+        if self._indexes is None:
+            self._indexes = indexes
+            self._synced.set()
+
+    def wake(self) -> None:
+        self._woken.set()
+
+    async def run(self) -> None:
+        await self._synced.wait()
+        self._woken.set()  # the first round publishes whatever changed while we were away
+        while True:
+            await self._woken.wait()
+            await self._settle()
+            try:
+                await self.recompute()
+            except Exception:
+                logger.exception(
+                    "recompute failed; retrying in %.0fs", self._settings.error_backoff_seconds
+                )
+                await asyncio.sleep(self._settings.error_backoff_seconds)
+                self._woken.set()
+
+    async def _settle(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._settings.max_delay_seconds
+        while True:
+            self._woken.clear()
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            try:
+                await asyncio.wait_for(
+                    self._woken.wait(), timeout=min(self._settings.quiet_seconds, remaining)
+                )
+            except TimeoutError:
+                return
+
+    async def recompute(self) -> ShareResult:
+        assert self._indexes is not None, "recompute before the indexes are attached"
+        started = time.perf_counter()
+        now = self._clock()
+        stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        # 1. One consistent snapshot of everything the engine reads.
+        snapshot = share_snapshot(self._indexes, now_seconds=now)
+        # 2. The engine: pure, the same call `sharekeeper simulate` makes.
+        result = deserved_shares(snapshot)
+        # 3. Only what differs from what the objects hold (or what we just wrote to them).
+        queues = self._with_written("Queue", queue_records(self._indexes))
+        policies = self._with_written("SchedulerPolicy", policy_records(self._indexes))
+        writes = queue_writes(queues, result, now=stamp) + policy_writes(
+            policies, result, now=stamp
+        )
+        await asyncio.gather(*(self._apply(write) for write in writes))
+        self._export_metrics(result)
+        self.rounds += 1
+        telemetry.RECOMPUTE_SECONDS.observe(time.perf_counter() - started)
+        if writes:
+            logger.info("round %d: %d status writes", self.rounds, len(writes))
+        return result
+
+    def _with_written(self, kind: Kind, records: Iterable[OwnRecord[Any]]) -> list[OwnRecord[Any]]:
+        seen = []
+        for record in records:
+            written = self._written.get((kind, record.name))
+            if written is not None and written == record.status:
+                del self._written[(kind, record.name)]  # the watch caught up
+            seen.append(record if written is None else replace(record, status=written))
+        return seen
+
+    async def _apply(self, write: StatusWrite) -> None:
+        stored = await self._writer.patch_status(write.kind, write.name, write.patch)
+        if stored is None:
+            self._written.pop((write.kind, write.name), None)
+            return
+        self._written[(write.kind, write.name)] = stored
+        for transition in write.transitions:
+            await self._writer.event(write.kind, write.name, write.uid, transition)
+
+    @staticmethod
+    def _export_metrics(result: ShareResult) -> None:
+        for name, share in result.queues.items():
+            _set_amounts(telemetry.QUEUE_DESERVED, name, share.deserved)
+            _set_amounts(telemetry.QUEUE_ALLOCATED, name, share.allocated)
+            telemetry.QUEUE_SHARE.labels(name).set(float(share.share))
+            telemetry.QUEUE_OVERUSED.labels(name).set(1 if share.overused else 0)
+
+
+def _set_amounts(gauge: Any, queue: str, amounts: Mapping[str, int]) -> None:
+    for resource, amount in amounts.items():
+        gauge.labels(queue, resource).set(amount / scale(resource))

@@ -1,0 +1,70 @@
+"""What to write: merge patches between the status that is there and the one we want.
+
+Pure functions, so that "an unchanged cluster causes zero writes" is a property of this module
+alone: equal inputs give an empty patch, and the caller skips the call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Json = dict[str, Any]
+
+
+def merge_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Json:
+    """The RFC 7386 merge patch that turns ``current`` into ``desired``; ``{}`` when equal.
+
+    Keys only in ``current`` become ``null`` (removed). Lists and scalars are replaced whole,
+    as merge patches always do; nested objects are diffed key by key.
+    """
+    patch: Json = {key: None for key in current if key not in desired}
+    for key, value in desired.items():
+        old = current.get(key)
+        if isinstance(value, Mapping) and isinstance(old, Mapping):
+            nested = merge_patch(old, value)
+            if nested:
+                patch[key] = nested
+        elif key not in current or old != value:
+            patch[key] = value
+    return patch
+
+
+def stamped_conditions(
+    current: Sequence[Mapping[str, Any]],
+    desired: Sequence[Mapping[str, Any]],
+    *,
+    generation: int,
+    now: str,
+) -> list[Json]:
+    """``desired`` conditions with ``observedGeneration``, and ``lastTransitionTime`` carried
+    over from ``current`` wherever the condition's status did not change."""
+    previous = {condition.get("type"): condition for condition in current}
+    stamped = []
+    for condition in desired:
+        old = previous.get(condition["type"])
+        unchanged = old is not None and old.get("status") == condition["status"]
+        since = old.get("lastTransitionTime", now) if old is not None and unchanged else now
+        stamped.append({**condition, "observedGeneration": generation, "lastTransitionTime": since})
+    return stamped
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A condition that became True: something a person should see as an Event."""
+
+    type: str
+    reason: str
+    message: str
+
+
+def transitions(
+    current: Sequence[Mapping[str, Any]], desired: Sequence[Mapping[str, Any]], watched: set[str]
+) -> list[Transition]:
+    was_true = {c.get("type") for c in current if c.get("status") == "True"}
+    return [
+        Transition(c["type"], c["reason"], c["message"])
+        for c in desired
+        if c["type"] in watched and c["status"] == "True" and c["type"] not in was_true
+    ]

@@ -1,0 +1,113 @@
+"""Queue and SchedulerPolicy status: from engine results to the writes that are needed.
+
+Pure: the desired status comes from ``model``; whether and what to write comes from
+``diffing`` against the status the object has. Nothing here calls the API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sharekeeper.engine.shares import ShareResult
+from sharekeeper.model.conditions import condition
+from sharekeeper.model.policies import policy_status
+from sharekeeper.model.queues import queue_status
+from sharekeeper.model.records import OwnRecord, PolicyRecord, QueueRecord
+from sharekeeper.publish.diffing import (
+    Json,
+    Transition,
+    merge_patch,
+    stamped_conditions,
+    transitions,
+)
+
+Kind = Literal["Queue", "SchedulerPolicy", "NodeQosEnsurancePolicy"]
+
+# Conditions whose turning True deserves an Event on the object.
+QUEUE_EVENTS = {"Overused", "GuaranteeUnsatisfiable", "Conflict", "Invalid", "NoPolicy"}
+POLICY_EVENTS = {"GuaranteeUnsatisfiable", "Overlapping", "Conflict", "Invalid"}
+
+
+@dataclass(frozen=True, slots=True)
+class StatusWrite:
+    kind: Kind
+    name: str
+    uid: str
+    patch: Json
+    status: Json
+    """The whole status after the patch: what the object will hold."""
+    transitions: tuple[Transition, ...]
+
+
+def queue_writes(
+    records: Iterable[QueueRecord], result: ShareResult, *, now: str
+) -> list[StatusWrite]:
+    shares = {str(name): queue_status(share) for name, share in result.queues.items()}
+    return own_writes("Queue", records, shares, QUEUE_EVENTS, now=now)
+
+
+def policy_writes(
+    records: Iterable[PolicyRecord], result: ShareResult, *, now: str
+) -> list[StatusWrite]:
+    shares = {str(name): policy_status(share) for name, share in result.policies.items()}
+    writes = own_writes("SchedulerPolicy", records, shares, POLICY_EVENTS, now=now)
+    for write in writes:
+        # When the result was computed is news only when the result changed; stamping it on
+        # every round would turn an idle cluster into a stream of writes.
+        write.patch["lastComputed"] = write.status["lastComputed"] = now
+    return writes
+
+
+def own_writes(
+    kind: Kind,
+    records: Iterable[OwnRecord[Any]],
+    desired: Mapping[str, Json],
+    watched: set[str],
+    *,
+    now: str,
+) -> list[StatusWrite]:
+    """The writes for our own objects; one the engine has no result for is reported Invalid."""
+    writes = []
+    for record in records:
+        status = desired.get(record.name) or invalid_status(record)
+        write = status_write(kind, record, status, watched, now=now)
+        if write is not None:
+            writes.append(write)
+    return writes
+
+
+def invalid_status(record: OwnRecord[Any]) -> Json:
+    message = record.error or "the object could not be read"
+    return {
+        "conditions": [
+            condition("Ready", False, "Invalid", message),
+            condition("Invalid", True, "Invalid", message),
+        ]
+    }
+
+
+def status_write(
+    kind: Kind,
+    record: OwnRecord[Any],
+    desired: Mapping[str, Any],
+    watched: set[str],
+    *,
+    now: str,
+) -> StatusWrite | None:
+    """The write that brings ``record``'s status to ``desired``, or None if it is there."""
+    current = dict(record.status)
+    current_conditions = current.get("conditions") or []
+    status = dict(desired)
+    if "lastComputed" in current:
+        status["lastComputed"] = current["lastComputed"]
+    status["observedGeneration"] = record.generation
+    status["conditions"] = stamped_conditions(
+        current_conditions, desired.get("conditions", []), generation=record.generation, now=now
+    )
+    patch = merge_patch(current, status)
+    if not patch:
+        return None
+    changes = transitions(current_conditions, status["conditions"], watched)
+    return StatusWrite(kind, record.name, record.uid, patch, status, tuple(changes))

@@ -1,0 +1,81 @@
+"""Merge patches and condition stamping: equal in, nothing out."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sharekeeper.publish.diffing import merge_patch, stamped_conditions, transitions
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+objects = st.dictionaries(st.text(max_size=3), json_values, max_size=4)
+
+
+def apply_merge_patch(target: object, patch: object) -> object:
+    """RFC 7386, written independently of the code under test."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = apply_merge_patch(result.get(key), value)
+    return result
+
+
+@given(objects)
+def test_equal_objects_need_no_patch(obj: dict[str, object]) -> None:
+    assert merge_patch(obj, obj) == {}
+
+
+@given(objects, objects)
+def test_the_patch_turns_current_into_desired(
+    current: dict[str, object], desired: dict[str, object]
+) -> None:
+    # Merge patches cannot express a null value, and our statuses never hold one.
+    def no_nulls(value: object) -> bool:
+        if isinstance(value, dict):
+            return all(v is not None and no_nulls(v) for v in value.values())
+        return True
+
+    if no_nulls(desired):
+        assert apply_merge_patch(current, merge_patch(current, desired)) == desired
+
+
+def test_only_changed_keys_are_sent_and_gone_keys_are_nulled() -> None:
+    current = {"deserved": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}, "share": "0.5"}
+    desired = {"deserved": {"cpu": "6", "memory": "8Gi"}, "share": "0.5"}
+    assert merge_patch(current, desired) == {"deserved": {"cpu": "6", "nvidia.com/gpu": None}}
+
+
+def condition(type_: str, status: str, time: str = "") -> dict[str, str]:
+    stamped = {"type": type_, "status": status, "reason": type_, "message": "m"}
+    return stamped | ({"lastTransitionTime": time} if time else {})
+
+
+def test_transition_time_moves_only_when_status_changes() -> None:
+    current = [condition("Ready", "True", "t0"), condition("Overused", "False", "t0")]
+    desired = [condition("Ready", "True"), condition("Overused", "True")]
+    stamped = stamped_conditions(current, desired, generation=3, now="t1")
+    assert [(c["type"], c["lastTransitionTime"], c["observedGeneration"]) for c in stamped] == [
+        ("Ready", "t0", 3),
+        ("Overused", "t1", 3),
+    ]
+
+
+def test_events_for_conditions_that_became_true_only() -> None:
+    current = [condition("Overused", "False"), condition("Conflict", "True")]
+    desired = [
+        condition("Overused", "True"),
+        condition("Conflict", "True"),
+        condition("Ready", "True"),
+    ]
+    changes = transitions(current, desired, {"Overused", "Conflict"})
+    assert [change.type for change in changes] == ["Overused"]
