@@ -7,10 +7,13 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
+import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +23,10 @@ import pytest
 import yaml
 
 import controlplane
+import metrics_server as metrics_server_module
+import objects
+from metrics_server import MetricsServer
+from operating import Operator, eventually, start_operator
 
 REPO = Path(__file__).resolve().parent.parent
 CRDS = REPO / "crds"
@@ -99,3 +106,128 @@ def deployed(crds: Cluster) -> Cluster:
     """The cluster with the operator's namespace, ServiceAccount, RBAC and Deployment applied."""
     crds.kubectl("apply", "-k", str(MANIFESTS))
     return crds
+
+
+# --- metrics.k8s.io: a stand-in metrics-server behind the real aggregation layer -------------
+
+METRICS_APISERVICE = "v1beta1.metrics.k8s.io"
+# Where metrics-server lives in a real cluster; the aggregator checks the serving certificate
+# against <name>.<namespace>.svc.
+METRICS_SERVICE = ("kube-system", "metrics-server")
+
+
+def metrics_api_objects(server: MetricsServer) -> list[dict[str, Any]]:
+    """An ExternalName Service naming 127.0.0.1 and the APIService that points at it.
+
+    The aggregator's default resolver turns an ExternalName Service into
+    ``https://<externalName>:<APIService port>``; EndpointSlices cannot carry a loopback
+    address, and a ClusterIP would need kube-proxy."""
+    namespace, name = METRICS_SERVICE
+    return [
+        {"apiVersion": "v1", "kind": "Service",
+         "metadata": {"name": name, "namespace": namespace},
+         "spec": {"type": "ExternalName", "externalName": "127.0.0.1"}},
+        {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+         "metadata": {"name": METRICS_APISERVICE},
+         "spec": {"group": metrics_server_module.GROUP, "version": metrics_server_module.VERSION,
+                  "groupPriorityMinimum": 100, "versionPriority": 100,
+                  "service": {"name": name, "namespace": namespace, "port": server.port},
+                  "caBundle": base64.b64encode(server.ca_bundle).decode()}},
+    ]  # fmt: skip
+
+
+def register_metrics_api(cluster: Cluster, server: MetricsServer, timeout: float = 60) -> None:
+    """Register ``server`` and wait until a list of NodeMetrics goes through the API server."""
+    cluster.apply(*metrics_api_objects(server))
+    # A touch makes the aggregator check availability now rather than at its next resync.
+    cluster.kubectl("annotate", "--overwrite", "apiservice", METRICS_APISERVICE,
+                    f"sharekeeper.io/e2e-touched={time.monotonic_ns()}")  # fmt: skip
+
+    def served() -> bool:
+        result = cluster.kubectl("get", "--raw", f"{metrics_server_module.PREFIX}/nodes",
+                                 check=False)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        return True
+
+    eventually(served, timeout=timeout)
+    cluster.kubectl(
+        "wait", "--for=condition=Available", f"--timeout={int(timeout)}s",
+        f"apiservice/{METRICS_APISERVICE}",
+    )  # fmt: skip
+
+
+def unregister_metrics_api(cluster: Cluster, timeout: float = 60) -> None:
+    """Remove the APIService and its Service; wait until metrics.k8s.io answers 404."""
+    namespace, name = METRICS_SERVICE
+    cluster.kubectl("delete", "apiservice", METRICS_APISERVICE, "--ignore-not-found")
+    cluster.kubectl("delete", "service", name, "-n", namespace, "--ignore-not-found")
+
+    def gone() -> bool:
+        result = cluster.kubectl("get", "--raw", f"{metrics_server_module.PREFIX}/nodes",
+                                 check=False)  # fmt: skip
+        assert "NotFound" in result.stderr, result.stderr or result.stdout
+        return True
+
+    eventually(gone, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def metrics_server(
+    cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[MetricsServer]:
+    """A stand-in metrics-server registered as ``v1beta1.metrics.k8s.io`` (local target only).
+
+    Usage is whatever the test sets (``set_node``, ``set_pod``, ...); it is read through the
+    real API server, its authentication, RBAC and aggregation layer."""
+    if TARGET != "local":
+        pytest.skip("the stand-in metrics-server is for the local control plane only")
+    assert cluster.plane is not None
+    namespace, name = METRICS_SERVICE
+    server = MetricsServer(
+        tmp_path_factory.mktemp("metrics-server"),
+        hosts=(f"{name}.{namespace}.svc",),
+        client_ca=cluster.plane.front_proxy_ca,  # only the aggregator may call it
+    )
+    with server:
+        try:
+            register_metrics_api(cluster, server)
+            yield server
+        finally:
+            unregister_metrics_api(cluster)
+
+
+@pytest.fixture
+def metrics(metrics_server: MetricsServer) -> MetricsServer:
+    """The stand-in metrics-server, with no usage set."""
+    metrics_server.clear()
+    return metrics_server
+
+
+@pytest.fixture(scope="session")
+def operator_kubeconfig(deployed: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A kubeconfig acting as the operator's ServiceAccount, with a token the API server issued."""
+    assert deployed.plane is not None
+    token = deployed.kubectl(
+        "create", "token", "sharekeeper", "-n", "sharekeeper", "--duration=2h"
+    ).stdout.strip()
+    path = tmp_path_factory.mktemp("operator") / "kubeconfig"
+    deployed.kubectl("create", "namespace", objects.NAMESPACE, check=False)
+    return controlplane.write_token_kubeconfig(deployed.plane, path, token, "sharekeeper")
+
+
+@pytest.fixture
+def cluster_with(deployed: Cluster) -> Cluster:
+    objects.clean_slate(deployed)
+    return deployed
+
+
+@pytest.fixture
+def operator(
+    cluster_with: Cluster, operator_kubeconfig: Path, tmp_path: Path
+) -> Iterator[Operator]:
+    running = start_operator(operator_kubeconfig, tmp_path / "operator.log")
+    try:
+        running.wait_rounds(0)
+        yield running
+    finally:
+        running.stop(signal.SIGKILL)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import ipaddress
 import json
 import os
 import shutil
@@ -73,6 +74,21 @@ rules:
     userGroups: ["system:serviceaccounts"]
     verbs: [create, update, patch, delete, deletecollection]
   - level: None
+"""
+
+# The aggregation layer: kube-apiserver proxies aggregated APIs (metrics.k8s.io in the e2e tests)
+# with this client certificate, signed by the front-proxy CA the aggregated server trusts for
+# its X-Remote-User headers.
+FRONT_PROXY_CLIENT = "front-proxy-client"
+
+_OPENSSL_CA = """[req]
+distinguished_name = dn
+x509_extensions = ca
+[dn]
+[ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign,digitalSignature
+subjectKeyIdentifier = hash
 """
 
 _TOOLS_GO = """//go:build tools
@@ -175,6 +191,56 @@ def _run_go(argv: list[str], cwd: Path, env: dict[str, str], what: str) -> None:
     _log(f"{what}: done in {time.monotonic() - started:.0f}s")
 
 
+def openssl_ca(directory: Path, name: str) -> tuple[Path, Path]:
+    """A self-signed CA, ``<name>.crt`` and ``<name>.key`` in ``directory``."""
+    crt, key = directory / f"{name}.crt", directory / f"{name}.key"
+    config = directory / f"{name}.cnf"
+    config.write_text(_OPENSSL_CA)
+    _openssl("genrsa", "-out", str(key), "2048")
+    _openssl("req", "-x509", "-new", "-key", str(key), "-subj", f"/CN={name}", "-days", "3650",
+             "-config", str(config), "-out", str(crt))  # fmt: skip
+    return crt, key
+
+
+def openssl_cert(
+    directory: Path,
+    name: str,
+    ca: tuple[Path, Path],
+    *,
+    usage: str,
+    hosts: tuple[str, ...] = (),
+) -> tuple[Path, Path]:
+    """A key and a certificate signed by ``ca`` for ``usage`` (serverAuth or clientAuth), with
+    common name ``name`` and the ``hosts`` (DNS names or IPs) as subject alternative names."""
+    crt, key, csr = (directory / f"{name}.{suffix}" for suffix in ("crt", "key", "csr"))
+    extensions = directory / f"{name}.ext"
+    lines = ["basicConstraints = critical,CA:FALSE",
+             "keyUsage = critical,digitalSignature,keyEncipherment",
+             f"extendedKeyUsage = {usage}"]  # fmt: skip
+    if hosts:
+        names = (f"IP:{h}" if _is_ip(h) else f"DNS:{h}" for h in hosts)
+        lines.append(f"subjectAltName = {','.join(names)}")
+    extensions.write_text("\n".join(lines) + "\n")
+    _openssl("genrsa", "-out", str(key), "2048")
+    _openssl("req", "-new", "-key", str(key), "-subj", f"/CN={name}", "-out", str(csr))
+    _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca[0]), "-CAkey", str(ca[1]),
+             "-set_serial", f"0x{os.urandom(8).hex()}", "-days", "3650",
+             "-extfile", str(extensions), "-out", str(crt))  # fmt: skip
+    return crt, key
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -205,6 +271,11 @@ class ControlPlane:
     def audit_log(self) -> Path:
         """One JSON line per write made by a service account (see AUDIT_POLICY)."""
         return self.workdir / "audit.log"
+
+    @property
+    def front_proxy_ca(self) -> Path:
+        """The CA of the client certificate the aggregator proxies with (see FRONT_PROXY_CLIENT)."""
+        return self.workdir / "front-proxy-ca.crt"
 
     @property
     def kubectl(self) -> Path:
@@ -318,6 +389,8 @@ def start(
             check=True,
             capture_output=True,
         )
+        front_proxy_ca = openssl_ca(workdir, "front-proxy-ca")
+        proxy_client = openssl_cert(workdir, FRONT_PROXY_CLIENT, front_proxy_ca, usage="clientAuth")
         etcd_url = f"http://127.0.0.1:{etcd_port}"
         _spawn(
             plane,
@@ -361,6 +434,17 @@ def start(
                 f"--audit-log-path={workdir / 'audit.log'}",
                 "--audit-log-format=json",
                 "--audit-log-mode=blocking",
+                # The aggregation layer, for APIServices such as metrics.k8s.io. No
+                # --enable-aggregator-routing: it routes to EndpointSlice addresses, which may not
+                # be loopback, and rejects ExternalName services; the default (cluster IP)
+                # resolver sends an ExternalName service to its name, e.g. 127.0.0.1.
+                f"--requestheader-client-ca-file={front_proxy_ca[0]}",
+                f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={proxy_client[0]}",
+                f"--proxy-client-key-file={proxy_client[1]}",
                 "--v=1",
             ],
             detached,

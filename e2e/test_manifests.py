@@ -7,8 +7,7 @@ import json
 import pytest
 
 from conftest import Cluster
-
-OPERATOR = "system:serviceaccount:sharekeeper:sharekeeper"
+from operating import SERVICE_ACCOUNT
 
 # (verb, group, resource, subresource)
 ALLOWED = [
@@ -48,7 +47,7 @@ def allowed(cluster: Cluster, verb: str, group: str, resource: str, subresource:
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SubjectAccessReview",
         "spec": {
-            "user": OPERATOR,
+            "user": SERVICE_ACCOUNT,
             "groups": ["system:serviceaccounts", "system:serviceaccounts:sharekeeper"],
             "resourceAttributes": {
                 "verb": verb,

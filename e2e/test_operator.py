@@ -12,14 +12,22 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import controlplane
 from conftest import REPO, TARGET, Cluster
+from objects import (
+    NAMESPACE,
+    condition,
+    deserved,
+    node,
+    pod,
+    policy,
+    queue,
+    status,
+)
 from operating import (
     Operator,
     describe_writes,
@@ -31,116 +39,6 @@ from operating import (
 pytestmark = pytest.mark.skipif(
     TARGET != "local", reason="starts the operator as a process; kind runs the deployed one"
 )
-
-GROUP = "scheduling.sharekeeper.io/v1alpha1"
-NAMESPACE = "team"
-
-
-def node(name: str, cpu: str = "8", memory: str = "32Gi", **labels: str) -> dict[str, Any]:
-    resources = {"cpu": cpu, "memory": memory, "pods": "500"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-        "status": {"capacity": resources, "allocatable": resources},
-    }
-
-
-def queue(
-    name: str, weight: int = 1, labels: dict[str, str] | None = None, **spec: Any
-) -> dict[str, Any]:
-    return {
-        "apiVersion": GROUP,
-        "kind": "Queue",
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": {"weight": weight, **spec},
-    }
-
-
-def policy(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": GROUP,
-        "kind": "SchedulerPolicy",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
-def pod(
-    name: str, queue_name: str, cpu: str, memory: str, node_name: str | None = None
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "containers": [
-            {"name": "main", "image": "example/app:1",
-             "resources": {"requests": {"cpu": cpu, "memory": memory}}}
-        ]
-    }  # fmt: skip
-    if node_name:
-        spec["nodeName"] = node_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "labels": {"sharekeeper.io/queue": queue_name},
-        },
-        "spec": spec,
-    }
-
-
-def status(cluster: Cluster, kind: str, name: str) -> dict[str, Any]:
-    got: dict[str, Any] = cluster.get(kind, name).get("status", {})
-    return got
-
-
-def deserved(cluster: Cluster, name: str) -> tuple[str | None, str | None]:
-    got = status(cluster, "queue", name).get("deserved", {})
-    return got.get("cpu"), got.get("memory")
-
-
-def condition(cluster: Cluster, kind: str, name: str, type_: str) -> dict[str, Any] | None:
-    conditions = status(cluster, kind, name).get("conditions", [])
-    return next((c for c in conditions if c["type"] == type_), None)
-
-
-def clean_slate(cluster: Cluster) -> None:
-    cluster.kubectl(
-        "delete", "queues,schedulerpolicies,nodeqosensurancepolicies", "--all", "--wait=false"
-    )
-    # One deletecollection call; grace 0 because no kubelet will ever confirm a bound pod's end.
-    cluster.kubectl("delete", "--raw", f"/api/v1/namespaces/{NAMESPACE}/pods?gracePeriodSeconds=0")
-    cluster.kubectl("delete", "nodes", "--all")
-
-
-@pytest.fixture(scope="module")
-def operator_kubeconfig(deployed: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A kubeconfig acting as the operator's ServiceAccount, with a token the API server issued."""
-    assert deployed.plane is not None
-    token = deployed.kubectl(
-        "create", "token", "sharekeeper", "-n", "sharekeeper", "--duration=2h"
-    ).stdout.strip()
-    path = tmp_path_factory.mktemp("operator") / "kubeconfig"
-    deployed.kubectl("create", "namespace", NAMESPACE, check=False)
-    return controlplane.write_token_kubeconfig(deployed.plane, path, token, "sharekeeper")
-
-
-@pytest.fixture
-def cluster_with(deployed: Cluster) -> Cluster:
-    clean_slate(deployed)
-    return deployed
-
-
-@pytest.fixture
-def operator(
-    cluster_with: Cluster, operator_kubeconfig: Path, tmp_path: Path
-) -> Iterator[Operator]:
-    running = start_operator(operator_kubeconfig, tmp_path / "operator.log")
-    try:
-        running.wait_rounds(0)
-        yield running
-    finally:
-        running.stop(signal.SIGKILL)
 
 
 def two_nodes_two_queues(cluster: Cluster) -> None:
