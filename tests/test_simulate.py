@@ -61,12 +61,18 @@ def test_json_has_queue_and_policy_status(
     )
     assert main(["simulate", "-f", str(path), "-o", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert set(report) == {"queues", "schedulerPolicies"}
+    assert set(report) == {"queues", "schedulerPolicies", "nodes", "placements"}
     assert report["queues"]["a"]["deserved"]["cpu"] == "3"
     assert report["queues"]["b"]["deserved"] == {"cpu": "1", "memory": "1Gi"}
     assert report["queues"]["b"]["share"] == "1"
     assert report["schedulerPolicies"]["p"]["total"] == {"cpu": "4", "memory": "8Gi"}
     assert report["schedulerPolicies"]["p"]["queues"] == 2
+    overcommit = report["schedulerPolicies"]["p"]["overcommit"]
+    assert overcommit["used"] == {"cpu": "1", "memory": "1Gi"}
+    assert overcommit["headroom"] == {"cpu": "3800m", "memory": "9234179686"}  # x1.2 - used
+    annotations = report["nodes"]["n1"]["annotations"]
+    assert annotations["sharekeeper.io/policy"] == "p"
+    assert annotations["sharekeeper.io/overcommit-factors"] == '{"cpu":1.2,"memory":1.2}'
 
 
 def test_fractional_shares_never_exceed_the_total(

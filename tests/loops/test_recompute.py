@@ -8,15 +8,14 @@ from typing import Any
 
 import pytest
 
-from builders import node, pod, queue
+from builders import node, pod, policy, queue
 from sharekeeper.cluster.snapshots import ClusterIndexes
-from sharekeeper.engine.shares import PolicySnapshot
-from sharekeeper.engine.shares.snapshot import PolicyName
 from sharekeeper.loops.recompute import Recompute
 from sharekeeper.model.nodes import node_snapshot
 from sharekeeper.model.pods import pod_snapshot
+from sharekeeper.model.policies import policy_spec
 from sharekeeper.model.queues import queue_snapshot
-from sharekeeper.model.records import OwnRecord
+from sharekeeper.model.records import NodeRecord, OwnRecord
 from sharekeeper.publish.diffing import Json, Transition
 from sharekeeper.publish.statuses import Kind
 
@@ -28,6 +27,7 @@ class RecordingWriter:
         self.patches: list[tuple[Kind, str, Json]] = []
         self.events: list[tuple[Kind, str, str]] = []
         self.stored: dict[tuple[Kind, str], Json] = {}
+        self.annotations: dict[str, dict[str, str]] = {}
 
     async def patch_status(self, kind: Kind, name: str, patch: Json) -> Json | None:
         self.patches.append((kind, name, patch))
@@ -35,6 +35,14 @@ class RecordingWriter:
         merged = {k: v for k, v in {**current, **patch}.items() if v is not None}
         self.stored[(kind, name)] = merged
         return merged
+
+    async def patch_node_annotations(
+        self, name: str, patch: dict[str, str | None]
+    ) -> dict[str, str] | None:
+        self.patches.append(("Node", name, patch))  # type: ignore[arg-type]
+        merged = {**self.annotations.get(name, {}), **patch}
+        self.annotations[name] = {k: v for k, v in merged.items() if v is not None}
+        return self.annotations[name]
 
     async def event(self, kind: Kind, name: str, uid: str, transition: Transition) -> None:
         self.events.append((kind, name, transition.type))
@@ -46,11 +54,20 @@ def record(obj: dict[str, Any], reader: Any, status: Json | None = None) -> OwnR
     )
 
 
-def indexes(queues: list[OwnRecord[Any]], policies: list[OwnRecord[Any]]) -> ClusterIndexes:
+def indexes(
+    queues: list[OwnRecord[Any]],
+    policies: list[OwnRecord[Any]],
+    annotations: dict[str, dict[str, str]] | None = None,
+) -> ClusterIndexes:
     nodes = [node("n1", cpu="8", memory="16Gi")]
     pods = [pod("p1", "a", node="n1", cpu="2", memory="4Gi"), pod("p2", "b", cpu="9", memory="1Gi")]
     return ClusterIndexes(
-        nodes={n["metadata"]["name"]: [node_snapshot(n)] for n in nodes},
+        nodes={
+            n["metadata"]["name"]: [
+                NodeRecord(node_snapshot(n), (annotations or {}).get(n["metadata"]["name"], {}))
+            ]
+            for n in nodes
+        },
         pods={(p["metadata"]["namespace"], p["metadata"]["name"]): [pod_snapshot(p)] for p in pods},
         queues={r.name: [r] for r in queues},
         policies={r.name: [r] for r in policies},
@@ -58,7 +75,7 @@ def indexes(queues: list[OwnRecord[Any]], policies: list[OwnRecord[Any]]) -> Clu
 
 
 def one_policy() -> OwnRecord[Any]:
-    return OwnRecord("all", "uid-all", 1, PolicySnapshot(PolicyName("all")), {})
+    return OwnRecord("all", "uid-all", 1, policy_spec(policy("all")), {})
 
 
 def test_first_round_writes_each_object_once_then_nothing() -> None:
@@ -72,13 +89,16 @@ def test_first_round_writes_each_object_once_then_nothing() -> None:
 
     asyncio.run(loop.recompute())
     assert sorted((kind, name) for kind, name, _ in writer.patches) == [
-        ("Queue", "a"), ("Queue", "b"), ("SchedulerPolicy", "all"),
+        ("Node", "n1"), ("Queue", "a"), ("Queue", "b"), ("SchedulerPolicy", "all"),
     ]  # fmt: skip
     assert writer.stored[("Queue", "a")]["deserved"] == {"cpu": "2", "memory": "4Gi"}
+    assert writer.annotations["n1"]["sharekeeper.io/overcommit-allocatable"] == (
+        '{"cpu":"9600m","memory":"20615843020"}'  # 8 x 1.2 cpu; 16Gi x 1.2, floored
+    )
 
     # The watch has not echoed the writes yet: the loop must remember them, not write again.
     asyncio.run(loop.recompute())
-    assert len(writer.patches) == 3
+    assert len(writer.patches) == 4
 
 
 def test_a_restart_that_finds_its_own_statuses_writes_nothing() -> None:
@@ -93,7 +113,7 @@ def test_a_restart_that_finds_its_own_statuses_writes_nothing() -> None:
     policy = replace(one_policy(), status=first.stored[("SchedulerPolicy", "all")])
     restarted = RecordingWriter()
     later = Recompute(restarted, clock=lambda: 1_003_600.0)
-    later.attach(indexes(seen, [policy]))
+    later.attach(indexes(seen, [policy], first.annotations))
     asyncio.run(later.recompute())
     assert restarted.patches == []
 

@@ -11,13 +11,10 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sharekeeper.engine.shares import (
-    NodeSnapshot,
-    PodGroupSnapshot,
-    PodSnapshot,
-    ShareSnapshot,
-)
-from sharekeeper.model.records import PolicyRecord, QueueRecord
+from sharekeeper.engine.admission import NodePolicy
+from sharekeeper.engine.shares import PodGroupSnapshot, PodSnapshot, ShareSnapshot
+from sharekeeper.engine.shares.snapshot import PolicyName
+from sharekeeper.model.records import NodeRecord, PolicyRecord, QueueRecord
 
 T = TypeVar("T")
 
@@ -30,7 +27,7 @@ Index = Mapping[Any, Collection[T]]
 class ClusterIndexes:
     """The live kopf indexes, handed over by the first handler call (they are complete then)."""
 
-    nodes: Index[NodeSnapshot]
+    nodes: Index[NodeRecord]
     pods: Index[PodSnapshot]
     queues: Index[QueueRecord]
     policies: Index[PolicyRecord]
@@ -50,11 +47,19 @@ def policy_records(indexes: ClusterIndexes) -> list[PolicyRecord]:
     return sorted(values(indexes.policies), key=lambda record: record.name)
 
 
+def node_records(indexes: ClusterIndexes) -> list[NodeRecord]:
+    return sorted(values(indexes.nodes), key=lambda record: record.snapshot.name)
+
+
+def node_policies(indexes: ClusterIndexes) -> dict[PolicyName, NodePolicy]:
+    return {PolicyName(r.name): r.spec.nodes for r in policy_records(indexes) if r.spec is not None}
+
+
 def share_snapshot(indexes: ClusterIndexes, *, now_seconds: float) -> ShareSnapshot:
     return ShareSnapshot(
-        policies=tuple(r.spec for r in policy_records(indexes) if r.spec is not None),
+        policies=tuple(r.spec.shares for r in policy_records(indexes) if r.spec is not None),
         queues=tuple(r.spec for r in queue_records(indexes) if r.spec is not None),
-        nodes=tuple(sorted(values(indexes.nodes), key=lambda node: node.name)),
+        nodes=tuple(record.snapshot for record in node_records(indexes)),
         pods=tuple(sorted(values(indexes.pods), key=lambda pod: (pod.namespace, pod.name))),
         pod_groups=tuple(
             sorted(values(indexes.pod_groups), key=lambda group: (group.namespace, group.name))

@@ -14,13 +14,14 @@ from typing import Any
 import kopf
 
 from sharekeeper.cluster.snapshots import ClusterIndexes
-from sharekeeper.engine.shares import NodeSnapshot, PodGroupSnapshot, PodSnapshot
-from sharekeeper.model.nodes import node_snapshot
+from sharekeeper.engine.shares import PodGroupSnapshot, PodSnapshot
+from sharekeeper.loops.qos import QosIndexes
+from sharekeeper.model.nodes import node_snapshot, our_annotations
 from sharekeeper.model.objects import ModelError
 from sharekeeper.model.pods import pod_group_snapshot, pod_snapshot
-from sharekeeper.model.policies import policy_snapshot
+from sharekeeper.model.policies import policy_spec
 from sharekeeper.model.queues import queue_snapshot
-from sharekeeper.model.records import OwnRecord, PolicyRecord, QueueRecord
+from sharekeeper.model.records import NodeRecord, OwnRecord, PolicyRecord, QueueRecord
 
 logger = logging.getLogger(__name__)
 
@@ -30,8 +31,8 @@ PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
 
 
 @kopf.index("v1", "nodes")
-async def node_index(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeSnapshot]:
-    return {name: node_snapshot(body)}
+async def node_index(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeRecord]:
+    return {name: NodeRecord(node_snapshot(body), our_annotations(body))}
 
 
 @kopf.index("v1", "pods")
@@ -55,7 +56,7 @@ async def queue_index(name: str, body: kopf.Body, **_: Any) -> dict[str, QueueRe
 
 @kopf.index(*POLICIES)
 async def policy_index(name: str, body: kopf.Body, **_: Any) -> dict[str, PolicyRecord]:
-    return {name: _record(body, policy_snapshot)}
+    return {name: _record(body, policy_spec)}
 
 
 def _record(body: kopf.Body, read: Any) -> OwnRecord[Any]:
@@ -69,16 +70,29 @@ def _record(body: kopf.Body, read: Any) -> OwnRecord[Any]:
     return OwnRecord(meta["name"], meta["uid"], meta.get("generation", 0), spec, status, error)
 
 
-def _wake(memo: kopf.Memo, kwargs: dict[str, Any]) -> None:
-    memo["recompute"].attach(
-        ClusterIndexes(
-            nodes=kwargs["node_index"],
-            pods=kwargs["pod_index"],
-            queues=kwargs["queue_index"],
-            policies=kwargs["policy_index"],
-            pod_groups=kwargs.get("pod_group_index") or {},
+def attach(memo: kopf.Memo, kwargs: dict[str, Any]) -> None:
+    """Hand the indexes to the loops; kopf calls handlers only once every index is complete."""
+    shares = ClusterIndexes(
+        nodes=kwargs["node_index"],
+        pods=kwargs["pod_index"],
+        queues=kwargs["queue_index"],
+        policies=kwargs["policy_index"],
+        pod_groups=kwargs.get("pod_group_index") or {},
+    )
+    memo["recompute"].attach(shares)
+    memo["qos"].attach(
+        QosIndexes(
+            policies=kwargs["qos_policy_index"],
+            nodes=kwargs["qos_node_index"],
+            pods=kwargs["qos_pod_index"],
+            namespaces=kwargs["namespace_index"],
+            shares=shares,
         )
     )
+
+
+def _wake(memo: kopf.Memo, kwargs: dict[str, Any]) -> None:
+    attach(memo, kwargs)
     memo["recompute"].wake()
 
 

@@ -11,8 +11,11 @@ import kopf
 import prometheus_client
 from lightkube import AsyncClient
 
-from sharekeeper.handlers import indexes  # noqa: F401  (registers the handlers)
+from sharekeeper.cluster.usage import MetricsApiUsage
+from sharekeeper.handlers import indexes, qos  # noqa: F401  (registers the handlers)
+from sharekeeper.loops.qos import QosLoop
 from sharekeeper.loops.recompute import Recompute
+from sharekeeper.publish.actions import KubeActuator
 from sharekeeper.publish.kubernetes import KubeWriter
 
 logger = logging.getLogger(__name__)
@@ -30,16 +33,22 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     # Our CRDs are known; skipping the CRD watch spares a cluster-wide permission. Volcano
     # PodGroups are indexed when their CRD exists at start (restart after installing Volcano).
     settings.scanning.disabled = True
-    memo["client"] = AsyncClient(field_manager="sharekeeper")
-    memo["recompute"] = Recompute(KubeWriter(memo["client"]))
-    memo["loop"] = asyncio.create_task(memo["recompute"].run(), name="recompute")
+    client = memo["client"] = AsyncClient(field_manager="sharekeeper")
+    writer = KubeWriter(client)
+    memo["recompute"] = Recompute(writer)
+    memo["qos"] = QosLoop(KubeActuator(client), writer, MetricsApiUsage(client))
+    memo["loops"] = [
+        asyncio.create_task(memo["recompute"].run(), name="recompute"),
+        asyncio.create_task(memo["qos"].run(), name="qos"),
+    ]
 
 
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
-    task: asyncio.Task[None] | None = memo.get("loop")
-    if task is not None:
+    tasks: list[asyncio.Task[None]] = memo.get("loops", [])
+    for task in tasks:
         task.cancel()
+    for task in tasks:
         with contextlib.suppress(asyncio.CancelledError):
             await task
     client: AsyncClient | None = memo.get("client")
@@ -49,12 +58,18 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
 
 @kopf.on.probe(id="recomputeRounds")
 async def rounds(memo: kopf.Memo, **_: Any) -> int:
-    """Liveness: fails (HTTP 500) when the recompute loop has stopped."""
-    task: asyncio.Task[None] | None = memo.get("loop")
-    if task is not None and task.done():
-        raise RuntimeError("the recompute loop has stopped")
+    """Liveness: fails (HTTP 500) when a loop has stopped."""
+    for task in memo.get("loops", []):
+        if task.done():
+            raise RuntimeError(f"the {task.get_name()} loop has stopped")
     recompute: Recompute | None = memo.get("recompute")
     return 0 if recompute is None else recompute.rounds
+
+
+@kopf.on.probe(id="qosChecks")
+async def checks(memo: kopf.Memo, **_: Any) -> int:
+    qos_loop: QosLoop | None = memo.get("qos")
+    return 0 if qos_loop is None else qos_loop.checks
 
 
 def run(*, standalone: bool, liveness_port: int, metrics_port: int, verbose: bool) -> int:

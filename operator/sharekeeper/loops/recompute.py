@@ -1,4 +1,4 @@
-"""The debounced recompute loop: snapshot -> share engine -> status writes.
+"""The debounced recompute loop: snapshot -> engines -> status and node annotation writes.
 
 Handlers only call ``wake()``. The loop waits until events stop arriving for ``quiet_seconds``
 (or ``max_delay_seconds`` have passed since the first one), then recomputes everything from a
@@ -20,13 +20,18 @@ from typing import Any, Protocol
 from sharekeeper import telemetry
 from sharekeeper.cluster.snapshots import (
     ClusterIndexes,
+    node_policies,
+    node_records,
     policy_records,
     queue_records,
     share_snapshot,
 )
-from sharekeeper.engine.shares import ShareResult, deserved_shares
+from sharekeeper.engine.shares import ShareResult
+from sharekeeper.model.nodes import SHARE_ANNOTATIONS
+from sharekeeper.model.publication import Publication, publication
 from sharekeeper.model.quantities import scale
-from sharekeeper.model.records import OwnRecord
+from sharekeeper.model.records import NodeRecord, OwnRecord
+from sharekeeper.publish.annotations import AnnotationWrite, annotation_writes
 from sharekeeper.publish.diffing import Json, Transition
 from sharekeeper.publish.statuses import Kind, StatusWrite, policy_writes, queue_writes
 
@@ -35,6 +40,10 @@ logger = logging.getLogger(__name__)
 
 class Writer(Protocol):
     async def patch_status(self, kind: Kind, name: str, patch: Json) -> Json | None: ...
+
+    async def patch_node_annotations(
+        self, name: str, patch: dict[str, str | None]
+    ) -> dict[str, str] | None: ...
 
     async def event(self, kind: Kind, name: str, uid: str, transition: Transition) -> None: ...
 
@@ -62,9 +71,10 @@ class Recompute:
         self._woken = asyncio.Event()
         self._indexes: ClusterIndexes | None = None
         self._synced = asyncio.Event()
-        # Statuses we wrote that the watch has not brought back yet: without them, a round that
+        # What we wrote that the watch has not brought back yet: without it, a round that
         # starts before the echo arrives would compute the same patch again.
         self._written: dict[tuple[Kind, str], Json] = {}
+        self._written_annotations: dict[str, dict[str, str]] = {}
         self.rounds = 0
 
     def attach(self, indexes: ClusterIndexes) -> None:
@@ -106,28 +116,37 @@ class Recompute:
             except TimeoutError:
                 return
 
-    async def recompute(self) -> ShareResult:
+    async def recompute(self) -> Publication:
         assert self._indexes is not None, "recompute before the indexes are attached"
         started = time.perf_counter()
         now = self._clock()
         stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        # 1. One consistent snapshot of everything the engine reads.
+        # 1. One consistent snapshot of everything the engines read.
         snapshot = share_snapshot(self._indexes, now_seconds=now)
-        # 2. The engine: pure, the same call `sharekeeper simulate` makes.
-        result = deserved_shares(snapshot)
+        # 2. The engines: pure, the same call `sharekeeper simulate` makes.
+        published = publication(snapshot, node_policies(self._indexes))
         # 3. Only what differs from what the objects hold (or what we just wrote to them).
         queues = self._with_written("Queue", queue_records(self._indexes))
         policies = self._with_written("SchedulerPolicy", policy_records(self._indexes))
-        writes = queue_writes(queues, result, now=stamp) + policy_writes(
-            policies, result, now=stamp
+        writes = queue_writes(queues, published.queues, now=stamp)
+        writes += policy_writes(policies, published.policies, now=stamp)
+        nodes = annotation_writes(
+            self._with_written_annotations(node_records(self._indexes)),
+            published.nodes,
+            SHARE_ANNOTATIONS,
         )
-        await asyncio.gather(*(self._apply(write) for write in writes))
-        self._export_metrics(result)
+        await asyncio.gather(
+            *(self._apply(write) for write in writes),
+            *(self._annotate(write) for write in nodes),
+        )
+        self._export_metrics(published.shares)
         self.rounds += 1
         telemetry.RECOMPUTE_SECONDS.observe(time.perf_counter() - started)
-        if writes:
-            logger.info("round %d: %d status writes", self.rounds, len(writes))
-        return result
+        if writes or nodes:
+            logger.info(
+                "round %d: %d status and %d node writes", self.rounds, len(writes), len(nodes)
+            )
+        return published
 
     def _with_written(self, kind: Kind, records: Iterable[OwnRecord[Any]]) -> list[OwnRecord[Any]]:
         seen = []
@@ -137,6 +156,23 @@ class Recompute:
                 del self._written[(kind, record.name)]  # the watch caught up
             seen.append(record if written is None else replace(record, status=written))
         return seen
+
+    def _with_written_annotations(self, records: Iterable[NodeRecord]) -> list[NodeRecord]:
+        seen = []
+        for record in records:
+            name = str(record.snapshot.name)
+            written = self._written_annotations.get(name)
+            if written is not None and written == dict(record.annotations):
+                del self._written_annotations[name]
+            seen.append(record if written is None else replace(record, annotations=written))
+        return seen
+
+    async def _annotate(self, write: AnnotationWrite) -> None:
+        stored = await self._writer.patch_node_annotations(write.node, write.patch)
+        if stored is None:
+            self._written_annotations.pop(write.node, None)
+        else:
+            self._written_annotations[write.node] = stored
 
     async def _apply(self, write: StatusWrite) -> None:
         stored = await self._writer.patch_status(write.kind, write.name, write.patch)

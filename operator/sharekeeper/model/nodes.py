@@ -1,10 +1,16 @@
-"""Node objects -> engine node snapshots."""
+"""Node objects -> engine node snapshots, and admission facts -> our node annotations."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+from sharekeeper.engine.admission import NodeAdmission
+from sharekeeper.engine.overcommit import factor_number
 from sharekeeper.engine.shares import NodeSnapshot
 from sharekeeper.engine.shares.snapshot import NodeName
-from sharekeeper.model.objects import Obj, labels_of, name_of, resources_at
+from sharekeeper.model.objects import Obj, labels_of, mapping_at, name_of, resources_at
+from sharekeeper.model.quantities import format_resources
 
 
 def node_snapshot(obj: Obj) -> NodeSnapshot:
@@ -13,3 +19,48 @@ def node_snapshot(obj: Obj) -> NodeSnapshot:
         labels=labels_of(obj),
         allocatable=resources_at(obj, "status.allocatable"),
     )
+
+
+PREFIX = "sharekeeper.io/"
+POLICY = PREFIX + "policy"
+OVERCOMMIT_FACTORS = PREFIX + "overcommit-factors"
+OVERCOMMIT_ALLOCATABLE = PREFIX + "overcommit-allocatable"
+PROPORTIONAL_RESERVED = PREFIX + "proportional-reserved"
+PROPORTIONAL_AVAILABLE = PREFIX + "proportional-available"
+SHARE_ANNOTATIONS = frozenset(
+    {POLICY, OVERCOMMIT_FACTORS, OVERCOMMIT_ALLOCATABLE, PROPORTIONAL_RESERVED,
+     PROPORTIONAL_AVAILABLE}
+)  # fmt: skip
+"""The node annotations the share loop owns; it adds, changes and removes only these."""
+
+
+def our_annotations(obj: Obj) -> dict[str, str]:
+    """The node's ``sharekeeper.io/`` annotations (what our publishers diff against)."""
+    annotations = mapping_at(obj, "metadata.annotations")
+    return {key: str(value) for key, value in annotations.items() if key.startswith(PREFIX)}
+
+
+def node_annotations(facts: NodeAdmission | None) -> dict[str, str]:
+    """The share loop's annotations for one node; empty for a node no single policy governs."""
+    if facts is None:
+        return {}
+    annotations = {
+        POLICY: str(facts.policy),
+        OVERCOMMIT_FACTORS: compact_json(
+            {name: factor_number(factor) for name, factor in facts.overcommit.factors.items()}
+        ),
+        OVERCOMMIT_ALLOCATABLE: compact_json(format_resources(facts.overcommit.allocatable)),
+    }
+    if facts.reservation is not None:
+        annotations[PROPORTIONAL_RESERVED] = compact_json(
+            format_resources(facts.reservation.reserved)
+        )
+        annotations[PROPORTIONAL_AVAILABLE] = compact_json(
+            format_resources(facts.reservation.available)
+        )
+    return annotations
+
+
+def compact_json(value: Any) -> str:
+    """One canonical spelling, so that equal values compare equal as annotation strings."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))

@@ -4,6 +4,7 @@ gives them) with errors that name the object and the field."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from sharekeeper.model.quantities import QuantityError, parse_resources
@@ -100,3 +101,14 @@ def choice_at(obj: Obj, path: str, default: str, choices: tuple[str, ...]) -> st
     if value not in choices:
         raise fail(obj, path, f"must be one of {', '.join(choices)}, got {value!r}")
     return str(value)
+
+
+def timestamp_at(obj: Obj, path: str) -> float:
+    """An RFC 3339 timestamp as Unix seconds; 0 when absent (files written by hand)."""
+    value = at(obj, path)
+    if value in (None, ""):
+        return 0.0
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError as error:
+        raise fail(obj, path, f"{value!r} is not an RFC 3339 time") from error

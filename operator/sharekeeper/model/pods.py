@@ -21,6 +21,7 @@ from sharekeeper.model.objects import (
     name_of,
     resource_list,
     resources_at,
+    timestamp_at,
 )
 
 QUEUE_LABEL = "sharekeeper.io/queue"
@@ -82,4 +83,5 @@ def pod_group_snapshot(obj: Obj) -> PodGroupSnapshot:
         phase=phase,
         min_member=int_at(obj, "spec.minMember", 0, low=0, high=2**31 - 1),
         min_resources=resources_at(obj, "spec.minResources") if has_minimum else None,
+        created_seconds=timestamp_at(obj, "metadata.creationTimestamp"),
     )

@@ -3,8 +3,18 @@ status (other engines add their own parts, e.g. ``overcommit``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
+from sharekeeper.engine.admission import NodePolicy
+from sharekeeper.engine.overcommit import (
+    OvercommitResult,
+    OvercommitSpec,
+    factor_from_number,
+    factor_number,
+)
+from sharekeeper.engine.proportional import Proportion
 from sharekeeper.engine.shares import PolicyShare, PolicySnapshot, Sharing
 from sharekeeper.engine.shares.snapshot import (
     ElasticOrder,
@@ -13,8 +23,18 @@ from sharekeeper.engine.shares.snapshot import (
     PriorityType,
 )
 from sharekeeper.model.conditions import condition
-from sharekeeper.model.objects import Obj, bool_at, choice_at, int_at, name_of
-from sharekeeper.model.quantities import format_resources
+from sharekeeper.model.objects import (
+    Obj,
+    at,
+    bool_at,
+    choice_at,
+    fail,
+    int_at,
+    mapping_at,
+    name_of,
+    resource_list,
+)
+from sharekeeper.model.quantities import CPU, MEMORY, format_resources
 from sharekeeper.model.selectors import label_selector
 
 _POLICIES: tuple[PolicyKind, ...] = (
@@ -45,6 +65,60 @@ def policy_snapshot(obj: Obj) -> PolicySnapshot:
         node_selector=label_selector(obj, "spec.nodeSelector"),
         sharing=sharing,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySpec:
+    """A SchedulerPolicy's spec as the engines read it."""
+
+    shares: PolicySnapshot
+    nodes: NodePolicy
+
+
+def policy_spec(obj: Obj) -> PolicySpec:
+    return PolicySpec(policy_snapshot(obj), node_policy(obj))
+
+
+def node_policy(obj: Obj) -> NodePolicy:
+    """``spec.overcommit`` and ``spec.proportional``: the node-level settings."""
+    factors = {}
+    for resource, value in mapping_at(obj, "spec.overcommit.factors").items():
+        factors[resource] = _factor(obj, f"spec.overcommit.factors.{resource}", value)
+    factor = at(obj, "spec.overcommit.factor")
+    proportions = {}
+    if bool_at(obj, "spec.proportional.enable", False):
+        for resource, per_unit in mapping_at(obj, "spec.proportional.resources").items():
+            path = f"spec.proportional.resources[{resource}]"
+            amounts = resource_list(obj, per_unit or {}, path)
+            missing = [name for name in (CPU, MEMORY) if name not in amounts]
+            if missing:
+                raise fail(obj, path, f"needs {' and '.join(missing)} per unit")
+            proportions[resource] = Proportion(amounts[CPU], amounts[MEMORY])
+    return NodePolicy(
+        overcommit=OvercommitSpec(
+            factor=None if factor is None else _factor(obj, "spec.overcommit.factor", factor),
+            factors=factors,
+        ),
+        proportions=proportions,
+    )
+
+
+def _factor(obj: Obj, path: str, value: Any) -> Fraction:
+    try:
+        return factor_from_number(value)
+    except (ValueError, ArithmeticError) as error:
+        raise fail(obj, path, f"{value!r} is not an overcommit factor of at least 1") from error
+
+
+def overcommit_section(result: OvercommitResult) -> dict[str, Any]:
+    """``status.overcommit`` of a SchedulerPolicy."""
+    return {
+        "factors": {name: factor_number(f) for name, f in sorted(result.factors.items())},
+        "overcommittedTotal": format_resources(result.overcommitted_total),
+        "used": format_resources(result.used),
+        "inqueue": format_resources(result.inqueue),
+        "headroom": format_resources(result.headroom),
+    }
 
 
 def policy_status(result: PolicyShare) -> dict[str, Any]:

@@ -60,11 +60,13 @@ def to_quantity(resource: str, amount: int) -> str:
         return f"{amount}m" if milli else str(whole)
     if amount == 0:
         return "0"
-    for suffixes in (_BINARY_SUFFIXES, _DECIMAL_SUFFIXES):
-        for suffix, factor in suffixes:
-            if amount % factor == 0:
-                return f"{amount // factor}{suffix}"
-    return str(amount)
+    # Every exact spelling, the shortest wins (binary first on a tie): 8Gi, 192G, 1500M.
+    spellings = [
+        f"{amount // factor}{suffix}"
+        for suffix, factor in (*_BINARY_SUFFIXES, *_DECIMAL_SUFFIXES)
+        if amount % factor == 0
+    ]
+    return min([*spellings, str(amount)], key=len)
 
 
 def parse_resources(resources: Mapping[str, str | int | float] | None) -> dict[str, int]:

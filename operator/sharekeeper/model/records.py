@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from sharekeeper.engine.shares import PolicySnapshot, QueueSnapshot
+from sharekeeper.engine.shares import NodeSnapshot, QueueSnapshot
+from sharekeeper.model.policies import PolicySpec
 
-SpecT = TypeVar("SpecT", QueueSnapshot, PolicySnapshot)
+SpecT = TypeVar("SpecT")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,4 +30,12 @@ class OwnRecord(Generic[SpecT]):
 
 
 QueueRecord = OwnRecord[QueueSnapshot]
-PolicyRecord = OwnRecord[PolicySnapshot]
+PolicyRecord = OwnRecord[PolicySpec]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """A node: what the engines read, and the ``sharekeeper.io/`` annotations it carries."""
+
+    snapshot: NodeSnapshot
+    annotations: Mapping[str, str] = field(default_factory=dict)

@@ -5,22 +5,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from lightkube import ApiError, AsyncClient
 from lightkube.generic_resource import create_global_resource
 from lightkube.models.core_v1 import EventSource, ObjectReference
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Event
+from lightkube.resources.core_v1 import Event, Node
 from lightkube.types import PatchType
 
 from sharekeeper import telemetry
+from sharekeeper.model.nodes import PREFIX
 from sharekeeper.publish.diffing import Json, Transition
+from sharekeeper.publish.statuses import Kind
 
 logger = logging.getLogger(__name__)
-
-Kind = Literal["Queue", "SchedulerPolicy", "NodeQosEnsurancePolicy"]
 
 RESOURCES = {
     "Queue": create_global_resource("scheduling.sharekeeper.io", "v1alpha1", "Queue", "queues"),
@@ -47,7 +48,6 @@ class KubeWriter:
     def __init__(self, client: AsyncClient, *, concurrency: int = 16) -> None:
         self._client = client
         self._slots = asyncio.Semaphore(concurrency)
-        self._instance = os.environ.get("HOSTNAME", COMPONENT)
 
     async def patch_status(self, kind: Kind, name: str, patch: Json) -> Json | None:
         """Patch ``status``; return the status now stored, or None if the object is gone."""
@@ -66,29 +66,74 @@ class KubeWriter:
         status: Json = updated.get("status") or {}
         return status
 
-    async def event(self, kind: Kind, name: str, uid: str, transition: Transition) -> None:
-        now = datetime.now(UTC)
-        warning = transition.type not in {"Overused", "NoPolicy"}
-        event = Event(
-            metadata=ObjectMeta(generateName=f"{name}.", namespace=EVENT_NAMESPACE),
-            involvedObject=ObjectReference(
-                apiVersion=API_VERSIONS[kind], kind=kind, name=name, uid=uid
-            ),
-            type="Warning" if warning else "Normal",
-            reason=transition.reason,
-            message=transition.message[:1024],
-            source=EventSource(component=COMPONENT),
-            reportingComponent=COMPONENT,
-            reportingInstance=self._instance,
-            firstTimestamp=now,
-            lastTimestamp=now,
-            count=1,
-        )
+    async def patch_node_annotations(
+        self, name: str, patch: dict[str, str | None]
+    ) -> dict[str, str] | None:
+        """Merge-patch the node's annotations; return our annotations now on it, None if gone."""
         async with self._slots:
             try:
-                await self._client.create(event)
-            except ApiError as error:  # an Event is a courtesy: never fail a round for one
-                logger.warning("could not post event on %s %s: %s", kind, name, error)
-                telemetry.WRITES.labels("Event", "error").inc()
-                return
-        telemetry.WRITES.labels("Event", "ok").inc()
+                node = await self._client.patch(
+                    Node, name, {"metadata": {"annotations": patch}}, patch_type=PatchType.MERGE
+                )
+            except ApiError as error:
+                if error.status.code == 404:
+                    telemetry.WRITES.labels("Node", "gone").inc()
+                    return None
+                telemetry.WRITES.labels("Node", "error").inc()
+                raise
+        telemetry.WRITES.labels("Node", "ok").inc()
+        annotations = node.metadata.annotations if node.metadata is not None else None
+        return {k: v for k, v in (annotations or {}).items() if k.startswith(PREFIX)}
+
+    async def event(self, kind: Kind, name: str, uid: str, transition: Transition) -> None:
+        target = {"apiVersion": API_VERSIONS[kind], "kind": kind, "name": name, "uid": uid}
+        warning = transition.type not in {"Overused", "NoPolicy"}
+        async with self._slots:
+            await post_event(
+                self._client, target, transition.reason, transition.message, warning=warning
+            )
+
+
+async def post_event(
+    client: AsyncClient,
+    target: Mapping[str, str],
+    reason: str,
+    message: str,
+    *,
+    warning: bool = False,
+) -> None:
+    """An Event on ``target`` (apiVersion, kind, name; namespace and uid when it has them).
+
+    Events on cluster-scoped objects go to the ``default`` namespace, as the kubelet's do.
+    An Event is a courtesy: failing to post one is logged, never raised.
+    """
+    now = datetime.now(UTC)
+    namespace = target.get("namespace") or None
+    event = Event(
+        metadata=ObjectMeta(
+            generateName=f"{target['name']}.", namespace=namespace or EVENT_NAMESPACE
+        ),
+        involvedObject=ObjectReference(
+            apiVersion=target["apiVersion"],
+            kind=target["kind"],
+            name=target["name"],
+            namespace=namespace,
+            uid=target.get("uid"),
+        ),
+        type="Warning" if warning else "Normal",
+        reason=reason,
+        message=message[:1024],
+        source=EventSource(component=COMPONENT),
+        reportingComponent=COMPONENT,
+        reportingInstance=os.environ.get("HOSTNAME", COMPONENT),
+        firstTimestamp=now,
+        lastTimestamp=now,
+        count=1,
+    )
+    try:
+        await client.create(event)
+    except ApiError as error:
+        logger.warning("could not post event %s on %s: %s", reason, target["name"], error)
+        telemetry.WRITES.labels("Event", "error").inc()
+        return
+    telemetry.WRITES.labels("Event", "ok").inc()

@@ -1,7 +1,7 @@
-"""Queue and SchedulerPolicy status: from engine results to the writes that are needed.
+"""Queue and SchedulerPolicy status: from the desired statuses to the writes that are needed.
 
-Pure: the desired status comes from ``model``; whether and what to write comes from
-``diffing`` against the status the object has. Nothing here calls the API.
+Pure: the desired status comes from ``model.publication``; whether and what to write comes
+from ``diffing`` against the status the object has. Nothing here calls the API.
 """
 
 from __future__ import annotations
@@ -10,10 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sharekeeper.engine.shares import ShareResult
 from sharekeeper.model.conditions import condition
-from sharekeeper.model.policies import policy_status
-from sharekeeper.model.queues import queue_status
 from sharekeeper.model.records import OwnRecord, PolicyRecord, QueueRecord
 from sharekeeper.publish.diffing import (
     Json,
@@ -42,17 +39,15 @@ class StatusWrite:
 
 
 def queue_writes(
-    records: Iterable[QueueRecord], result: ShareResult, *, now: str
+    records: Iterable[QueueRecord], desired: Mapping[str, Json], *, now: str
 ) -> list[StatusWrite]:
-    shares = {str(name): queue_status(share) for name, share in result.queues.items()}
-    return own_writes("Queue", records, shares, QUEUE_EVENTS, now=now)
+    return own_writes("Queue", records, desired, QUEUE_EVENTS, now=now)
 
 
 def policy_writes(
-    records: Iterable[PolicyRecord], result: ShareResult, *, now: str
+    records: Iterable[PolicyRecord], desired: Mapping[str, Json], *, now: str
 ) -> list[StatusWrite]:
-    shares = {str(name): policy_status(share) for name, share in result.policies.items()}
-    writes = own_writes("SchedulerPolicy", records, shares, POLICY_EVENTS, now=now)
+    writes = own_writes("SchedulerPolicy", records, desired, POLICY_EVENTS, now=now)
     for write in writes:
         # When the result was computed is news only when the result changed; stamping it on
         # every round would turn an idle cluster into a stream of writes.

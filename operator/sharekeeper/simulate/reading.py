@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.shares import (
     NodeSnapshot,
     PodGroupSnapshot,
@@ -19,10 +20,11 @@ from sharekeeper.engine.shares import (
     PolicySnapshot,
     QueueSnapshot,
 )
+from sharekeeper.engine.shares.snapshot import PolicyName
 from sharekeeper.model.nodes import node_snapshot
-from sharekeeper.model.objects import ModelError, Obj, describe
+from sharekeeper.model.objects import ModelError, Obj, describe, name_of
 from sharekeeper.model.pods import pod_group_snapshot, pod_snapshot
-from sharekeeper.model.policies import policy_snapshot
+from sharekeeper.model.policies import node_policy, policy_snapshot
 from sharekeeper.model.queues import queue_snapshot
 
 PASSED_THROUGH = frozenset({"NodeQosEnsurancePolicy", "NodeMetrics", "PodMetrics", "Namespace"})
@@ -36,6 +38,8 @@ class Inputs:
     queues: tuple[QueueSnapshot, ...] = ()
     policies: tuple[PolicySnapshot, ...] = ()
     pod_groups: tuple[PodGroupSnapshot, ...] = ()
+    node_policies: Mapping[PolicyName, NodePolicy] = field(default_factory=dict)
+    """Each SchedulerPolicy's overcommit and proportional settings."""
     raw: Mapping[str, tuple[Obj, ...]] = field(default_factory=dict)
     """Every object read, by kind, for engines that parse their own kinds."""
 
@@ -81,6 +85,9 @@ def parse_objects(objects: Iterable[Obj]) -> Inputs:
             parsed[attribute].append(parser(obj))
     return Inputs(
         **{attribute: tuple(values) for attribute, values in parsed.items()},
+        node_policies={
+            PolicyName(name_of(obj)): node_policy(obj) for obj in raw.get("SchedulerPolicy", [])
+        },
         raw={kind: tuple(values) for kind, values in raw.items()},
     )
 

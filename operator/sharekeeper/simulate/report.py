@@ -10,12 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-from sharekeeper.engine.shares import ShareSnapshot, deserved_shares
+from sharekeeper.engine.qos import accept_all, node_actions
+from sharekeeper.engine.shares import ShareSnapshot
+from sharekeeper.model.ensurance import (
+    Outcomes,
+    actions_in_order,
+    cluster_check,
+    node_outputs,
+    policy_statuses,
+)
 from sharekeeper.model.objects import ModelError
-from sharekeeper.model.policies import policy_status
-from sharekeeper.model.queues import queue_status
+from sharekeeper.model.publication import publication
+from sharekeeper.model.qos import TAINT, WATERLINES_ANNOTATION
 from sharekeeper.simulate.reading import Inputs
 
 
@@ -41,19 +50,60 @@ def share_snapshot(inputs: Inputs, context: Context) -> ShareSnapshot:
 
 
 def share_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
-    result = deserved_shares(share_snapshot(inputs, context))
-    unknown = [reason.message for reason in result.reasons if reason.kind == "UnknownQueue"]
-    if unknown:
-        raise ModelError("; ".join(f"{message}, which does not exist" for message in unknown))
+    """Queue and policy statuses, node annotations, and the proportional predicate."""
+    published = publication(share_snapshot(inputs, context), inputs.node_policies)
+    if published.unknown_queues:
+        raise ModelError(
+            "; ".join(f"{message}, which does not exist" for message in published.unknown_queues)
+        )
     return {
-        "queues": {name: queue_status(share) for name, share in sorted(result.queues.items())},
-        "schedulerPolicies": {
-            name: policy_status(share) for name, share in sorted(result.policies.items())
+        "queues": dict(published.queues),
+        "schedulerPolicies": dict(published.policies),
+        "nodes": {
+            name: {"annotations": dict(annotations)}
+            for name, annotations in sorted(published.nodes.items())
         },
+        "placements": dict(published.placements),
     }
 
 
-CONTRIBUTORS: list[Contributor] = [share_section]
+def qos_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
+    """One node QoS check with usage from the NodeMetrics/PodMetrics objects read, every
+    action accepted; counters and throttle state come from the input's status/annotations."""
+    policies = inputs.raw.get("NodeQosEnsurancePolicy", ())
+    if not policies:
+        return {}
+    node_metrics = inputs.raw.get("NodeMetrics")
+    check = cluster_check(
+        policies,
+        inputs.raw.get("Node", ()),
+        inputs.raw.get("Pod", ()),
+        inputs.raw.get("Namespace", ()),
+        node_metrics=node_metrics,
+        pod_metrics=inputs.raw.get("PodMetrics", ()) if node_metrics is not None else None,
+        now=int(context.now_seconds),
+    )
+    outcomes = {}
+    for node_check in check.nodes:
+        report = accept_all(node_actions(node_check.result, node_check.node))
+        preview = accept_all(node_actions(node_check.result, node_check.node, preview=True))
+        outcomes[node_check.node.name] = Outcomes.from_reports(report, preview)
+    stamp = datetime.fromtimestamp(context.now_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    current = {str(obj["metadata"]["name"]): obj.get("status") or {} for obj in policies}
+    return {
+        "nodeQosEnsurancePolicies": policy_statuses(check, outcomes, current, now=stamp),
+        "nodes": {
+            name: {
+                "annotations": {WATERLINES_ANNOTATION: out["waterlines"]},
+                "taints": [dict(TAINT)] if out["tainted"] else [],
+            }
+            for name, out in node_outputs(check).items()
+        },
+        "actions": actions_in_order(outcomes),
+    }
+
+
+CONTRIBUTORS: list[Contributor] = [share_section, qos_section]
 
 
 def build_report(

@@ -98,6 +98,8 @@ class PodGroupSnapshot:
     phase: PodGroupPhase = "Pending"
     min_member: int = 0
     min_resources: Amounts | None = None
+    created_seconds: float = 0.0
+    """Creation time (Unix seconds): older pending PodGroups are admitted first."""
 
 
 @dataclass(frozen=True, slots=True)

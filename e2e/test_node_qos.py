@@ -1,0 +1,294 @@
+"""Node QoS ensurance on a real API server, with the operator under its own RBAC.
+
+Usage comes from a stand-in metrics-server registered with the real aggregation layer (see
+``metrics_server.py``): the operator reads it through the API server exactly as it would read
+metrics-server. The test plays the node: it sets usage, and lowers it when a pod is evicted
+or throttled, as the kubelet's numbers would. There is no kubelet, so an evicted pod stays
+Terminating (its 30 s grace period never ends) instead of disappearing.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import TARGET, Cluster
+from metrics_server import MetricsServer
+from objects import NAMESPACE, node, status
+from operating import Operator, eventually, start_operator
+
+pytestmark = pytest.mark.skipif(
+    TARGET != "local", reason="needs the stand-in metrics-server of the local control plane"
+)
+
+TAINT_KEY = "sharekeeper.io/interference"
+
+
+def qos_policy(
+    name: str,
+    *,
+    value: str = "6",
+    action: dict[str, Any],
+    avoidance: int = 1,
+    restore: int = 1,
+    strategy: str = "None",
+    **spec: Any,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "ensurance.sharekeeper.io/v1alpha1",
+        "kind": "NodeQosEnsurancePolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "checkIntervalSeconds": 2,
+            "objectiveEnsurances": [
+                {
+                    "name": "cpu",
+                    "metricRule": {"name": "cpu_total_usage", "value": value},
+                    "avoidanceThreshold": avoidance,
+                    "restoreThreshold": restore,
+                    "actionName": action["name"],
+                    "strategy": strategy,
+                }
+            ],
+            "actions": [action],
+            **spec,
+        },
+    }
+
+
+EVICT = {"name": "evict", "eviction": {"terminationGracePeriodSeconds": 30}}
+
+
+def workload(
+    name: str, *, cpu_limit: str | None = None, priority_class: str | None = None, **labels: str
+) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if cpu_limit:
+        resources = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": cpu_limit}}
+    spec: dict[str, Any] = {
+        "nodeName": "w1",
+        "containers": [{"name": "main", "image": "example/batch:1", "resources": resources}],
+    }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
+        "spec": spec,
+    }
+
+
+def pod_state(cluster: Cluster, name: str) -> dict[str, Any]:
+    result = cluster.kubectl("get", "pod", name, "-n", NAMESPACE, "-o", "json", check=False)
+    return json.loads(result.stdout) if result.returncode == 0 else {}
+
+
+def evicted(cluster: Cluster) -> list[str]:
+    pods = cluster.get("pods", "-n", NAMESPACE)["items"]
+    return sorted(p["metadata"]["name"] for p in pods if p["metadata"].get("deletionTimestamp"))
+
+
+def node_entry(cluster: Cluster, policy: str) -> dict[str, Any]:
+    nodes = status(cluster, "nodeqosensurancepolicy", policy).get("nodes", [])
+    return next((n for n in nodes if n["name"] == "w1"), {})
+
+
+def taints(cluster: Cluster) -> list[str]:
+    return [t["key"] for t in cluster.get("node", "w1")["spec"].get("taints", [])]
+
+
+@pytest.fixture(autouse=True)
+def explain_failures(
+    request: pytest.FixtureRequest, cluster_with: Cluster, operator: Operator
+) -> Iterator[None]:
+    """On failure, print what the operator saw and did: the policies' status and its log."""
+    failed = request.session.testsfailed
+    yield
+    if request.session.testsfailed > failed:
+        policies = cluster_with.get("nodeqosensurancepolicies")["items"]
+        print(json.dumps({p["metadata"]["name"]: p.get("status") for p in policies}, indent=1))
+        print("evicted:", evicted(cluster_with))
+        print(operator.tail(80))
+
+
+@pytest.fixture
+def hot_node(cluster_with: Cluster, metrics: MetricsServer) -> Cluster:
+    """w1: 8 cores, 6.5 in use. Four candidates (usage): BestEffort a (900m), b (600m),
+    c (300m), and Burstable d (1 core, so ranked after every BestEffort pod)."""
+    cluster_with.kubectl(
+        "apply", "-f", "-",
+        input=json.dumps({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                          "metadata": {"name": "important"}, "value": 5000}),
+    )  # fmt: skip
+    cluster_with.apply(
+        node("w1", cpu="8", memory="32Gi"),
+        workload("a", app="a"),
+        workload("b", app="b"),
+        workload("c", app="c"),
+        workload("d", cpu_limit="2", app="d"),
+        workload("vip", priority_class="important", app="vip"),  # above maxPriority 999
+    )
+    # Playing the kubelet: running pods (the Eviction API ignores budgets for Pending ones).
+    running = json.dumps({"status": {"phase": "Running", "startTime": "2026-11-21T10:00:00Z"}})
+    for name in ("a", "b", "c", "d", "vip"):
+        cluster_with.kubectl(
+            "patch", "pod", name, "-n", NAMESPACE, "--subresource=status", "--type=merge",
+            "-p", running,
+        )  # fmt: skip
+    metrics.set_node("w1", cpu="6500m", memory="8Gi")
+    for name, cpu in (("a", "900m"), ("b", "600m"), ("c", "300m"), ("d", "1"), ("vip", "2")):
+        metrics.set_pod(NAMESPACE, name, {"main": {"cpu": cpu, "memory": "100Mi"}})
+    return cluster_with
+
+
+def test_eviction_takes_the_lowest_ranked_busiest_pod_and_stops_at_the_waterline(
+    hot_node: Cluster, metrics: MetricsServer, operator: Operator
+) -> None:
+    hot_node.apply(qos_policy("guard", action=EVICT, avoidance=2))
+    # Gap (6.5 - 6) x 1.1 = 550m: BestEffort pods go first, the busiest first; a alone does it.
+    eventually(lambda: evicted(hot_node) == ["a"], timeout=30)
+    metrics.remove_pod(NAMESPACE, "a")
+    metrics.set_node("w1", cpu="5600m", memory="8Gi")
+    entry = node_entry(hot_node, "guard")
+    assert entry["rules"][0]["phase"] == "Triggered"
+    assert [(a["pod"], a["outcome"]) for a in entry["lastActions"]] == [(f"{NAMESPACE}/a", "Done")]
+    assert entry["lastActions"][0]["released"] == "900m"
+    eventually(lambda: node_entry(hot_node, "guard")["rules"][0]["observation"] == "Calm")
+    assert evicted(hot_node) == ["a"]
+    selector = "involvedObject.name=a,reason=Evicted"
+    events = hot_node.kubectl(
+        "get", "events", "-n", NAMESPACE, "--field-selector", selector, "-o", "name"
+    ).stdout
+    assert events.strip(), "the evicted pod carries an Event"
+
+
+def test_a_pod_protected_by_a_disruption_budget_is_skipped(
+    hot_node: Cluster, metrics: MetricsServer, operator: Operator
+) -> None:
+    # No disruption controller runs here, so the budget allows no disruption at all.
+    hot_node.apply(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "keep-a", "namespace": NAMESPACE},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "a"}}},
+        },
+        qos_policy("guard", action=EVICT),
+    )
+    # a is refused; its 900m is not counted, so b (600m) alone closes the 550m gap.
+    eventually(lambda: evicted(hot_node) == ["b"], timeout=30)
+    metrics.remove_pod(NAMESPACE, "b")
+    metrics.set_node("w1", cpu="5900m", memory="8Gi")
+    outcomes = [(a["pod"], a["outcome"][:7]) for a in node_entry(hot_node, "guard")["lastActions"]]
+    assert outcomes == [(f"{NAMESPACE}/b", "Done"), (f"{NAMESPACE}/a", "Refused")]
+    hot_node.kubectl("delete", "pdb", "keep-a", "-n", NAMESPACE)
+
+
+def test_throttling_lowers_the_cpu_limit_by_resize_and_restores_it(
+    hot_node: Cluster, metrics: MetricsServer, operator: Operator
+) -> None:
+    throttle = {
+        "name": "throttle",
+        "throttle": {"cpuThrottle": {"minCPURatio": 10, "stepCPURatio": 20}},
+    }
+    # d runs at 1.9 of its 2 cores: a lower limit takes real CPU from it (a step of 20% -> 1.6).
+    metrics.set_pod(NAMESPACE, "d", {"main": {"cpu": "1900m", "memory": "100Mi"}})
+    hot_node.apply(
+        qos_policy(
+            "calm-down",
+            action=throttle,
+            restore=2,
+            candidates={"podSelector": {"matchLabels": {"app": "d"}}},
+        )
+    )
+
+    def limit() -> str:
+        return pod_state(hot_node, "d")["spec"]["containers"][0]["resources"]["limits"]["cpu"]
+
+    eventually(lambda: limit() != "2", timeout=30)
+    annotation = json.loads(
+        pod_state(hot_node, "d")["metadata"]["annotations"]["sharekeeper.io/cpu-throttle"]
+    )
+    assert annotation["originalLimit"] == "2"
+    throttled = limit()
+    metrics.set_node("w1", cpu="3", memory="8Gi")
+    metrics.set_pod(NAMESPACE, "d", {"main": {"cpu": "200m", "memory": "100Mi"}})
+    eventually(lambda: limit() == "2", timeout=40)
+    assert "sharekeeper.io/cpu-throttle" not in pod_state(hot_node, "d")["metadata"].get(
+        "annotations", {}
+    )
+    assert throttled != "2"
+
+
+def test_the_taint_comes_with_the_trigger_and_goes_after_the_cool_down(
+    hot_node: Cluster, metrics: MetricsServer, operator: Operator
+) -> None:
+    action = {"name": "fence", "disableScheduling": True, "coolDownSeconds": 4}
+    hot_node.apply(qos_policy("fence", action=action))
+    eventually(lambda: TAINT_KEY in taints(hot_node), timeout=30)
+    assert evicted(hot_node) == [], "this action only fences the node"
+    metrics.set_node("w1", cpu="3", memory="8Gi")
+    eventually(lambda: node_entry(hot_node, "fence")["rules"][0]["phase"] == "Calm", timeout=30)
+    assert TAINT_KEY in taints(hot_node), "the cool-down keeps it a little longer"
+    eventually(lambda: TAINT_KEY not in taints(hot_node), timeout=30)
+
+
+def test_preview_reports_the_plan_and_changes_nothing(
+    hot_node: Cluster, metrics: MetricsServer, operator: Operator
+) -> None:
+    fence_and_evict = {**EVICT, "disableScheduling": True}
+    hot_node.apply(qos_policy("look", action=fence_and_evict, strategy="Preview"))
+    eventually(lambda: node_entry(hot_node, "look").get("lastActions"), timeout=30)
+    entry = node_entry(hot_node, "look")
+    assert [(a["pod"], a["outcome"]) for a in entry["lastActions"]] == [
+        (f"{NAMESPACE}/a", "Preview")
+    ]
+    assert evicted(hot_node) == []
+    assert TAINT_KEY not in taints(hot_node)
+
+
+def test_missing_metrics_never_evict_unless_opted_in(
+    hot_node: Cluster, metrics: MetricsServer, operator: Operator
+) -> None:
+    hot_node.apply(qos_policy("blind", action=EVICT, restore=5))
+    eventually(lambda: evicted(hot_node) == ["a"], timeout=30)  # triggered, a precise eviction
+    metrics.remove_node("w1")  # then the node's usage goes missing while the rule is in force
+    eventually(
+        lambda: (
+            "evictOnMissingMetrics is false" in node_entry(hot_node, "blind").get("message", "")
+        ),
+        timeout=30,
+    )
+    assert evicted(hot_node) == ["a"]
+    hot_node.apply(qos_policy("blind", action=EVICT, restore=5, evictOnMissingMetrics=True))
+    # Opted in: every candidate goes, but never vip, whose priority is above maxPriority.
+    eventually(lambda: evicted(hot_node) == ["a", "b", "c", "d"], timeout=30)
+
+
+def test_a_restart_mid_episode_continues_it(
+    hot_node: Cluster,
+    metrics: MetricsServer,
+    operator: Operator,
+    operator_kubeconfig: Path,
+    tmp_path: Path,
+) -> None:
+    hot_node.apply(qos_policy("patient", action=EVICT, avoidance=4, checkIntervalSeconds=3))
+    eventually(
+        lambda: node_entry(hot_node, "patient").get("rules", [{}])[0].get("hotStreak") == 2,
+        timeout=30,
+    )
+    operator.stop(signal.SIGKILL)
+    restarted = start_operator(operator_kubeconfig, tmp_path / "restarted.log")
+    try:
+        # Two more hot checks finish the streak of four; a fresh count would need four.
+        eventually(lambda: evicted(hot_node) == ["a"], timeout=30)
+        checks = int(restarted.health()["qosChecks"])
+    finally:
+        restarted.stop(signal.SIGKILL)
+    assert checks <= 3, f"the restarted operator needed {checks} checks"

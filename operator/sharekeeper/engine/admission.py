@@ -1,0 +1,202 @@
+"""Admission facts per node, policy and queue: overcommit and GPU-proportional reservation.
+
+Composes the overcommit and proportional engines with the share engine's result for one
+snapshot, so the operator and ``simulate`` publish the same numbers:
+
+- per governed node: the policy's effective factors and the node's overcommitted allocatable,
+  and (when the policy turns it on) the CPU/memory kept idle for its idle accelerators;
+- per policy: ``status.overcommit`` (factors, overcommitted total, used, inqueue, headroom);
+- per queue: whether its next pending PodGroup would be admitted, and why not;
+- per pending pod without accelerators: the nodes the proportional predicate lets it onto.
+
+A node claimed by two policies, or by none, gets nothing: its annotations are removed rather
+than guessed. Complexity: O(policies · nodes + pods).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sharekeeper.engine import overcommit, proportional
+from sharekeeper.engine.resources import Amounts, sum_amounts
+from sharekeeper.engine.shares import PolicySnapshot, ShareResult, ShareSnapshot
+from sharekeeper.engine.shares.governance import governance
+from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
+
+
+@dataclass(frozen=True, slots=True)
+class NodePolicy:
+    """The node-level settings of one SchedulerPolicy."""
+
+    overcommit: overcommit.OvercommitSpec = field(default_factory=overcommit.OvercommitSpec)
+    proportions: Mapping[str, proportional.Proportion] = field(default_factory=dict)
+    """Per accelerator resource, what one idle unit keeps idle; empty when turned off."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAdmission:
+    policy: PolicyName
+    overcommit: overcommit.NodeOvercommit
+    reservation: proportional.NodeReservation | None
+    """None when the policy's reservation is off or the node has no configured resource."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionResult:
+    nodes: Mapping[str, NodeAdmission]
+    """Governed nodes only."""
+    policies: Mapping[PolicyName, overcommit.OvercommitResult]
+    queues: Mapping[QueueName, overcommit.QueueAdmission]
+    placements: Mapping[str, proportional.PodPlacement]
+    """Pending pods (``namespace/name``) that the proportional predicate restricts."""
+
+
+def admission_facts(
+    snapshot: ShareSnapshot, node_policies: Mapping[PolicyName, NodePolicy], shares: ShareResult
+) -> AdmissionResult:
+    policies = [p for p in snapshot.policies if p.name in node_policies]
+    owners = governance(policies, {n.name: n.labels for n in snapshot.nodes}, "node").owner
+    used = _used_by_node(snapshot)
+    nodes: dict[str, NodeAdmission] = {}
+    for node in snapshot.nodes:
+        policy = owners.get(node.name)
+        if policy is None:
+            continue
+        settings = node_policies[policy]
+        view = proportional.NodeSnapshot(node.name, node.allocatable, used.get(node.name, {}))
+        nodes[node.name] = NodeAdmission(
+            policy=policy,
+            overcommit=overcommit.node_overcommit(node.allocatable, settings.overcommit),
+            reservation=proportional.proportional_reservation(view, settings.proportions)
+            if settings.proportions
+            else None,
+        )
+    groups = _pod_groups(snapshot)
+    statuses = {
+        policy.name: _policy_overcommit(
+            policy, node_policies[policy.name], nodes, used, groups=groups, shares=shares
+        )
+        for policy in policies
+    }
+    return AdmissionResult(
+        nodes=nodes,
+        policies=statuses,
+        queues=_queue_admissions(shares, groups, statuses),
+        placements=_placements(snapshot, node_policies, nodes, used),
+    )
+
+
+def _used_by_node(snapshot: ShareSnapshot) -> dict[str, Amounts]:
+    requests: dict[str, list[Amounts]] = defaultdict(list)
+    for pod in snapshot.pods:
+        if pod.allocated and pod.node_name is not None:
+            requests[pod.node_name].append(pod.request)
+    return {node: sum_amounts(amounts) for node, amounts in requests.items()}
+
+
+def _pod_groups(snapshot: ShareSnapshot) -> list[overcommit.PodGroupSnapshot]:
+    """The share engine's PodGroups, with the aggregates of their pods."""
+    allocated: dict[tuple[str, str], list[Amounts]] = defaultdict(list)
+    gated: dict[tuple[str, str], list[Amounts]] = defaultdict(list)
+    for pod in snapshot.pods:
+        if pod.group_name is None:
+            continue
+        key = (pod.namespace, pod.group_name)
+        if pod.allocated:
+            allocated[key].append(pod.request)
+        elif pod.scheduling_gated and pod.pending:
+            gated[key].append(pod.request)
+    return [
+        overcommit.PodGroupSnapshot(
+            name=f"{group.namespace}/{group.name}",
+            queue=group.queue or "",
+            phase=group.phase,
+            min_member=group.min_member,
+            min_resources=group.min_resources,
+            allocated=sum_amounts(allocated[(group.namespace, group.name)]),
+            allocated_pods=len(allocated[(group.namespace, group.name)]),
+            gated=sum_amounts(gated[(group.namespace, group.name)]),
+            created=datetime.fromtimestamp(group.created_seconds, UTC),
+        )
+        for group in snapshot.pod_groups
+    ]
+
+
+def _policy_overcommit(
+    policy: PolicySnapshot,
+    settings: NodePolicy,
+    nodes: Mapping[str, NodeAdmission],
+    used: Mapping[str, Amounts],
+    *,
+    groups: list[overcommit.PodGroupSnapshot],
+    shares: ShareResult,
+) -> overcommit.OvercommitResult:
+    mine = [name for name, facts in nodes.items() if facts.policy == policy.name]
+    share = shares.policies.get(policy.name)
+    queues = {str(name) for name, q in shares.queues.items() if q.policy == policy.name}
+    return overcommit.overcommit_status(
+        overcommit.OvercommitSnapshot(
+            spec=settings.overcommit,
+            total=share.total if share is not None else {},
+            used=sum_amounts(used.get(name, {}) for name in mine),
+            podgroups=[group for group in groups if group.queue in queues],
+        )
+    )
+
+
+def _queue_admissions(
+    shares: ShareResult,
+    groups: list[overcommit.PodGroupSnapshot],
+    statuses: Mapping[PolicyName, overcommit.OvercommitResult],
+) -> dict[QueueName, overcommit.QueueAdmission]:
+    verdicts: dict[QueueName, overcommit.QueueAdmission] = {}
+    for name, share in shares.queues.items():
+        if share.policy is None or share.policy not in statuses:
+            continue
+        view = overcommit.QueueSnapshot(
+            name=name,
+            open=share.state == "Open",
+            allocated=share.allocated,
+            inqueue=share.inqueue,
+            elastic=share.elastic,
+            real_capability=share.real_capability,
+        )
+        own = [group for group in groups if group.queue == name]
+        verdicts[name] = overcommit.queue_admission(view, own, statuses[share.policy].headroom)
+    return verdicts
+
+
+def _placements(
+    snapshot: ShareSnapshot,
+    node_policies: Mapping[PolicyName, NodePolicy],
+    nodes: Mapping[str, NodeAdmission],
+    used: Mapping[str, Amounts],
+) -> dict[str, proportional.PodPlacement]:
+    """The predicate over the nodes of every policy that keeps reservations, each node judged
+    by its own policy's proportions."""
+    pending = [
+        proportional.PendingPod(f"{pod.namespace}/{pod.name}", pod.request)
+        for pod in snapshot.pods
+        if pod.pending
+    ]
+    by_name = {str(node.name): node for node in snapshot.nodes}
+    placements: dict[str, proportional.PodPlacement] = {}
+    for policy, settings in sorted(node_policies.items()):
+        if not settings.proportions:
+            continue
+        views = [
+            proportional.NodeSnapshot(name, by_name[name].allocatable, used.get(name, {}))
+            for name, facts in sorted(nodes.items())
+            if facts.policy == policy
+        ]
+        found = proportional.proportional_placements(pending, views, settings.proportions)
+        for pod, placement in found.items():
+            before = placements.get(pod, proportional.PodPlacement((), {}))
+            placements[pod] = proportional.PodPlacement(
+                nodes=tuple(sorted({*before.nodes, *placement.nodes})),
+                refused=dict(sorted({**before.refused, **placement.refused}.items())),
+            )
+    return dict(sorted(placements.items()))

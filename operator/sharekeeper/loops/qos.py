@@ -1,0 +1,236 @@
+"""The periodic node QoS check: usage -> engine -> actions -> status, annotations, taints.
+
+Every ``checkIntervalSeconds`` (the smallest among the policies) one check runs over all nodes
+that a NodeQosEnsurancePolicy selects:
+
+1. read usage from metrics.k8s.io (all nodes and pods in two calls);
+2. run the engine per node, with the counters and taint state persisted in policy status;
+3. drive each node's action flow, telling the planner what each action really did, so a
+   release counts only when the eviction or resize was accepted;
+4. publish: policy status (only what changed), the ``qos-waterlines`` annotation, the taint.
+
+Everything the next check needs is read back from the cluster, so a restarted operator
+continues an episode instead of starting over. A calm cluster causes no writes at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from sharekeeper.cluster.snapshots import ClusterIndexes, Index, node_records, values
+from sharekeeper.cluster.usage import UsageSource, UsageUnavailable
+from sharekeeper.engine.qos import Outcome, PlanReport, QosAction, accept_all, node_actions
+from sharekeeper.model.ensurance import (
+    ClusterCheck,
+    NodeCheck,
+    Outcomes,
+    cluster_check,
+    node_outputs,
+    policy_statuses,
+)
+from sharekeeper.model.qos import TAINT, WATERLINES_ANNOTATION
+from sharekeeper.model.records import OwnRecord
+from sharekeeper.publish.annotations import annotation_writes
+from sharekeeper.publish.statuses import own_writes
+
+logger = logging.getLogger(__name__)
+
+Obj = Mapping[str, Any]
+QOS_EVENTS = {"Invalid"}
+DEFAULT_INTERVAL = 10.0
+
+
+class Actuator(Protocol):
+    async def evict(self, action: QosAction) -> tuple[Outcome, str]: ...
+
+    async def set_cpu_limit(self, action: QosAction, containers: Any) -> tuple[Outcome, str]: ...
+
+    async def set_taint(self, node: str, present: bool, node_view: Obj) -> None: ...
+
+    async def event(
+        self, target: Mapping[str, str], reason: str, message: str, *, warning: bool = False
+    ) -> None: ...
+
+
+class StatusWriter(Protocol):
+    async def patch_status(
+        self, kind: Any, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any] | None: ...
+
+    async def patch_node_annotations(
+        self, name: str, patch: dict[str, str | None]
+    ) -> dict[str, str] | None: ...
+
+
+@dataclass(frozen=True)
+class QosIndexes:
+    """The live kopf indexes the QoS check reads (trimmed dicts, see handlers/qos.py)."""
+
+    policies: Index[OwnRecord[Obj]]
+    nodes: Index[Obj]
+    pods: Index[Obj]
+    """Keyed by node name: the pods bound to each node."""
+    namespaces: Index[Obj]
+    shares: ClusterIndexes
+    """For our current node annotations."""
+
+
+@dataclass
+class QosLoop:
+    actuator: Actuator
+    writer: StatusWriter
+    usage: UsageSource
+    clock: Callable[[], float] = time.time
+    checks: int = 0
+    _indexes: QosIndexes | None = None
+    # Statuses we wrote that the watch has not echoed yet (they hold the persisted state).
+    _written: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _synced: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def attach(self, indexes: QosIndexes) -> None:
+        if self._indexes is None:
+            self._indexes = indexes
+            self._synced.set()
+
+    async def run(self) -> None:
+        await self._synced.wait()
+        while True:
+            started = time.monotonic()
+            try:
+                await self.check()
+            except Exception:
+                logger.exception("QoS check failed; retrying at the next interval")
+            await asyncio.sleep(max(0.0, self._interval() - (time.monotonic() - started)))
+
+    def _interval(self) -> float:
+        assert self._indexes is not None
+        intervals = [
+            float(r.spec.get("spec", {}).get("checkIntervalSeconds", DEFAULT_INTERVAL))
+            for r in values(self._indexes.policies)
+            if r.spec is not None
+        ]
+        return min(intervals, default=DEFAULT_INTERVAL)
+
+    async def check(self) -> ClusterCheck:
+        assert self._indexes is not None, "check before the indexes are attached"
+        indexes = self._indexes
+        now = int(self.clock())
+        stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        records = [
+            self._with_written(r) for r in sorted(values(indexes.policies), key=lambda r: r.name)
+        ]
+        policies = [{**r.spec, "status": r.status} for r in records if r.spec is not None]
+        nodes = list(values(indexes.nodes))
+        # 1. Usage, all at once; unavailable usage is a fact the engine handles, not a crash.
+        node_metrics: list[dict[str, Any]] | None = None
+        pod_metrics: list[dict[str, Any]] | None = None
+        try:
+            node_metrics = await self.usage.node_metrics()
+            pod_metrics = await self.usage.pod_metrics()
+        except UsageUnavailable as problem:
+            logger.warning("usage unavailable: %s", problem)
+            node_metrics = pod_metrics = None
+        # 2. The engine, per node, from the state persisted in the policies' status.
+        check = cluster_check(
+            policies, nodes, values(indexes.pods), values(indexes.namespaces),
+            node_metrics=node_metrics, pod_metrics=pod_metrics, now=now,
+        )  # fmt: skip
+        # 3. Act, telling the planner what each action really did.
+        pods = {
+            (p["metadata"]["namespace"], p["metadata"]["name"]): p for p in values(indexes.pods)
+        }
+        outcomes = {c.node.name: await self._act(c, pods) for c in check.nodes}
+        # 4. Publish what changed.
+        current = {r.name: r.status for r in records}
+        desired = policy_statuses(check, outcomes, current, now=stamp)
+        for write in own_writes("NodeQosEnsurancePolicy", records, desired, QOS_EVENTS, now=stamp):
+            stored = await self.writer.patch_status(write.kind, write.name, write.patch)
+            if stored is not None:
+                self._written[write.name] = stored
+        await self._publish_nodes(check, {n["metadata"]["name"]: n for n in nodes})
+        self.checks += 1
+        return check
+
+    def _with_written(self, record: OwnRecord[Obj]) -> OwnRecord[Obj]:
+        written = self._written.get(record.name)
+        if written is None:
+            return record
+        if written == record.status:
+            del self._written[record.name]  # the watch caught up
+            return record
+        return replace(record, status=written)
+
+    async def _act(self, node_check: NodeCheck, pods: Mapping[tuple[str, str], Obj]) -> Outcomes:
+        flow = node_actions(node_check.result, node_check.node)
+        refused: list[tuple[QosAction, str]] = []
+        try:
+            action = next(flow)
+            while True:
+                outcome, detail = await self._carry_out(action, pods)
+                if outcome is Outcome.REFUSED:
+                    refused.append((action, detail))
+                await self._announce(action, outcome, detail)
+                action = flow.send(outcome)
+        except StopIteration as stop:
+            report: PlanReport = stop.value
+        preview = accept_all(node_actions(node_check.result, node_check.node, preview=True))
+        return Outcomes.from_reports(report, preview, refused=tuple(refused))
+
+    async def _carry_out(
+        self, action: QosAction, pods: Mapping[tuple[str, str], Obj]
+    ) -> tuple[Outcome, str]:
+        """Carry out one action; anything unexpected counts as refused, never as released."""
+        try:
+            return await self._dispatch(action, pods)
+        except Exception as error:
+            logger.exception("%s %s failed", action.kind, action.pod)
+            return Outcome.REFUSED, f"failed: {error}"
+
+    async def _dispatch(
+        self, action: QosAction, pods: Mapping[tuple[str, str], Obj]
+    ) -> tuple[Outcome, str]:
+        if action.kind == "evict":
+            return await self.actuator.evict(action)
+        pod = pods.get((action.pod.namespace, action.pod.name), {})
+        return await self.actuator.set_cpu_limit(action, pod.get("spec", {}).get("containers", []))
+
+    async def _announce(self, action: QosAction, outcome: Outcome, detail: str) -> None:
+        verb = {"evict": "Evicted", "throttle": "Throttled", "restore": "Restored"}[action.kind]
+        reason = verb if outcome is Outcome.ACCEPTED else f"{verb}Refused"
+        message = f"{action.kind} {action.pod} on {action.node} for {action.metric}: {detail}"
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": action.pod.name,
+            "namespace": action.pod.namespace,
+        }
+        node = {"apiVersion": "v1", "kind": "Node", "name": action.node, "namespace": ""}
+        warning = outcome is not Outcome.ACCEPTED or action.kind == "evict"
+        await self.actuator.event(pod, reason, message, warning=warning)
+        await self.actuator.event(node, reason, message, warning=warning)
+
+    async def _publish_nodes(self, check: ClusterCheck, nodes: Mapping[str, Obj]) -> None:
+        assert self._indexes is not None
+        outputs = node_outputs(check)
+        desired = {
+            name: {WATERLINES_ANNOTATION: out["waterlines"]}
+            for name, out in outputs.items()
+            if out["waterlines"] != "{}"
+        }
+        for write in annotation_writes(
+            node_records(self._indexes.shares), desired, frozenset({WATERLINES_ANNOTATION})
+        ):
+            await self.writer.patch_node_annotations(write.node, write.patch)
+        for name, node in nodes.items():
+            has = any(
+                t.get("key") == TAINT["key"] for t in node.get("spec", {}).get("taints") or []
+            )
+            want = bool(outputs.get(name, {}).get("tainted"))
+            if has != want:
+                await self.actuator.set_taint(name, want, node)

@@ -1,0 +1,232 @@
+"""One node QoS check of the whole cluster, from Kubernetes dicts to engine results and back.
+
+``cluster_check`` reads policies, nodes, pods, namespaces and metrics.k8s.io usage, restores
+each node's persisted state from the policies' status, and runs the engine's ``check_node``
+on every node some policy selects. Driving the resulting action flows is the caller's job:
+``simulate`` accepts every action, the operator executes them and reports the outcome.
+The rendering functions turn results and outcomes into what gets written: policy status,
+the ``qos-waterlines`` node annotation, the taint, and the action dicts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sharekeeper.engine.qos import (
+    NodeCheckResult,
+    NodeSnapshot,
+    PlanReport,
+    PodKey,
+    QosAction,
+    QosPolicy,
+    check_node,
+)
+from sharekeeper.model.conditions import condition
+from sharekeeper.model.nodes import compact_json
+from sharekeeper.model.qos import (
+    action_dict,
+    metric_quantity,
+    node_from_dicts,
+    node_status_entry,
+    policy_from_dict,
+    state_from_status,
+    waterlines_annotation,
+)
+
+Obj = Mapping[str, Any]
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCheck:
+    node: NodeSnapshot
+    result: NodeCheckResult
+    policies: tuple[str, ...]
+    """The policies that select the node, sorted."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterCheck:
+    policies: Mapping[str, QosPolicy]
+    nodes: tuple[NodeCheck, ...]
+    invalid: Mapping[str, str] = field(default_factory=dict)
+    """Policies that could not be read, with the reason; they take part in nothing."""
+    usage_missing: str | None = None
+    """Why usage could not be read at all (metrics.k8s.io unavailable), if so."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcomes:
+    """What became of one node's planned actions."""
+
+    done: tuple[QosAction, ...] = ()
+    refused: tuple[tuple[QosAction, str], ...] = ()
+    """Actions the API refused (a PodDisruptionBudget, a vanished pod), with the reason."""
+    preview: tuple[QosAction, ...] = ()
+    waiting: tuple[str, ...] = ()
+    """Why some waterline was not acted on, or is still crossed after every candidate."""
+
+    @classmethod
+    def from_reports(
+        cls,
+        report: PlanReport,
+        preview: PlanReport | None = None,
+        refused: tuple[tuple[QosAction, str], ...] | None = None,
+    ) -> Outcomes:
+        open_gaps = tuple(
+            f"{action_class.value} {metric}: {metric_quantity(metric, amount)} still to release "
+            "after every candidate (pods without usage data free nothing)"
+            for action_class, metric, amount in report.remaining
+            if amount > 0
+        )
+        return cls(
+            done=report.accepted,
+            refused=refused
+            if refused is not None
+            else tuple((a, "refused") for a in report.refused),
+            preview=preview.accepted if preview else (),
+            waiting=(*report.waiting, *open_gaps),
+        )
+
+
+def cluster_check(
+    policies: Sequence[Obj],
+    nodes: Sequence[Obj],
+    pods: Iterable[Obj],
+    namespaces: Iterable[Obj],
+    *,
+    node_metrics: Iterable[Obj] | None,
+    pod_metrics: Iterable[Obj] | None,
+    now: int,
+) -> ClusterCheck:
+    """``node_metrics``/``pod_metrics`` None: the metrics API is unavailable (usage missing)."""
+    parsed: dict[str, QosPolicy] = {}
+    invalid: dict[str, str] = {}
+    for obj in policies:
+        name = str(obj.get("metadata", {}).get("name"))
+        try:
+            parsed[name] = policy_from_dict(obj)
+        except ValueError as error:
+            invalid[name] = str(error)
+    valid = [obj for obj in policies if obj.get("metadata", {}).get("name") in parsed]
+    by_node: dict[str, list[Obj]] = defaultdict(list)
+    for pod in pods:
+        node_name = pod.get("spec", {}).get("nodeName")
+        if node_name:
+            by_node[node_name].append(pod)
+    usage = {m["metadata"]["name"]: m for m in node_metrics or ()}
+    pod_usage = {
+        PodKey(m["metadata"].get("namespace", "default"), m["metadata"]["name"]): m
+        for m in pod_metrics or ()
+    }
+    labels = {ns["metadata"]["name"]: ns["metadata"].get("labels") or {} for ns in namespaces}
+    checks = []
+    for node in sorted(nodes, key=lambda n: str(n["metadata"]["name"])):
+        name = str(node["metadata"]["name"])
+        node_labels = node["metadata"].get("labels") or {}
+        selecting = tuple(
+            n for n, p in sorted(parsed.items()) if p.node_selector.matches(node_labels)
+        )
+        if not selecting:
+            continue
+        snapshot = node_from_dicts(node, by_node.get(name, ()), usage.get(name), pod_usage, labels)
+        state = state_from_status(valid, name)
+        result = check_node([parsed[n] for n in selecting], snapshot, state, now)
+        checks.append(NodeCheck(snapshot, result, selecting))
+    return ClusterCheck(
+        policies=parsed,
+        nodes=tuple(checks),
+        invalid=invalid,
+        usage_missing=None if node_metrics is not None else "metrics.k8s.io is not available",
+    )
+
+
+def policy_statuses(
+    check: ClusterCheck,
+    outcomes: Mapping[str, Outcomes],
+    current: Mapping[str, Obj],
+    *,
+    now: str,
+) -> dict[str, Json]:
+    """Each policy's status. ``current`` (policy name -> its status) keeps ``lastActions`` of
+    nodes that did not act in this check, so a calm check rewrites nothing."""
+    statuses: dict[str, Json] = {}
+    for name in sorted(check.policies):
+        previous = {e.get("name"): e for e in current.get(name, {}).get("nodes", [])}
+        entries: list[Json] = []
+        for node_check in check.nodes:
+            if name not in node_check.policies:
+                continue
+            entry: Json = without_nulls(dict(node_status_entry(node_check.result, name)))
+            done = outcomes.get(node_check.node.name, Outcomes())
+            actions = _action_entries(done, now)
+            old = previous.get(node_check.node.name, {})
+            if actions:
+                entry["lastActions"] = actions
+            elif "lastActions" in old:
+                entry["lastActions"] = old["lastActions"]
+            message = "; ".join((*node_check.result.notes, *done.waiting))
+            if message:
+                entry["message"] = message
+            entries.append(entry)
+        triggered = sum(1 for e in entries if any(r["phase"] == "Triggered" for r in e["rules"]))
+        ready = check.usage_missing is None
+        statuses[name] = {
+            "matchedNodes": len(entries),
+            "triggeredNodes": triggered,
+            "nodes": entries,
+            "conditions": [
+                condition(
+                    "Ready", ready, "Checked" if ready else "MetricsUnavailable",
+                    "nodes checked" if ready else f"usage unknown: {check.usage_missing}",
+                ),
+            ],
+        }  # fmt: skip
+    for name, problem in sorted(check.invalid.items()):
+        statuses[name] = {
+            "conditions": [
+                condition("Ready", False, "Invalid", problem),
+                condition("Invalid", True, "Invalid", problem),
+            ]
+        }
+    return statuses
+
+
+def _action_entries(outcomes: Outcomes, now: str) -> list[Json]:
+    entries = [
+        *({**action_dict(a), "outcome": "Done"} for a in outcomes.done),
+        *({**action_dict(a), "outcome": f"Refused: {why}"} for a, why in outcomes.refused),
+        *({**action_dict(a), "outcome": "Preview"} for a in outcomes.preview),
+    ]
+    for entry in entries:
+        entry.pop("node", None)
+        entry["time"] = now
+    return entries[:100]
+
+
+def node_outputs(check: ClusterCheck) -> dict[str, Json]:
+    """Per checked node: the ``qos-waterlines`` annotation value and whether to taint it."""
+    return {
+        c.node.name: {
+            "waterlines": compact_json(waterlines_annotation(c.result.waterlines)),
+            "tainted": c.result.scheduling_disabled,
+        }
+        for c in check.nodes
+    }
+
+
+def actions_in_order(outcomes: Mapping[str, Outcomes]) -> list[Json]:
+    """The executed (accepted) actions, node by node in name order, as simulate prints them."""
+    return [action_dict(a) for node in sorted(outcomes) for a in outcomes[node].done]
+
+
+def without_nulls(value: Any) -> Any:
+    """Drop null fields: a merge patch cannot store one, so it would be rewritten every check."""
+    if isinstance(value, Mapping):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value

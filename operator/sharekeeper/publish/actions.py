@@ -1,0 +1,137 @@
+"""Carrying out node QoS actions: evictions, CPU throttling, the interference taint, Events.
+
+Evictions go through the Eviction API, so PodDisruptionBudgets decide; a refusal is reported
+back to the planner, which then moves to the next pod without counting the refused one.
+Throttling publishes the target in the pod annotation ``sharekeeper.io/cpu-throttle`` and,
+where the pod's containers have CPU limits, changes them in place through ``pods/resize``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lightkube import ApiError, AsyncClient
+from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta
+from lightkube.resources.core_v1 import Node, Pod
+from lightkube.types import PatchType
+
+from sharekeeper import telemetry
+from sharekeeper.engine.qos import Outcome, QosAction
+from sharekeeper.model.qos import TAINT, THROTTLE_ANNOTATION, throttle_annotation
+from sharekeeper.model.quantities import to_internal, to_quantity
+from sharekeeper.publish.kubernetes import post_event
+
+logger = logging.getLogger(__name__)
+
+
+def split_cpu_limit(containers: Sequence[Mapping[str, Any]], total_milli: int) -> dict[str, int]:
+    """A pod-level CPU limit spread over the containers that have one, in proportion to their
+    current limits; the rounding remainder goes to the first, so the parts add up exactly."""
+    current = {
+        c["name"]: to_internal("cpu", c["resources"]["limits"]["cpu"])
+        for c in containers
+        if "cpu" in (c.get("resources") or {}).get("limits", {})
+    }
+    whole = sum(current.values())
+    if not current or whole == 0:
+        return {}
+    parts = {name: max(1, limit * total_milli // whole) for name, limit in current.items()}
+    first = next(iter(parts))
+    parts[first] += total_milli - sum(parts.values())
+    return parts
+
+
+class KubeActuator:
+    """The QoS loop's hands. Every method reports, none raises for an API refusal."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def evict(self, action: QosAction) -> tuple[Outcome, str]:
+        namespace, name = action.pod.namespace, action.pod.name
+        options = (
+            DeleteOptions(gracePeriodSeconds=action.grace_period_seconds)
+            if action.grace_period_seconds is not None
+            else None
+        )
+        eviction = Pod.Eviction(
+            metadata=ObjectMeta(name=name, namespace=namespace), deleteOptions=options
+        )
+        try:
+            await self._client.create(eviction, name=name, namespace=namespace)
+        except ApiError as error:
+            telemetry.WRITES.labels("Eviction", "refused").inc()
+            # 429: a PodDisruptionBudget says no; 404: the pod is already gone.
+            return Outcome.REFUSED, f"{error.status.code}: {error.status.message}"
+        telemetry.WRITES.labels("Eviction", "ok").inc()
+        return Outcome.ACCEPTED, "evicted"
+
+    async def set_cpu_limit(
+        self, action: QosAction, containers: Sequence[Mapping[str, Any]]
+    ) -> tuple[Outcome, str]:
+        namespace, name = action.pod.namespace, action.pod.name
+        change = action.throttle
+        annotation = throttle_annotation(change.throttle if change is not None else None)
+        try:
+            await self._client.patch(
+                Pod,
+                name,
+                {"metadata": {"annotations": {THROTTLE_ANNOTATION: annotation}}},
+                namespace=namespace,
+                patch_type=PatchType.MERGE,
+            )
+            parts = (
+                split_cpu_limit(containers, action.cpu_limit_milli)
+                if action.cpu_limit_milli is not None
+                else {}
+            )
+            if parts:
+                resize = [
+                    {"name": c, "resources": {"limits": {"cpu": to_quantity("cpu", milli)}}}
+                    for c, milli in parts.items()
+                ]
+                await self._client.patch(
+                    Pod.Resize,
+                    name,
+                    {"spec": {"containers": resize}},
+                    namespace=namespace,
+                    patch_type=PatchType.STRATEGIC,
+                )
+        except ApiError as error:
+            telemetry.WRITES.labels("Pod", "error").inc()
+            return Outcome.REFUSED, f"{error.status.code}: {error.status.message}"
+        telemetry.WRITES.labels("Pod", "ok").inc()
+        return Outcome.ACCEPTED, "resized" if parts else "annotated"
+
+    async def set_taint(self, node: str, present: bool, node_view: Mapping[str, Any]) -> None:
+        """Add or remove our taint, keeping everyone else's; refused if the node changed since
+        we read it (the next check retries with fresh taints)."""
+        taints = [
+            t for t in node_view.get("spec", {}).get("taints") or [] if t["key"] != TAINT["key"]
+        ]
+        if present:
+            taints.append(dict(TAINT))
+        version = node_view.get("metadata", {}).get("resourceVersion")
+        try:
+            await self._client.patch(
+                Node,
+                node,
+                {"metadata": {"resourceVersion": version}, "spec": {"taints": taints}},
+                patch_type=PatchType.MERGE,
+            )
+        except ApiError as error:
+            telemetry.WRITES.labels(
+                "Node", "conflict" if error.status.code == 409 else "error"
+            ).inc()
+            logger.warning(
+                "could not %s the taint on %s: %s", "set" if present else "clear", node, error
+            )
+            return
+        telemetry.WRITES.labels("Node", "ok").inc()
+
+    async def event(
+        self, target: Mapping[str, str], reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        await post_event(self._client, target, reason, message, warning=warning)

@@ -1,0 +1,39 @@
+"""Node annotations: the patches that bring a node's annotations to what we publish.
+
+Each loop owns a fixed set of keys and touches no other key, so annotations of other owners,
+and keys of our other loop, are never changed. Pure; nothing here calls the API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from sharekeeper.model.records import NodeRecord
+
+
+@dataclass(frozen=True, slots=True)
+class AnnotationWrite:
+    node: str
+    patch: dict[str, str | None]
+    """Merge patch of ``metadata.annotations``: ``None`` removes a key."""
+    annotations: dict[str, str]
+    """Our annotations on the node after the patch."""
+
+
+def annotation_writes(
+    records: Iterable[NodeRecord],
+    desired: Mapping[str, Mapping[str, str]],
+    owned: frozenset[str],
+) -> list[AnnotationWrite]:
+    writes = []
+    for record in records:
+        name = str(record.snapshot.name)
+        want = {key: value for key, value in desired.get(name, {}).items() if key in owned}
+        have = {key: value for key, value in record.annotations.items() if key in owned}
+        patch: dict[str, str | None] = {key: None for key in have if key not in want}
+        patch |= {key: value for key, value in want.items() if have.get(key) != value}
+        if patch:
+            after = {k: v for k, v in record.annotations.items() if k not in owned} | want
+            writes.append(AnnotationWrite(name, patch, after))
+    return writes

@@ -1,0 +1,156 @@
+"""The QoS loop with a recording actuator and writer: what it does, and what it leaves alone.
+
+The cluster is examples/qos-check.yaml: worker-1 at 6.5 cores against a 6-core evict rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sharekeeper.cluster.snapshots import ClusterIndexes
+from sharekeeper.engine.qos import Outcome, QosAction
+from sharekeeper.loops.qos import QosIndexes, QosLoop
+from sharekeeper.model.nodes import node_snapshot
+from sharekeeper.model.records import NodeRecord, OwnRecord
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qos-check.yaml"
+NOW = 1_795_000_000
+
+
+class Recorder:
+    """Actuator and writer at once; ``refuse`` names pods whose eviction a PDB blocks."""
+
+    def __init__(self, refuse: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        self.refuse = refuse
+        self.evicted: list[str] = []
+        self.statuses: dict[str, dict[str, Any]] = {}
+        self.status_patches = 0
+        self.annotation_patches: list[tuple[str, dict[str, str | None]]] = []
+        self.taints: list[tuple[str, bool]] = []
+        self.events: list[str] = []
+
+    async def evict(self, action: QosAction) -> tuple[Outcome, str]:
+        if str(action.pod) in self.refuse:
+            return (
+                Outcome.REFUSED,
+                "429: Cannot evict pod as it would violate the pod's disruption budget.",
+            )
+        self.evicted.append(str(action.pod))
+        return Outcome.ACCEPTED, "evicted"
+
+    async def set_cpu_limit(self, action: QosAction, containers: Any) -> tuple[Outcome, str]:
+        raise AssertionError("no throttle rule in this example")
+
+    async def set_taint(self, node: str, present: bool, node_view: Any) -> None:
+        self.taints.append((node, present))
+
+    async def event(self, target: Any, reason: str, message: str, *, warning: bool = False) -> None:
+        self.events.append(f"{target['kind']}/{target['name']}: {reason}")
+
+    async def patch_status(self, kind: Any, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        self.status_patches += 1
+        merged = {**self.statuses.get(name, {}), **patch}
+        self.statuses[name] = {k: v for k, v in merged.items() if v is not None}
+        return self.statuses[name]
+
+    async def patch_node_annotations(
+        self, name: str, patch: dict[str, str | None]
+    ) -> dict[str, str]:
+        self.annotation_patches.append((name, patch))
+        return {k: v for k, v in patch.items() if v is not None}
+
+
+class Usage:
+    def __init__(self, docs: list[dict[str, Any]]) -> None:
+        self.docs = docs
+
+    async def node_metrics(self) -> list[dict[str, Any]]:
+        return [d for d in self.docs if d["kind"] == "NodeMetrics"]
+
+    async def pod_metrics(self) -> list[dict[str, Any]]:
+        return [d for d in self.docs if d["kind"] == "PodMetrics"]
+
+
+def example() -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
+
+
+def loop_for(
+    docs: list[dict[str, Any]], recorder: Recorder, status: dict[str, Any] | None = None
+) -> QosLoop:
+    policy = next(d for d in docs if d["kind"] == "NodeQosEnsurancePolicy")
+    node = next(d for d in docs if d["kind"] == "Node")
+    pods = [d for d in docs if d["kind"] == "Pod"]
+    record = OwnRecord(
+        "cpu-guard",
+        "uid-1",
+        1,
+        {"metadata": {"name": "cpu-guard"}, "spec": policy["spec"]},
+        status or {},
+    )
+    loop = QosLoop(recorder, recorder, Usage(docs), clock=lambda: NOW)
+    loop.attach(
+        QosIndexes(
+            policies={"cpu-guard": [record]},
+            nodes={"worker-1": [node]},
+            pods={"worker-1": pods},
+            namespaces={},
+            shares=ClusterIndexes(
+                nodes={"worker-1": [NodeRecord(node_snapshot(node))]},
+                pods={},
+                queues={},
+                policies={},
+            ),
+        )
+    )
+    return loop
+
+
+def test_a_refused_eviction_moves_on_and_does_not_count() -> None:
+    recorder = Recorder(refuse={"batch/batch-0"})
+    asyncio.run(loop_for(example(), recorder).check())
+    # batch-0 (900m) is protected; the gap of 550m then needs batch-2 (600m) alone, not a
+    # second pod on top of a release that never happened.
+    assert recorder.evicted == ["batch/batch-2"]
+    entry = recorder.statuses["cpu-guard"]["nodes"][0]
+    assert [(a["pod"], a["outcome"].split(":")[0]) for a in entry["lastActions"]] == [
+        ("batch/batch-2", "Done"),
+        ("batch/batch-0", "Refused"),
+    ]
+    assert "Pod/batch-0: EvictedRefused" in recorder.events
+    assert "Node/worker-1: Evicted" in recorder.events
+    assert recorder.taints == [("worker-1", True)]
+
+
+def test_a_calm_cluster_causes_no_writes() -> None:
+    docs = example()
+    next(d for d in docs if d["kind"] == "NodeMetrics")["usage"]["cpu"] = "3"
+    recorder = Recorder()
+    loop = loop_for(docs, recorder)
+    asyncio.run(loop.check())
+    first = recorder.status_patches
+    asyncio.run(loop.check())
+    asyncio.run(loop.check())
+    assert recorder.evicted == []
+    assert recorder.status_patches == first, (
+        "counters saturate: nothing changes, nothing is written"
+    )
+    assert recorder.annotation_patches == []
+    assert recorder.taints == []
+
+
+def test_a_restart_continues_the_episode_from_status() -> None:
+    first = Recorder()
+    asyncio.run(loop_for(example(), first).check())
+    docs = [d for d in example() if d["metadata"]["name"] != "batch-0"]
+    next(d for d in docs if d["kind"] == "NodeMetrics")["usage"]["cpu"] = "6300m"
+    policy = next(d for d in docs if d["kind"] == "NodeQosEnsurancePolicy")
+    policy["spec"]["objectiveEnsurances"][0]["avoidanceThreshold"] = 3
+    second = Recorder()
+    # A new loop (a restarted operator) that only has what the first one persisted.
+    asyncio.run(loop_for(docs, second, status=first.statuses["cpu-guard"]).check())
+    assert second.evicted == ["batch/batch-2"]  # still triggered: no three new hot checks needed
