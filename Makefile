@@ -35,7 +35,7 @@ e2e: binaries
 	$(BIN)/pytest e2e
 
 bench: venv
-	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/bench_shares.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -88,7 +88,9 @@ def dimensions(vectors: Iterable[Amounts]) -> tuple[str, ...]:
 
 def dense(rows: Sequence[Amounts], names: Sequence[str], *, missing: int = 0) -> Vectors:
     """Sparse rows as a ``len(rows) x len(names)`` integer matrix."""
-    table = [[amounts.get(name, missing) for name in names] for amounts in rows]
+    defaults = [missing] * len(names)
+    # map(dict.get, names, defaults) is the fastest per-row gather CPython offers here.
+    table = [list(map(amounts.get, names, defaults)) for amounts in rows]
     return np.array(table, dtype=np.int64).reshape(len(rows), len(names))
 
 

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from sharekeeper.engine.resources import (
+    Amounts,
     add,
     exceeded_part,
     inqueue_reservation,
@@ -83,9 +84,11 @@ def queue_usage(
         if queue not in usage:
             unknown.append(f"pod {pod.namespace}/{pod.name} names queue {queue!r}")
             continue
+        # In place: one dict per queue, not one new dict per pod (20,000 pods at 10,000 queues).
+        entry = usage[queue]
+        _accumulate(entry.request, pod.request)
         if pod.allocated:
-            usage[queue].allocated = add(usage[queue].allocated, pod.request)
-        usage[queue].request = add(usage[queue].request, pod.request)
+            _accumulate(entry.allocated, pod.request)
         if pod.group_name:
             members.setdefault((pod.namespace, pod.group_name), []).append(pod)
     # 2. PodGroups: inqueue and elastic, charged to the PodGroup's own queue.
@@ -108,6 +111,12 @@ def queue_usage(
         entry.elastic = nonzero(entry.elastic)
     reasons = tuple(Reason("UnknownQueue", message) for message in sorted(unknown))
     return Accounting(usage, reasons)
+
+
+def _accumulate(into: dict[str, int], amounts: Amounts) -> None:
+    get = into.get
+    for name, amount in amounts.items():
+        into[name] = get(name, 0) + amount
 
 
 def _reserves(group: PodGroupSnapshot, allocated_pods: int) -> bool:
