@@ -20,7 +20,7 @@ import pytest
 from conftest import TARGET, Cluster
 from metrics_server import MetricsServer
 from objects import NAMESPACE, node, status
-from operating import Operator, eventually, start_operator
+from operating import Operator, describe_writes, eventually, operator_writes, start_operator
 
 pytestmark = pytest.mark.skipif(
     TARGET != "local", reason="needs the stand-in metrics-server of the local control plane"
@@ -292,3 +292,26 @@ def test_a_restart_mid_episode_continues_it(
     finally:
         restarted.stop(signal.SIGKILL)
     assert checks <= 3, f"the restarted operator needed {checks} checks"
+
+
+def test_a_calm_thousand_node_cluster_causes_no_writes(
+    cluster_with: Cluster, metrics: MetricsServer, operator: Operator
+) -> None:
+    assert cluster_with.plane is not None
+    names = [f"calm-{i:04d}" for i in range(1000)]
+    listing = {"apiVersion": "v1", "kind": "List", "items": [node(n, pool="calm") for n in names]}
+    cluster_with.kubectl("create", "-f", "-", input=json.dumps(listing), timeout=300)
+    for name in names:
+        metrics.set_node(name, cpu="1", memory="4Gi")
+    cluster_with.apply(
+        qos_policy("calm", action=EVICT, nodeSelector={"matchLabels": {"pool": "calm"}})
+    )
+    eventually(
+        lambda: status(cluster_with, "nodeqosensurancepolicy", "calm").get("matchedNodes") == 1000,
+        timeout=120,
+    )
+    checks = int(operator.health()["qosChecks"])
+    before = len(operator_writes(cluster_with.plane.audit_log))
+    eventually(lambda: int(operator.health()["qosChecks"]) >= checks + 3, timeout=60)
+    writes = describe_writes(operator_writes(cluster_with.plane.audit_log)[before:])
+    assert writes == [], "three calm checks of 1,000 nodes write nothing"
