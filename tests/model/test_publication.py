@@ -1,0 +1,67 @@
+"""What gets published for a snapshot: the queue's Enqueueable answer and node annotations."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from builders import node, pod, pod_group, policy, queue
+from sharekeeper.model.publication import Publication, publication
+from sharekeeper.simulate.reading import parse_objects
+from sharekeeper.simulate.report import Context, share_snapshot
+
+
+def published(*objects: dict[str, Any]) -> Publication:
+    inputs = parse_objects(objects)
+    return publication(share_snapshot(inputs, Context(0.0, 0)), inputs.node_policies)
+
+
+def enqueueable(result: Publication, name: str) -> dict[str, Any] | None:
+    conditions = result.queues[name]["conditions"]
+    return next((c for c in conditions if c["type"] == "Enqueueable"), None)
+
+
+def test_a_job_larger_than_the_overcommitted_headroom_is_explained() -> None:
+    # 10 cpu x 1.2 = 12 cpu admissible; 8 in use leaves 4, the next job asks for 6.
+    result = published(
+        policy("p"),
+        node("n1", cpu=10, memory="64Gi"),
+        queue("a"),
+        pod("running", "a", node="n1", cpu=8, memory="1Gi"),
+        pod_group("big", "a", min_resources={"cpu": "6", "memory": "1Gi"}),
+    )
+    answer = enqueueable(result, "a")
+    assert answer is not None
+    assert (answer["status"], answer["reason"]) == ("False", "OvercommitHeadroomExceeded")
+    assert "PodGroup ns/big" in answer["message"]
+    assert "cpu 6 requested, 4 available" in answer["message"]
+
+
+def test_a_job_that_fits_is_admissible_and_no_job_means_no_condition() -> None:
+    result = published(
+        policy("p"),
+        node("n1", cpu=10, memory="64Gi"),
+        queue("a"),
+        queue("b"),
+        pod_group("small", "a", min_resources={"cpu": "2", "memory": "1Gi"}),
+    )
+    answer = enqueueable(result, "a")
+    assert answer is not None
+    assert (answer["status"], answer["reason"]) == ("True", "Admissible")
+    assert enqueueable(result, "b") is None
+
+
+def test_nodes_of_no_single_policy_carry_no_annotations() -> None:
+    result = published(
+        policy("gpu", node_labels={"pool": "gpu"}),
+        policy("all"),
+        node("shared", labels={"pool": "gpu"}, cpu=8, memory="8Gi"),
+        node("plain", cpu=8, memory="8Gi"),
+        queue("a"),
+    )
+    assert result.nodes["shared"] == {}, "claimed by two policies: nothing is guessed"
+    assert result.nodes["plain"]["sharekeeper.io/policy"] == "all"
+    assert json.loads(result.nodes["plain"]["sharekeeper.io/overcommit-factors"]) == {
+        "cpu": 1.2,
+        "memory": 1.2,
+    }
