@@ -56,6 +56,15 @@ step "kubectl get queues"
 kubectl get queues
 step "kubectl get schedulerpolicies,nodeqosensurancepolicies"
 kubectl get schedulerpolicies,nodeqosensurancepolicies
+echo "(The QoS policy is not Ready: this control plane has no metrics-server, so node usage is"
+echo " unknown and nothing is acted on; see docs/qos.md.)"
+
+step "Node annotations on gpu-1: overcommit, and CPU/memory kept idle for its idle GPUs"
+kubectl get node gpu-1 -o json | "$VENV/bin/python" -c '
+import json, sys
+for key, value in sorted(json.load(sys.stdin)["metadata"]["annotations"].items()):
+    if key.startswith("sharekeeper.io/"):
+        print(f"  {key}: {value}")'
 
 step "One change: research's weight 2 -> 8"
 kubectl patch queue research --type=merge -p '{"spec":{"weight":8}}'
