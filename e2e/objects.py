@@ -86,3 +86,9 @@ def clean_slate(cluster: Cluster) -> None:
     # One deletecollection call; grace 0 because no kubelet will ever confirm a bound pod's end.
     cluster.kubectl("delete", "--raw", f"/api/v1/namespaces/{NAMESPACE}/pods?gracePeriodSeconds=0")
     cluster.kubectl("delete", "--raw", "/api/v1/nodes")
+
+
+def true_condition(cluster: Cluster, kind: str, name: str, type_: str) -> dict[str, Any] | None:
+    """The condition if it is True now (conditions stay listed, False, when they clear)."""
+    found = condition(cluster, kind, name, type_)
+    return found if found is not None and found["status"] == "True" else None

@@ -27,6 +27,7 @@ from objects import (
     policy,
     queue,
     status,
+    true_condition,
 )
 from operating import (
     Operator,
@@ -132,7 +133,7 @@ def test_guarantees_above_the_cluster_are_reported(
         queue("b", weight=3, guarantee={"resource": {"cpu": "10"}}),
     )
     found = eventually(
-        lambda: condition(cluster_with, "schedulerpolicy", "shares", "GuaranteeUnsatisfiable")
+        lambda: true_condition(cluster_with, "schedulerpolicy", "shares", "GuaranteeUnsatisfiable")
     )
     assert found is not None
     assert found["status"] == "True"
@@ -154,7 +155,7 @@ def test_two_policies_selecting_one_queue_is_a_conflict(
             nodeSelector={"matchLabels": {"pool": "none"}},
         ),
     )
-    found = eventually(lambda: condition(cluster_with, "queue", "a", "Conflict"))
+    found = eventually(lambda: true_condition(cluster_with, "queue", "a", "Conflict"))
     assert found is not None
     assert found["status"] == "True"
     assert "shares" in found["message"]
@@ -251,3 +252,20 @@ def test_the_operator_publishes_what_simulate_prints(
         }
 
     eventually(lambda: comparable(published()) == comparable(expected), timeout=30)
+
+
+def test_a_resolved_conflict_turns_false_and_the_queue_is_governed_again(
+    cluster_with: Cluster, operator: Operator
+) -> None:
+    two_nodes_two_queues(cluster_with)
+    cluster_with.apply(
+        queue("a", labels={"team": "x"}),
+        policy("team-x", queueSelector={"matchLabels": {"team": "x"}},
+               nodeSelector={"matchLabels": {"pool": "none"}}),
+    )  # fmt: skip
+    eventually(lambda: true_condition(cluster_with, "queue", "a", "Conflict"))
+    cluster_with.kubectl("delete", "schedulerpolicy", "team-x")
+    eventually(lambda: deserved(cluster_with, "a") == ("4", "16Gi"))
+    cleared = condition(cluster_with, "queue", "a", "Conflict")
+    assert cleared is not None
+    assert (cleared["status"], cleared["reason"]) == ("False", "SinglePolicy")

@@ -121,18 +121,22 @@ def overcommit_section(result: OvercommitResult) -> dict[str, Any]:
     }
 
 
+_CLEAR = {
+    "GuaranteeUnsatisfiable": ("GuaranteesFit", "the guarantees fit in the policy's nodes"),
+    "Overlapping": ("NoOverlap", "no other SchedulerPolicy selects this policy's queues or nodes"),
+}
+"""Conditions a policy always carries, False (with this reason) while they do not hold."""
+
+
 def policy_status(result: PolicyShare) -> dict[str, Any]:
-    kinds = {reason.kind for reason in result.reasons}
     conditions = [condition("Ready", True, "Computed", "shares computed")]
-    conditions += [
-        condition(
-            kind,
-            True,
-            kind,
-            "; ".join(reason.message for reason in result.reasons if reason.kind == kind),
+    for kind, (reason, message) in _CLEAR.items():
+        found = [r.message for r in result.reasons if r.kind == kind]
+        conditions.append(
+            condition(kind, True, kind, "; ".join(found))
+            if found
+            else condition(kind, False, reason, message)
         )
-        for kind in sorted(kinds)
-    ]
     return {
         "nodes": result.nodes,
         "queues": result.queues,

@@ -33,6 +33,15 @@ def share_text(share: float) -> str:
     return text or "0"
 
 
+# Conditions a queue always carries: False (with the reason below) while they do not hold, so a
+# person sees them clear rather than vanish.
+_CLEAR = {
+    "NoPolicy": ("Governed", "exactly one SchedulerPolicy selects this queue"),
+    "Conflict": ("SinglePolicy", "no other SchedulerPolicy selects this queue"),
+    "GuaranteeUnsatisfiable": ("GuaranteesFit", "the guarantees fit in the policy's nodes"),
+}
+
+
 def queue_status(result: QueueShare) -> dict[str, Any]:
     kinds = {reason.kind for reason in result.reasons}
     governed = result.policy is not None
@@ -52,10 +61,13 @@ def queue_status(result: QueueShare) -> dict[str, Any]:
             else "allocated is within deserved",
         ),
     ]
-    conditions += [
-        condition(reason.kind, True, reason.kind, reason.message)
-        for reason in sorted(result.reasons)
-    ]
+    for kind, (reason, message) in _CLEAR.items():
+        found = [r.message for r in sorted(result.reasons) if r.kind == kind]
+        conditions.append(
+            condition(kind, True, kind, "; ".join(found))
+            if found
+            else condition(kind, False, reason, message)
+        )
     status: dict[str, Any] = {"state": result.state}
     if result.policy is not None:
         status["policy"] = result.policy
