@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # conftest imports this module
-    from conftest import Cluster
+if TYPE_CHECKING:
+    from clusters import Cluster
 
 GROUP = "scheduling.sharekeeper.io/v1alpha1"
 NAMESPACE = "team"

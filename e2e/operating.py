@@ -45,7 +45,8 @@ class Operator:
 
     def health(self) -> dict[str, Any]:
         url = f"http://127.0.0.1:{self.liveness_port}/healthz"
-        with urllib.request.urlopen(url, timeout=2) as response:
+        # The Deployment's liveness probe allows 5 s too.
+        with urllib.request.urlopen(url, timeout=5) as response:
             health: dict[str, Any] = json.loads(response.read())
         return health
 

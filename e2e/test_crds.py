@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import MANIFESTS, Cluster
+from clusters import MANIFESTS, Cluster
 
 SAMPLES = sorted((MANIFESTS / "samples").glob("*.yaml"))
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import controlplane
-from conftest import TARGET, Cluster
+from clusters import TARGET, Cluster
 
 pytestmark = pytest.mark.skipif(TARGET != "local", reason="only for the local control plane")
 LOCAL_CLUSTER = Path(__file__).parent / "local-cluster"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import Cluster
+from clusters import Cluster
 from operating import SERVICE_ACCOUNT
 
 # (verb, group, resource, subresource)

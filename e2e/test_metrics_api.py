@@ -20,16 +20,15 @@ import pytest
 from lightkube import AsyncClient, KubeConfig
 
 import controlplane
-from conftest import TARGET, Cluster, register_metrics_api, unregister_metrics_api
+from clusters import TARGET, Cluster
+from metrics_api import register_metrics_api, unregister_metrics_api
 from metrics_server import PREFIX, MetricsServer
 from operating import SERVICE_ACCOUNT
 from sharekeeper.cluster.usage import (
     MetricsApiUsage,
     UsageUnavailable,
-    node_metrics_by_name,
-    pod_metrics_by_key,
 )
-from sharekeeper.model.qos import node_from_dicts
+from sharekeeper.model.qos import node_from_dicts, node_metrics_by_name, pod_metrics_by_key
 
 pytestmark = pytest.mark.skipif(
     TARGET != "local", reason="the stand-in metrics-server is for the local control plane"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import TARGET, Cluster
+from clusters import TARGET, Cluster
 from objects import node, pod, policy, queue, status
 from operating import Operator, eventually, operator_writes
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from conftest import TARGET, Cluster
+from clusters import TARGET, Cluster
 from metrics_server import MetricsServer
 from objects import NAMESPACE, node, status
 from operating import Operator, describe_writes, eventually, operator_writes, start_operator

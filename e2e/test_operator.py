@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO, TARGET, Cluster
+from clusters import REPO, TARGET, Cluster
 from objects import (
     NAMESPACE,
     condition,

@@ -19,11 +19,9 @@ from sharekeeper.cluster.usage import (
     PodMetrics,
     UsageSource,
     UsageUnavailable,
-    node_metrics_by_name,
-    pod_metrics_by_key,
 )
 from sharekeeper.engine.qos import PodKey
-from sharekeeper.model.qos import node_from_dicts
+from sharekeeper.model.qos import node_from_dicts, node_metrics_by_name, pod_metrics_by_key
 
 NODE = {
     "kind": "NodeMetrics",

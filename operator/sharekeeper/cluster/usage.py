@@ -14,14 +14,12 @@ methods.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import httpx2 as httpx  # lightkube's HTTP client: its errors are lightkube's errors
 from lightkube import ApiError, AsyncClient
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
-
-from sharekeeper.engine.qos import PodKey
 
 GROUP, VERSION = "metrics.k8s.io", "v1beta1"
 NodeMetrics = create_global_resource(GROUP, VERSION, "NodeMetrics", "nodes", verbs=["get", "list"])
@@ -98,17 +96,3 @@ def _why(kind: str, code: int | None, message: str | None) -> str:
     if code in (401, 403):
         return f"not allowed to list {kind}: {detail}"
     return f"cannot read {kind}: {detail}"
-
-
-def node_metrics_by_name(items: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
-    """NodeMetrics by node name: ``node_from_dicts(node, pods, by_name.get(name), ...)``."""
-    return {str(item.get("metadata", {}).get("name")): item for item in items}
-
-
-def pod_metrics_by_key(items: Iterable[Mapping[str, Any]]) -> dict[PodKey, Mapping[str, Any]]:
-    """PodMetrics by namespace/name: the ``pod_metrics`` argument of ``node_from_dicts``."""
-    keyed = {}
-    for item in items:
-        meta = item.get("metadata", {})
-        keyed[PodKey(str(meta.get("namespace", "default")), str(meta.get("name")))] = item
-    return keyed

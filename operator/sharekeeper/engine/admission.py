@@ -152,20 +152,23 @@ def _queue_admissions(
     groups: list[overcommit.PodGroupSnapshot],
     statuses: Mapping[PolicyName, overcommit.OvercommitResult],
 ) -> dict[QueueName, overcommit.QueueAdmission]:
+    """Each governed queue's verdict, against its own policy's headroom."""
     verdicts: dict[QueueName, overcommit.QueueAdmission] = {}
-    for name, share in shares.queues.items():
-        if share.policy is None or share.policy not in statuses:
-            continue
-        view = overcommit.QueueSnapshot(
-            name=name,
-            open=share.state == "Open",
-            allocated=share.allocated,
-            inqueue=share.inqueue,
-            elastic=share.elastic,
-            real_capability=share.real_capability,
-        )
-        own = [group for group in groups if group.queue == name]
-        verdicts[name] = overcommit.queue_admission(view, own, statuses[share.policy].headroom)
+    for policy, status in statuses.items():
+        views = [
+            overcommit.QueueSnapshot(
+                name=name,
+                open=share.state == "Open",
+                allocated=share.allocated,
+                inqueue=share.inqueue,
+                elastic=share.elastic,
+                real_capability=share.real_capability,
+            )
+            for name, share in shares.queues.items()
+            if share.policy == policy
+        ]
+        found = overcommit.queue_admissions(views, groups, status.headroom)
+        verdicts.update({QueueName(name): verdict for name, verdict in found.items()})
     return verdicts
 
 

@@ -136,9 +136,12 @@ class QosLoop:
         except UsageUnavailable as problem:
             logger.warning("usage unavailable: %s", problem)
             node_metrics = pod_metrics = None
-        # 2. The engine, per node, from the state persisted in the policies' status.
-        check = cluster_check(
-            policies, nodes, values(indexes.pods), values(indexes.namespaces),
+        # 2. The engine, per node, from the state persisted in the policies' status: on lists
+        #    copied here (kopf keeps changing the indexes), in a worker thread so the event loop
+        #    keeps serving watches and the liveness probe during a check of thousands of nodes.
+        pods_now, namespaces = list(values(indexes.pods)), list(values(indexes.namespaces))
+        check = await asyncio.to_thread(
+            cluster_check, policies, nodes, pods_now, namespaces,
             node_metrics=node_metrics, pod_metrics=pod_metrics, now=now,
         )  # fmt: skip
         # 3. Act, telling the planner what each action really did.

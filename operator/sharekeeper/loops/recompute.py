@@ -123,8 +123,9 @@ class Recompute:
         stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         # 1. One consistent snapshot of everything the engines read.
         snapshot = share_snapshot(self._indexes, now_seconds=now)
-        # 2. The engines: pure, the same call `sharekeeper simulate` makes.
-        published = publication(snapshot, node_policies(self._indexes))
+        # 2. The engines: pure, the same call `sharekeeper simulate` makes. In a worker thread,
+        #    so that watches and the liveness probe stay served while thousands of queues compute.
+        published = await asyncio.to_thread(publication, snapshot, node_policies(self._indexes))
         # 3. Only what differs from what the objects hold (or what we just wrote to them).
         queues = self._with_written("Queue", queue_records(self._indexes))
         policies = self._with_written("SchedulerPolicy", policy_records(self._indexes))

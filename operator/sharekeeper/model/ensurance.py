@@ -19,7 +19,6 @@ from sharekeeper.engine.qos import (
     NodeCheckResult,
     NodeSnapshot,
     PlanReport,
-    PodKey,
     QosAction,
     QosPolicy,
     check_node,
@@ -30,7 +29,9 @@ from sharekeeper.model.qos import (
     action_dict,
     metric_quantity,
     node_from_dicts,
+    node_metrics_by_name,
     node_status_entry,
+    pod_metrics_by_key,
     policy_from_dict,
     state_from_status,
     waterlines_annotation,
@@ -117,11 +118,8 @@ def cluster_check(
         node_name = pod.get("spec", {}).get("nodeName")
         if node_name:
             by_node[node_name].append(pod)
-    usage = {m["metadata"]["name"]: m for m in node_metrics or ()}
-    pod_usage = {
-        PodKey(m["metadata"].get("namespace", "default"), m["metadata"]["name"]): m
-        for m in pod_metrics or ()
-    }
+    usage = node_metrics_by_name(node_metrics or ())
+    pod_usage = pod_metrics_by_key(pod_metrics or ())
     labels = {ns["metadata"]["name"]: ns["metadata"].get("labels") or {} for ns in namespaces}
     checks = []
     for node in sorted(nodes, key=lambda n: str(n["metadata"]["name"])):

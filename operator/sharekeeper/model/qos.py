@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from sharekeeper.engine.qos import (
     REGISTRY,
@@ -427,6 +428,20 @@ def node_from_dicts(
     )
 
 
+def node_metrics_by_name(items: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """NodeMetrics by node name: ``node_from_dicts(node, pods, by_name.get(name), ...)``."""
+    return {str(item.get("metadata", {}).get("name")): item for item in items}
+
+
+def pod_metrics_by_key(items: Iterable[Mapping[str, Any]]) -> dict[PodKey, Mapping[str, Any]]:
+    """PodMetrics by namespace/name: the ``pod_metrics`` argument of ``node_from_dicts``."""
+    keyed: dict[PodKey, Mapping[str, Any]] = {}
+    for item in items:
+        meta = item.get("metadata", {})
+        keyed[PodKey(str(meta.get("namespace", "default")), str(meta.get("name")))] = item
+    return keyed
+
+
 # --- persisted state: policy status.nodes[] -----------------------------------------------------
 
 
@@ -571,9 +586,11 @@ __all__ = [
     "action_dict",
     "metric_quantity",
     "node_from_dicts",
+    "node_metrics_by_name",
     "node_status_entry",
     "parse_throttle_annotation",
     "pod_from_dict",
+    "pod_metrics_by_key",
     "policy_from_dict",
     "state_from_status",
     "throttle_annotation",
