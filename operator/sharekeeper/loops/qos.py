@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from sharekeeper.cluster.snapshots import ClusterIndexes, Index, node_records, values
 from sharekeeper.cluster.usage import UsageSource, UsageUnavailable
 from sharekeeper.engine.qos import Outcome, PlanReport, QosAction, accept_all, node_actions
+from sharekeeper.loops.echoes import Echoes
 from sharekeeper.model.ensurance import (
     ClusterCheck,
     NodeCheck,
@@ -89,8 +90,8 @@ class QosLoop:
     clock: Callable[[], float] = time.time
     checks: int = 0
     _indexes: QosIndexes | None = None
-    # Statuses we wrote that the watch has not echoed yet (they hold the persisted state).
-    _written: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The persisted state is in these statuses: never read back an older one than we wrote.
+    _statuses: Echoes[str, dict[str, Any]] = field(default_factory=Echoes)
     _synced: asyncio.Event = field(default_factory=asyncio.Event)
 
     def attach(self, indexes: QosIndexes) -> None:
@@ -154,20 +155,13 @@ class QosLoop:
         desired = policy_statuses(check, outcomes, current, now=stamp)
         for write in own_writes("NodeQosEnsurancePolicy", records, desired, QOS_EVENTS, now=stamp):
             stored = await self.writer.patch_status(write.kind, write.name, write.patch)
-            if stored is not None:
-                self._written[write.name] = stored
+            self._statuses.wrote(write.name, stored)
         await self._publish_nodes(check, {n["metadata"]["name"]: n for n in nodes})
         self.checks += 1
         return check
 
     def _with_written(self, record: OwnRecord[Obj]) -> OwnRecord[Obj]:
-        written = self._written.get(record.name)
-        if written is None:
-            return record
-        if written == record.status:
-            del self._written[record.name]  # the watch caught up
-            return record
-        return replace(record, status=written)
+        return replace(record, status=self._statuses.current(record.name, dict(record.status)))
 
     async def _act(self, node_check: NodeCheck, pods: Mapping[tuple[str, str], Obj]) -> Outcomes:
         flow = node_actions(node_check.result, node_check.node)

@@ -27,6 +27,7 @@ from sharekeeper.cluster.snapshots import (
     share_snapshot,
 )
 from sharekeeper.engine.shares import ShareResult
+from sharekeeper.loops.echoes import Echoes
 from sharekeeper.model.nodes import SHARE_ANNOTATIONS
 from sharekeeper.model.publication import Publication, publication
 from sharekeeper.model.quantities import scale
@@ -71,10 +72,8 @@ class Recompute:
         self._woken = asyncio.Event()
         self._indexes: ClusterIndexes | None = None
         self._synced = asyncio.Event()
-        # What we wrote that the watch has not brought back yet: without it, a round that
-        # starts before the echo arrives would compute the same patch again.
-        self._written: dict[tuple[Kind, str], Json] = {}
-        self._written_annotations: dict[str, dict[str, str]] = {}
+        self._statuses: Echoes[tuple[Kind, str], Json] = Echoes()
+        self._annotations: Echoes[str, dict[str, str]] = Echoes()
         self.rounds = 0
 
     def attach(self, indexes: ClusterIndexes) -> None:
@@ -150,37 +149,26 @@ class Recompute:
         return published
 
     def _with_written(self, kind: Kind, records: Iterable[OwnRecord[Any]]) -> list[OwnRecord[Any]]:
-        seen = []
-        for record in records:
-            written = self._written.get((kind, record.name))
-            if written is not None and written == record.status:
-                del self._written[(kind, record.name)]  # the watch caught up
-            seen.append(record if written is None else replace(record, status=written))
-        return seen
+        return [
+            replace(r, status=self._statuses.current((kind, r.name), dict(r.status)))
+            for r in records
+        ]
 
     def _with_written_annotations(self, records: Iterable[NodeRecord]) -> list[NodeRecord]:
-        seen = []
-        for record in records:
-            name = str(record.snapshot.name)
-            written = self._written_annotations.get(name)
-            if written is not None and written == dict(record.annotations):
-                del self._written_annotations[name]
-            seen.append(record if written is None else replace(record, annotations=written))
-        return seen
+        return [
+            replace(r, annotations=self._annotations.current(r.snapshot.name, dict(r.annotations)))
+            for r in records
+        ]
 
     async def _annotate(self, write: AnnotationWrite) -> None:
         stored = await self._writer.patch_node_annotations(write.node, write.patch)
-        if stored is None:
-            self._written_annotations.pop(write.node, None)
-        else:
-            self._written_annotations[write.node] = stored
+        self._annotations.wrote(write.node, stored)
 
     async def _apply(self, write: StatusWrite) -> None:
         stored = await self._writer.patch_status(write.kind, write.name, write.patch)
+        self._statuses.wrote((write.kind, write.name), stored)
         if stored is None:
-            self._written.pop((write.kind, write.name), None)
             return
-        self._written[(write.kind, write.name)] = stored
         for transition in write.transitions:
             await self._writer.event(write.kind, write.name, write.uid, transition)
 
