@@ -20,7 +20,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from sharekeeper.cluster.snapshots import ClusterIndexes, Index, node_records, values
@@ -35,6 +34,7 @@ from sharekeeper.model.ensurance import (
     node_outputs,
     policy_statuses,
 )
+from sharekeeper.model.objects import rfc3339
 from sharekeeper.model.qos import TAINT, WATERLINES_ANNOTATION
 from sharekeeper.model.records import OwnRecord
 from sharekeeper.publish.annotations import annotation_writes
@@ -122,7 +122,7 @@ class QosLoop:
         assert self._indexes is not None, "check before the indexes are attached"
         indexes = self._indexes
         now = int(self.clock())
-        stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = rfc3339(now)
         records = [
             self._with_written(r) for r in sorted(values(indexes.policies), key=lambda r: r.name)
         ]

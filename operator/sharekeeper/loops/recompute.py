@@ -14,7 +14,6 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from sharekeeper import telemetry
@@ -29,6 +28,7 @@ from sharekeeper.cluster.snapshots import (
 from sharekeeper.engine.shares import ShareResult
 from sharekeeper.loops.echoes import Echoes
 from sharekeeper.model.nodes import SHARE_ANNOTATIONS
+from sharekeeper.model.objects import rfc3339
 from sharekeeper.model.publication import Publication, publication
 from sharekeeper.model.quantities import scale
 from sharekeeper.model.records import NodeRecord, OwnRecord
@@ -119,7 +119,7 @@ class Recompute:
         assert self._indexes is not None, "recompute before the indexes are attached"
         started = time.perf_counter()
         now = self._clock()
-        stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = rfc3339(now)
         # 1. One consistent snapshot of everything the engines read.
         snapshot = share_snapshot(self._indexes, now_seconds=now)
         # 2. The engines: pure, the same call `sharekeeper simulate` makes. In a worker thread,

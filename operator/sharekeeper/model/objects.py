@@ -4,7 +4,7 @@ gives them) with errors that name the object and the field."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sharekeeper.model.quantities import QuantityError, parse_resources
@@ -101,6 +101,11 @@ def choice_at(obj: Obj, path: str, default: str, choices: tuple[str, ...]) -> st
     if value not in choices:
         raise fail(obj, path, f"must be one of {', '.join(choices)}, got {value!r}")
     return str(value)
+
+
+def rfc3339(seconds: float) -> str:
+    """Unix seconds as the RFC 3339 UTC time Kubernetes writes (``2026-01-01T00:00:00Z``)."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def timestamp_at(obj: Obj, path: str) -> float:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sharekeeper.engine.qos import (
@@ -24,7 +24,6 @@ from sharekeeper.engine.qos import (
     CpuThrottle,
     Eviction,
     Gap,
-    LabelSelector,
     NodeCheckResult,
     NodeQosState,
     NodeSnapshot,
@@ -34,7 +33,6 @@ from sharekeeper.engine.qos import (
     PodSnapshot,
     QosAction,
     QosPolicy,
-    Requirement,
     RuleKey,
     RuleState,
     SchedulingState,
@@ -44,7 +42,9 @@ from sharekeeper.engine.qos import (
 )
 from sharekeeper.engine.qos.inputs import QosClass
 from sharekeeper.engine.selectors import Operator
+from sharekeeper.model.objects import rfc3339
 from sharekeeper.model.quantities import QuantityError, to_internal, to_quantity
+from sharekeeper.model.selectors import label_selector
 
 WATERLINES_ANNOTATION = "sharekeeper.io/qos-waterlines"
 THROTTLE_ANNOTATION = "sharekeeper.io/cpu-throttle"
@@ -142,26 +142,6 @@ def _labels(reader: _Reader, obj: Mapping[str, object], key: str, path: str) -> 
     return labels
 
 
-def label_selector(
-    reader: _Reader, obj: Mapping[str, object], key: str, path: str
-) -> LabelSelector:
-    raw = reader.mapping(obj, key, path)
-    here = f"{path}.{key}"
-    requirements = []
-    for i, item in enumerate(reader.items(raw, "matchExpressions", here)):
-        where = f"{here}.matchExpressions[{i}]"
-        expr = reader.item(item, where)
-        name = reader.text(expr, "operator", where)
-        operator = next((o for o in _OPERATORS if o == name), None)
-        if operator is None:
-            raise reader.fail(f"{where}.operator", f"must be one of {', '.join(_OPERATORS)}")
-        values = [v for v in reader.items(expr, "values", where) if isinstance(v, str)]
-        requirements.append(
-            Requirement(reader.text(expr, "key", where), operator, frozenset(values))
-        )
-    return LabelSelector(_labels(reader, raw, "matchLabels", here), tuple(requirements))
-
-
 # --- NodeQosEnsurancePolicy -------------------------------------------------------------------
 
 
@@ -257,12 +237,10 @@ def policy_from_dict(obj: Mapping[str, object]) -> QosPolicy:
             max_priority=reader.integer(
                 candidates, "maxPriority", "spec.candidates", 999, low=-(2**31)
             ),
-            namespace_selector=label_selector(
-                reader, candidates, "namespaceSelector", "spec.candidates"
-            ),
-            pod_selector=label_selector(reader, candidates, "podSelector", "spec.candidates"),
+            namespace_selector=label_selector(obj, "spec.candidates.namespaceSelector"),
+            pod_selector=label_selector(obj, "spec.candidates.podSelector"),
         ),
-        node_selector=label_selector(reader, spec, "nodeSelector", "spec"),
+        node_selector=label_selector(obj, "spec.nodeSelector"),
         evict_on_missing_metrics=reader.flag(spec, "evictOnMissingMetrics", "spec", False),
         excess_percent=reader.integer(spec, "excessPercent", "spec", 10),
     )
@@ -489,7 +467,7 @@ def state_from_status(policies: Iterable[Mapping[str, object]], node: str) -> No
 def _timestamp(epoch: int | None) -> str | None:
     if epoch is None:
         return None
-    return datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(epoch)
 
 
 def metric_quantity(metric: str, value: int) -> str:
@@ -574,10 +552,6 @@ def action_dict(action: QosAction) -> dict[str, object]:
     return out
 
 
-def waterlines_annotation_value(result: NodeCheckResult) -> str:
-    return json.dumps(waterlines_annotation(result.waterlines), sort_keys=True)
-
-
 __all__ = [
     "TAINT",
     "THROTTLE_ANNOTATION",
@@ -595,5 +569,4 @@ __all__ = [
     "state_from_status",
     "throttle_annotation",
     "waterlines_annotation",
-    "waterlines_annotation_value",
 ]

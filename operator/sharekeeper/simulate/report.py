@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from sharekeeper.engine.qos import accept_all, node_actions
@@ -22,7 +21,7 @@ from sharekeeper.model.ensurance import (
     node_outputs,
     policy_statuses,
 )
-from sharekeeper.model.objects import ModelError
+from sharekeeper.model.objects import ModelError, rfc3339
 from sharekeeper.model.publication import publication
 from sharekeeper.model.qos import TAINT, WATERLINES_ANNOTATION
 from sharekeeper.simulate.reading import Inputs
@@ -88,7 +87,7 @@ def qos_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
         report = accept_all(node_actions(node_check.result, node_check.node))
         preview = accept_all(node_actions(node_check.result, node_check.node, preview=True))
         outcomes[node_check.node.name] = Outcomes.from_reports(report, preview)
-    stamp = datetime.fromtimestamp(context.now_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = rfc3339(context.now_seconds)
     current = {str(obj["metadata"]["name"]): obj.get("status") or {} for obj in policies}
     return {
         "nodeQosEnsurancePolicies": policy_statuses(check, outcomes, current, now=stamp),
