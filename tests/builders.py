@@ -3,12 +3,18 @@ helper that runs them through simulate's path (model parsing, then the share eng
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sharekeeper.engine.shares import ShareResult, deserved_shares
+from sharekeeper.cluster.ledger import PodLedger
+from sharekeeper.engine.shares import (
+    PodSnapshot,
+    PodTotals,
+    ShareResult,
+    deserved_shares,
+)
 from sharekeeper.simulate.reading import parse_objects
-from sharekeeper.simulate.report import Context, share_snapshot
+from sharekeeper.simulate.report import Context, snapshot_of
 
 Obj = dict[str, Any]
 Resources = Mapping[str, str | int]
@@ -127,10 +133,18 @@ def policy(
     }
 
 
+def totals_of(pods: Iterable[PodSnapshot]) -> PodTotals:
+    """The running totals of ``pods``, as the operator's ledger keeps them."""
+    ledger = PodLedger()
+    for pod_snapshot in pods:
+        ledger.add(pod_snapshot)
+    return ledger.totals()
+
+
 def shares(*objects: Obj, now: float = 0.0, seed: int = 0) -> ShareResult:
     """The share engine's result for these objects, read the way ``simulate`` reads them."""
     inputs = parse_objects(objects)
-    return deserved_shares(share_snapshot(inputs, Context(now_seconds=now, seed=seed)))
+    return deserved_shares(snapshot_of(inputs, Context(now_seconds=now, seed=seed)))
 
 
 def _quantities(resources: Resources) -> dict[str, str]:

@@ -105,7 +105,7 @@ def test_fractional_shares_never_exceed_the_total(
         (queue("q", weight=0), "Queue q: spec.weight: must be an integer from 1 to 65535"),
         (
             pod("orphan", "missing", cpu=1),
-            "pod ns/orphan names queue 'missing', which does not exist",
+            "1 pod names queue 'missing', which does not exist",
         ),
         (policy("p2", "Fair"), "SchedulerPolicy p2: spec.sharing.policy: must be one of"),
     ],

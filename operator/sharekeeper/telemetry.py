@@ -21,3 +21,36 @@ RECOMPUTE_SECONDS = Histogram(
 WRITES = Counter(
     "sharekeeper_writes_total", "API writes by kind of object and outcome", ["kind", "outcome"]
 )
+UNREADABLE = Gauge(
+    "sharekeeper_unreadable_objects",
+    "Objects (or parts of them) the operator cannot read and leaves out, by kind",
+    ["kind"],
+)
+QOS_CHECK_SECONDS = Histogram(
+    "sharekeeper_qos_check_seconds", "Time of one node QoS check of every governed node",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)  # fmt: skip
+WATCH_LISTS = Counter(
+    "sharekeeper_watch_lists_total", "Complete LISTs per watched resource", ["resource"]
+)
+WATCH_RELISTS = Counter(
+    "sharekeeper_watch_relists_total",
+    "LISTs started over: reason expired (410, resourceVersion or continue token too old) or error"
+    " (an unexpected answer or a failing store; the store may have missed an event)",
+    ["resource", "reason"],
+)  # fmt: skip
+WATCH_RESTARTS = Counter(
+    "sharekeeper_watch_restarts_total",
+    "WATCH requests restarted from the last resourceVersion: reason timeout (normal end),"
+    " transport (connection failed or dropped), error (an ERROR event), http_<code>",
+    ["resource", "reason"],
+)  # fmt: skip
+WATCH_EVENTS = Counter(
+    "sharekeeper_watch_events_total", "Watch events received by type", ["resource", "type"]
+)
+WATCH_SYNCED = Gauge(
+    "sharekeeper_watch_synced", "1 once the first complete LIST reached the store", ["resource"]
+)
+WATCH_SERVED = Gauge(
+    "sharekeeper_watch_served", "1 while an optional resource (a CRD) is served", ["resource"]
+)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from builders import totals_of
 from sharekeeper.engine.shares import (
     NodeSnapshot,
     PodSnapshot,
@@ -40,8 +41,21 @@ amount = st.integers(min_value=0, max_value=16_000)
 vectors = st.dictionaries(st.sampled_from(DIMENSIONS), amount, max_size=3)
 
 
+@dataclass(frozen=True)
+class Cluster:
+    queues: tuple[QueueSnapshot, ...]
+    nodes: tuple[NodeSnapshot, ...]
+    pods: tuple[PodSnapshot, ...]
+    seed: int
+
+    def snapshot(self) -> ShareSnapshot:
+        return ShareSnapshot(
+            queues=self.queues, nodes=self.nodes, totals=totals_of(self.pods), seed=self.seed
+        )
+
+
 @st.composite
-def clusters(draw: st.DrawFn) -> ShareSnapshot:
+def clusters(draw: st.DrawFn) -> Cluster:
     nodes = tuple(
         NodeSnapshot(NodeName(f"n{i}"), allocatable=draw(vectors))
         for i in range(draw(st.integers(1, 3)))
@@ -66,7 +80,7 @@ def clusters(draw: st.DrawFn) -> ShareSnapshot:
         )
         for i in range(draw(st.integers(0, 10)))
     )
-    return ShareSnapshot(queues=queues, nodes=nodes, pods=pods, seed=draw(st.integers(0, 9)))
+    return Cluster(queues, nodes, pods, draw(st.integers(0, 9)))
 
 
 def _run(snapshot: ShareSnapshot, sharing: Sharing) -> ShareResult:
@@ -86,7 +100,8 @@ sharings = st.sampled_from(sorted(SHARINGS))
 
 
 @given(clusters(), sharings)
-def test_bounds_of_every_queue_and_of_the_sum(snapshot: ShareSnapshot, policy: str) -> None:
+def test_bounds_of_every_queue_and_of_the_sum(cluster: Cluster, policy: str) -> None:
+    snapshot = cluster.snapshot()
     result = _run(snapshot, SHARINGS[policy])
     for name in DIMENSIONS:
         total = _total(snapshot, name)
@@ -114,8 +129,9 @@ def test_bounds_of_every_queue_and_of_the_sum(snapshot: ShareSnapshot, policy: s
 
 @given(clusters(), sharings, st.integers(1, 8_000))
 def test_a_met_request_stays_met_when_the_total_grows(
-    snapshot: ShareSnapshot, policy: str, extra: int
+    cluster: Cluster, policy: str, extra: int
 ) -> None:
+    snapshot = cluster.snapshot()
     before = _run(snapshot, SHARINGS[policy])
     bigger = NodeSnapshot(NodeName("extra"), allocatable=dict.fromkeys(DIMENSIONS, extra))
     after = _run(replace(snapshot, nodes=(*snapshot.nodes, bigger)), SHARINGS[policy])
@@ -128,25 +144,25 @@ def test_a_met_request_stays_met_when_the_total_grows(
 
 @given(clusters(), sharings, st.randoms(use_true_random=False))
 def test_results_do_not_depend_on_input_order(
-    snapshot: ShareSnapshot, policy: str, shuffler: random.Random
+    cluster: Cluster, policy: str, shuffler: random.Random
 ) -> None:
     shuffled = replace(
-        snapshot,
-        queues=tuple(shuffler.sample(snapshot.queues, len(snapshot.queues))),
-        nodes=tuple(shuffler.sample(snapshot.nodes, len(snapshot.nodes))),
-        pods=tuple(shuffler.sample(snapshot.pods, len(snapshot.pods))),
+        cluster,
+        queues=tuple(shuffler.sample(cluster.queues, len(cluster.queues))),
+        nodes=tuple(shuffler.sample(cluster.nodes, len(cluster.nodes))),
+        pods=tuple(shuffler.sample(cluster.pods, len(cluster.pods))),
     )
-    assert _run(shuffled, SHARINGS[policy]) == _run(snapshot, SHARINGS[policy])
+    assert _run(shuffled.snapshot(), SHARINGS[policy]) == _run(cluster.snapshot(), SHARINGS[policy])
 
 
 @given(clusters(), sharings.filter(lambda name: name != "GuaranteeQuota/Share"), st.integers(1, 50))
 def test_a_small_request_change_moves_others_by_at_most_that_much(
-    snapshot: ShareSnapshot, policy: str, delta: int
+    cluster: Cluster, policy: str, delta: int
 ) -> None:
-    changed = snapshot.queues[0].name
+    changed = cluster.queues[0].name
     nudge = PodSnapshot("ns", "nudge", request={"cpu": delta}, queue_label=changed)
-    before = _run(snapshot, SHARINGS[policy])
-    after = _run(replace(snapshot, pods=(*snapshot.pods, nudge)), SHARINGS[policy])
+    before = _run(cluster.snapshot(), SHARINGS[policy])
+    after = _run(replace(cluster, pods=(*cluster.pods, nudge)).snapshot(), SHARINGS[policy])
     for name, share in before.queues.items():
         if name == changed:
             continue

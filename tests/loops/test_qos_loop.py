@@ -11,11 +11,10 @@ from typing import Any
 
 import yaml
 
-from sharekeeper.cluster.snapshots import ClusterIndexes
+from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.engine.qos import Outcome, QosAction
-from sharekeeper.loops.qos import QosIndexes, QosLoop
-from sharekeeper.model.nodes import node_snapshot
-from sharekeeper.model.records import NodeRecord, OwnRecord
+from sharekeeper.loops.qos import QosLoop
+from sharekeeper.model.records import OwnRecord
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qos-check.yaml"
 NOW = 1_795_000_000
@@ -42,10 +41,10 @@ class Recorder:
         self.evicted.append(str(action.pod))
         return Outcome.ACCEPTED, "evicted"
 
-    async def set_cpu_limit(self, action: QosAction, containers: Any) -> tuple[Outcome, str]:
+    async def set_cpu_limit(self, action: QosAction, cpu_limits: Any) -> tuple[Outcome, str]:
         raise AssertionError("no throttle rule in this example")
 
-    async def set_taint(self, node: str, present: bool, node_view: Any) -> None:
+    async def set_taint(self, node: str, present: bool, taints: Any, version: str) -> None:
         self.taints.append((node, present))
 
     async def event(self, target: Any, reason: str, message: str, *, warning: bool = False) -> None:
@@ -83,8 +82,8 @@ def loop_for(
     docs: list[dict[str, Any]], recorder: Recorder, status: dict[str, Any] | None = None
 ) -> QosLoop:
     policy = next(d for d in docs if d["kind"] == "NodeQosEnsurancePolicy")
-    node = next(d for d in docs if d["kind"] == "Node")
-    pods = [d for d in docs if d["kind"] == "Pod"]
+    store = ClusterStore()
+    store.load(d for d in docs if d["kind"] in ("Node", "Pod"))
     record = OwnRecord(
         "cpu-guard",
         "uid-1",
@@ -92,21 +91,8 @@ def loop_for(
         {"metadata": {"name": "cpu-guard"}, "spec": policy["spec"]},
         status or {},
     )
-    loop = QosLoop(recorder, recorder, Usage(docs), clock=lambda: NOW)
-    loop.attach(
-        QosIndexes(
-            policies={"cpu-guard": [record]},
-            nodes={"worker-1": [node]},
-            pods={"worker-1": pods},
-            namespaces={},
-            shares=ClusterIndexes(
-                nodes={"worker-1": [NodeRecord(node_snapshot(node))]},
-                pods={},
-                queues={},
-                policies={},
-            ),
-        )
-    )
+    loop = QosLoop(recorder, recorder, Usage(docs), store, clock=lambda: NOW)
+    loop.attach({"cpu-guard": [record]})
     return loop
 
 

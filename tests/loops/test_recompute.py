@@ -9,13 +9,12 @@ from typing import Any
 import pytest
 
 from builders import node, pod, policy, queue
-from sharekeeper.cluster.snapshots import ClusterIndexes
+from sharekeeper.cluster.snapshots import OwnIndexes
+from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.loops.recompute import Recompute
-from sharekeeper.model.nodes import node_snapshot
-from sharekeeper.model.pods import pod_snapshot
 from sharekeeper.model.policies import policy_spec
 from sharekeeper.model.queues import queue_snapshot
-from sharekeeper.model.records import NodeRecord, OwnRecord
+from sharekeeper.model.records import OwnRecord
 from sharekeeper.publish.diffing import Json, Transition
 from sharekeeper.publish.statuses import Kind
 
@@ -54,24 +53,37 @@ def record(obj: dict[str, Any], reader: Any, status: Json | None = None) -> OwnR
     )
 
 
-def indexes(
+def cluster(
     queues: list[OwnRecord[Any]],
     policies: list[OwnRecord[Any]],
     annotations: dict[str, dict[str, str]] | None = None,
-) -> ClusterIndexes:
-    nodes = [node("n1", cpu="8", memory="16Gi")]
-    pods = [pod("p1", "a", node="n1", cpu="2", memory="4Gi"), pod("p2", "b", cpu="9", memory="1Gi")]
-    return ClusterIndexes(
-        nodes={
-            n["metadata"]["name"]: [
-                NodeRecord(node_snapshot(n), (annotations or {}).get(n["metadata"]["name"], {}))
-            ]
-            for n in nodes
-        },
-        pods={(p["metadata"]["namespace"], p["metadata"]["name"]): [pod_snapshot(p)] for p in pods},
-        queues={r.name: [r] for r in queues},
-        policies={r.name: [r] for r in policies},
+) -> tuple[OwnIndexes, ClusterStore]:
+    """One 8-cpu node n1, a pod of queue a bound to it and a pending pod of queue b."""
+    n1 = node("n1", cpu="8", memory="16Gi")
+    n1["metadata"]["annotations"] = (annotations or {}).get("n1", {})
+    store = ClusterStore()
+    store.load(
+        [
+            n1,
+            pod("p1", "a", node="n1", cpu="2", memory="4Gi"),
+            pod("p2", "b", cpu="9", memory="1Gi"),
+        ]
     )
+    own = OwnIndexes(queues={r.name: [r] for r in queues}, policies={r.name: [r] for r in policies})
+    return own, store
+
+
+def recompute_loop(
+    writer: RecordingWriter,
+    queues: list[OwnRecord[Any]],
+    policies: list[OwnRecord[Any]],
+    annotations: dict[str, dict[str, str]] | None = None,
+    now: float = 1_000_000.0,
+) -> Recompute:
+    own, store = cluster(queues, policies, annotations)
+    loop = Recompute(writer, store, clock=lambda: now)
+    loop.attach(own)
+    return loop
 
 
 def one_policy() -> OwnRecord[Any]:
@@ -80,12 +92,11 @@ def one_policy() -> OwnRecord[Any]:
 
 def test_first_round_writes_each_object_once_then_nothing() -> None:
     writer = RecordingWriter()
-    loop = Recompute(writer, clock=lambda: 1_000_000.0)
     queues = [
         record(queue("a", weight=1), queue_snapshot),
         record(queue("b", weight=1), queue_snapshot),
     ]
-    loop.attach(indexes(queues, [one_policy()]))
+    loop = recompute_loop(writer, queues, [one_policy()])
 
     asyncio.run(loop.recompute())
     assert sorted((kind, name) for kind, name, _ in writer.patches) == [
@@ -103,34 +114,32 @@ def test_first_round_writes_each_object_once_then_nothing() -> None:
 
 def test_a_restart_that_finds_its_own_statuses_writes_nothing() -> None:
     first = RecordingWriter()
-    loop = Recompute(first, clock=lambda: 1_000_000.0)
     queues = [record(queue("a"), queue_snapshot), record(queue("b"), queue_snapshot)]
-    loop.attach(indexes(queues, [one_policy()]))
+    loop = recompute_loop(first, queues, [one_policy()])
     asyncio.run(loop.recompute())
 
     # A new process sees the objects with the statuses the first one wrote, an hour later.
     seen = [replace(r, status=first.stored[("Queue", r.name)]) for r in queues]
     policy = replace(one_policy(), status=first.stored[("SchedulerPolicy", "all")])
     restarted = RecordingWriter()
-    later = Recompute(restarted, clock=lambda: 1_003_600.0)
-    later.attach(indexes(seen, [policy], first.annotations))
+    later = recompute_loop(restarted, seen, [policy], first.annotations, now=1_003_600.0)
     asyncio.run(later.recompute())
     assert restarted.patches == []
 
 
 def test_a_spec_change_writes_only_what_changed() -> None:
     writer = RecordingWriter()
-    loop = Recompute(writer, clock=lambda: 1_000_000.0)
     queues = [record(queue("a"), queue_snapshot), record(queue("b"), queue_snapshot)]
-    loop.attach(indexes(queues, [one_policy()]))
+    loop = recompute_loop(writer, queues, [one_policy()])
     asyncio.run(loop.recompute())
     writer.patches.clear()
 
     changed = OwnRecord(
         "a", "uid-a", 2, queue_snapshot(queue("a", weight=3)), writer.stored[("Queue", "a")]
     )
-    loop.attach(indexes([changed, queues[1]], [one_policy()]))  # no effect: already attached
-    loop._indexes = indexes([changed, queues[1]], [one_policy()])
+    own, _ = cluster([changed, queues[1]], [one_policy()])
+    loop.attach(own)  # no effect: already attached
+    loop._indexes = own
     asyncio.run(loop.recompute())
     patched_a = next(patch for kind, name, patch in writer.patches if name == "a")
     assert patched_a["observedGeneration"] == 2
@@ -142,8 +151,8 @@ def test_a_burst_of_wakes_costs_one_round() -> None:
     writer = RecordingWriter()
 
     async def scenario() -> int:
-        loop = Recompute(writer, clock=lambda: 1_000_000.0)
-        loop.attach(indexes([record(queue("a"), queue_snapshot)], [one_policy()]))
+        loop = recompute_loop(writer, [record(queue("a"), queue_snapshot)], [one_policy()])
+        loop.store_synced.set()
         task = asyncio.create_task(loop.run())
         for _ in range(500):
             loop.wake()

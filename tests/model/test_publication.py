@@ -8,12 +8,12 @@ from typing import Any
 from builders import node, pod, pod_group, policy, queue
 from sharekeeper.model.publication import Publication, publication
 from sharekeeper.simulate.reading import parse_objects
-from sharekeeper.simulate.report import Context, share_snapshot
+from sharekeeper.simulate.report import Context, snapshot_of
 
 
 def published(*objects: dict[str, Any]) -> Publication:
     inputs = parse_objects(objects)
-    return publication(share_snapshot(inputs, Context(0.0, 0)), inputs.node_policies)
+    return publication(snapshot_of(inputs, Context(0.0, 0)), inputs.node_policies)
 
 
 def enqueueable(result: Publication, name: str) -> dict[str, Any] | None:

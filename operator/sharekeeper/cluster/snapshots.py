@@ -1,20 +1,21 @@
-"""Frozen snapshots of the cluster, taken from kopf's indexes for one recompute.
+"""Frozen snapshots for one round: the store's nodes and pod totals, and our custom resources
+from kopf's indexes.
 
-kopf keeps the indexes current from the watches (``handlers.indexes``); a snapshot copies the
-few values the engines need into tuples sorted by name, so the engines see a consistent,
-ordered picture even while events keep arriving.
+A snapshot is taken on the event loop in one go (no await in between), so the engines see one
+consistent picture while events keep arriving; it holds totals, never pods.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.engine.admission import NodePolicy
-from sharekeeper.engine.shares import PodGroupSnapshot, PodSnapshot, ShareSnapshot
+from sharekeeper.engine.shares import PolicySnapshot, QueueSnapshot, ShareSnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName
-from sharekeeper.model.records import NodeRecord, PolicyRecord, QueueRecord
+from sharekeeper.model.records import OwnRecord, PolicyRecord, QueueRecord
 
 T = TypeVar("T")
 
@@ -24,14 +25,12 @@ Index = Mapping[Any, Collection[T]]
 
 
 @dataclass(frozen=True)
-class ClusterIndexes:
-    """The live kopf indexes, handed over by the first handler call (they are complete then)."""
+class OwnIndexes:
+    """kopf's live indexes of our custom resources, handed over by the first handler call
+    (kopf calls handlers only once its indexes are complete)."""
 
-    nodes: Index[NodeRecord]
-    pods: Index[PodSnapshot]
     queues: Index[QueueRecord]
     policies: Index[PolicyRecord]
-    pod_groups: Index[PodGroupSnapshot] = field(default_factory=dict)
 
 
 def values(index: Index[T]) -> Iterator[T]:
@@ -39,30 +38,37 @@ def values(index: Index[T]) -> Iterator[T]:
         yield from list(store)
 
 
-def queue_records(indexes: ClusterIndexes) -> list[QueueRecord]:
+def queue_records(indexes: OwnIndexes) -> list[QueueRecord]:
     return sorted(values(indexes.queues), key=lambda record: record.name)
 
 
-def policy_records(indexes: ClusterIndexes) -> list[PolicyRecord]:
+def policy_records(indexes: OwnIndexes) -> list[PolicyRecord]:
     return sorted(values(indexes.policies), key=lambda record: record.name)
 
 
-def node_records(indexes: ClusterIndexes) -> list[NodeRecord]:
-    return sorted(values(indexes.nodes), key=lambda record: record.snapshot.name)
+def node_policies(policies: list[PolicyRecord]) -> dict[PolicyName, NodePolicy]:
+    return {PolicyName(r.name): r.spec.nodes for r in policies if r.spec is not None}
 
 
-def node_policies(indexes: ClusterIndexes) -> dict[PolicyName, NodePolicy]:
-    return {PolicyName(r.name): r.spec.nodes for r in policy_records(indexes) if r.spec is not None}
-
-
-def share_snapshot(indexes: ClusterIndexes, *, now_seconds: float) -> ShareSnapshot:
+def share_snapshot(
+    store: ClusterStore,
+    queues: Iterable[QueueSnapshot],
+    policies: Iterable[PolicySnapshot],
+    *,
+    now_seconds: float,
+    seed: int = 0,
+) -> ShareSnapshot:
     return ShareSnapshot(
-        policies=tuple(r.spec.shares for r in policy_records(indexes) if r.spec is not None),
-        queues=tuple(r.spec for r in queue_records(indexes) if r.spec is not None),
-        nodes=tuple(record.snapshot for record in node_records(indexes)),
-        pods=tuple(sorted(values(indexes.pods), key=lambda pod: (pod.namespace, pod.name))),
-        pod_groups=tuple(
-            sorted(values(indexes.pod_groups), key=lambda group: (group.namespace, group.name))
-        ),
+        policies=tuple(policies),
+        queues=tuple(queues),
+        nodes=store.nodes.snapshots(),
+        totals=store.totals(),
+        pod_groups=store.pod_groups.snapshots(),
         now_seconds=now_seconds,
+        seed=seed,
     )
+
+
+def specs(records: Iterable[OwnRecord[T]]) -> list[T]:
+    """The specs of the records that could be read."""
+    return [record.spec for record in records if record.spec is not None]

@@ -7,22 +7,22 @@ snapshot, so the operator and ``simulate`` publish the same numbers:
   and (when the policy turns it on) the CPU/memory kept idle for its idle accelerators;
 - per policy: ``status.overcommit`` (factors, overcommitted total, used, inqueue, headroom);
 - per queue: whether its next pending PodGroup would be admitted, and why not;
-- per pending pod without accelerators: the nodes the proportional predicate lets it onto.
+- on demand (``placements``), per pending pod without accelerators: the nodes the proportional
+  predicate lets it onto.
 
 A node claimed by two policies, or by none, gets nothing: its annotations are removed rather
-than guessed. Complexity: O(policies · nodes + pods).
+than guessed. Complexity: O(policies · nodes + PodGroups); no pod is visited.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sharekeeper.engine import overcommit, proportional
 from sharekeeper.engine.resources import Amounts, sum_amounts
-from sharekeeper.engine.shares import PolicySnapshot, ShareResult, ShareSnapshot
+from sharekeeper.engine.shares import GroupPods, PolicySnapshot, ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.governance import governance
 from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
 
@@ -50,8 +50,6 @@ class AdmissionResult:
     """Governed nodes only."""
     policies: Mapping[PolicyName, overcommit.OvercommitResult]
     queues: Mapping[QueueName, overcommit.QueueAdmission]
-    placements: Mapping[str, proportional.PodPlacement]
-    """Pending pods (``namespace/name``) that the proportional predicate restricts."""
 
 
 def admission_facts(
@@ -59,7 +57,7 @@ def admission_facts(
 ) -> AdmissionResult:
     policies = [p for p in snapshot.policies if p.name in node_policies]
     owners = governance(policies, {n.name: n.labels for n in snapshot.nodes}, "node").owner
-    used = _used_by_node(snapshot)
+    used = snapshot.totals.node_used
     nodes: dict[str, NodeAdmission] = {}
     for node in snapshot.nodes:
         policy = owners.get(node.name)
@@ -82,33 +80,14 @@ def admission_facts(
         for policy in policies
     }
     return AdmissionResult(
-        nodes=nodes,
-        policies=statuses,
-        queues=_queue_admissions(shares, groups, statuses),
-        placements=_placements(snapshot, node_policies, nodes, used),
+        nodes=nodes, policies=statuses, queues=_queue_admissions(shares, groups, statuses)
     )
-
-
-def _used_by_node(snapshot: ShareSnapshot) -> dict[str, Amounts]:
-    requests: dict[str, list[Amounts]] = defaultdict(list)
-    for pod in snapshot.pods:
-        if pod.allocated and pod.node_name is not None:
-            requests[pod.node_name].append(pod.request)
-    return {node: sum_amounts(amounts) for node, amounts in requests.items()}
 
 
 def _pod_groups(snapshot: ShareSnapshot) -> list[overcommit.PodGroupSnapshot]:
     """The share engine's PodGroups, with the aggregates of their pods."""
-    allocated: dict[tuple[str, str], list[Amounts]] = defaultdict(list)
-    gated: dict[tuple[str, str], list[Amounts]] = defaultdict(list)
-    for pod in snapshot.pods:
-        if pod.group_name is None:
-            continue
-        key = (pod.namespace, pod.group_name)
-        if pod.allocated:
-            allocated[key].append(pod.request)
-        elif pod.scheduling_gated and pod.pending:
-            gated[key].append(pod.request)
+    members = snapshot.totals.groups
+    empty = GroupPods()
     return [
         overcommit.PodGroupSnapshot(
             name=f"{group.namespace}/{group.name}",
@@ -116,9 +95,9 @@ def _pod_groups(snapshot: ShareSnapshot) -> list[overcommit.PodGroupSnapshot]:
             phase=group.phase,
             min_member=group.min_member,
             min_resources=group.min_resources,
-            allocated=sum_amounts(allocated[(group.namespace, group.name)]),
-            allocated_pods=len(allocated[(group.namespace, group.name)]),
-            gated=sum_amounts(gated[(group.namespace, group.name)]),
+            allocated=(pods := members.get((group.namespace, group.name), empty)).allocated,
+            allocated_pods=pods.allocated_pods,
+            gated=pods.gated,
             created=datetime.fromtimestamp(group.created_seconds, UTC),
         )
         for group in snapshot.pod_groups
@@ -172,34 +151,35 @@ def _queue_admissions(
     return verdicts
 
 
-def _placements(
+def placements(
+    pending: Iterable[proportional.PendingPod],
     snapshot: ShareSnapshot,
     node_policies: Mapping[PolicyName, NodePolicy],
-    nodes: Mapping[str, NodeAdmission],
-    used: Mapping[str, Amounts],
+    facts: AdmissionResult,
 ) -> dict[str, proportional.PodPlacement]:
-    """The predicate over the nodes of every policy that keeps reservations, each node judged
-    by its own policy's proportions."""
-    pending = [
-        proportional.PendingPod(f"{pod.namespace}/{pod.name}", pod.request)
-        for pod in snapshot.pods
-        if pod.pending
-    ]
+    """The proportional predicate for ``pending`` pods over the nodes of every policy that keeps
+    reservations, each node judged by its own policy's proportions.
+
+    O(pending pods x nodes): computed only where something reads it (``simulate``), never in the
+    operator's rounds.
+    """
+    pods = list(pending)
     by_name = {str(node.name): node for node in snapshot.nodes}
-    placements: dict[str, proportional.PodPlacement] = {}
+    used = snapshot.totals.node_used
+    found_by_pod: dict[str, proportional.PodPlacement] = {}
     for policy, settings in sorted(node_policies.items()):
         if not settings.proportions:
             continue
         views = [
             proportional.NodeSnapshot(name, by_name[name].allocatable, used.get(name, {}))
-            for name, facts in sorted(nodes.items())
-            if facts.policy == policy
+            for name, node_facts in sorted(facts.nodes.items())
+            if node_facts.policy == policy
         ]
-        found = proportional.proportional_placements(pending, views, settings.proportions)
+        found = proportional.proportional_placements(pods, views, settings.proportions)
         for pod, placement in found.items():
-            before = placements.get(pod, proportional.PodPlacement((), {}))
-            placements[pod] = proportional.PodPlacement(
+            before = found_by_pod.get(pod, proportional.PodPlacement((), {}))
+            found_by_pod[pod] = proportional.PodPlacement(
                 nodes=tuple(sorted({*before.nodes, *placement.nodes})),
                 refused=dict(sorted({**before.refused, **placement.refused}.items())),
             )
-    return dict(sorted(placements.items()))
+    return dict(sorted(found_by_pod.items()))

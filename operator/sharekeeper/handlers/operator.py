@@ -1,24 +1,44 @@
-"""Operator runtime: kopf settings, the loops' lifetime, and the process entry point."""
+"""Operator runtime: the watches that feed the cluster store, the loops' lifetime, the probes,
+kopf settings, and the process entry point."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import os
 from typing import Any
 
 import kopf
 import prometheus_client
 from lightkube import AsyncClient
 
+from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.cluster.usage import MetricsApiUsage
+from sharekeeper.cluster.watching import ListWatch, Resource, Sink, WatchSettings, http_client
 from sharekeeper.handlers import indexes, qos  # noqa: F401  (registers the handlers)
+from sharekeeper.handlers.probes import Probes
 from sharekeeper.loops.qos import QosLoop
 from sharekeeper.loops.recompute import Recompute
 from sharekeeper.publish.actions import KubeActuator
 from sharekeeper.publish.kubernetes import KubeWriter
 
 logger = logging.getLogger(__name__)
+
+NODES = Resource("nodes", "", "v1", "nodes")
+# Finished pods hold no resources: the API server leaves them out (and a pod that finishes
+# arrives as a deletion).
+PODS = Resource("pods", "", "v1", "pods", "status.phase!=Succeeded,status.phase!=Failed")
+PODGROUPS = Resource("podgroups", "scheduling.volcano.sh", "v1beta1", "podgroups", optional=True)
+NAMESPACES = Resource("namespaces", "", "v1", "namespaces")
+
+DISCOVERY_INTERVAL_ENV = "SHAREKEEPER_DISCOVERY_INTERVAL"
+"""Seconds between looks for the Volcano PodGroup CRD (default 30)."""
+
+
+def _settings() -> WatchSettings:
+    interval = float(os.environ.get(DISCOVERY_INTERVAL_ENV, "30"))
+    return WatchSettings(discovery_interval_seconds=interval)
 
 
 @kopf.on.startup()
@@ -28,48 +48,63 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     # Finish long watches before idle proxies cut them; kopf reconnects by itself.
     settings.watching.server_timeout = 270
     settings.watching.client_timeout = 300
-    # Finished pods hold no resources: let the API server leave them out of the pod watch.
-    settings.watching.field_selectors["v1", "pods"] = "status.phase!=Succeeded,status.phase!=Failed"
-    # Our CRDs are known; skipping the CRD watch spares a cluster-wide permission. Volcano
-    # PodGroups are indexed when their CRD exists at start (restart after installing Volcano).
+    # Our CRDs are known; skipping the CRD watch spares a cluster-wide permission.
     settings.scanning.disabled = True
     client = memo["client"] = AsyncClient(field_manager="sharekeeper")
+    http = memo["http"] = http_client()
+    store = ClusterStore()
     writer = KubeWriter(client)
-    memo["recompute"] = Recompute(writer)
-    memo["qos"] = QosLoop(KubeActuator(client), writer, MetricsApiUsage(client))
-    memo["loops"] = [
-        asyncio.create_task(memo["recompute"].run(), name="recompute"),
-        asyncio.create_task(memo["qos"].run(), name="qos"),
+    recompute = memo["recompute"] = Recompute(writer, store)
+    store.on_change = recompute.wake
+    qos_loop = memo["qos"] = QosLoop(KubeActuator(client), writer, MetricsApiUsage(client), store)
+    watch_settings = _settings()
+    sinks: dict[Resource, Sink] = {
+        NODES: store.nodes,
+        PODS: store.pods,
+        PODGROUPS: store.pod_groups,
+        NAMESPACES: store.namespaces,
+    }
+    watches = {r.name: ListWatch(http, r, sink, watch_settings) for r, sink in sinks.items()}
+    tasks = [
+        *(asyncio.create_task(w.run(), name=f"watch {name}") for name, w in watches.items()),
+        asyncio.create_task(recompute.run(), name="recompute"),
+        asyncio.create_task(qos_loop.run(), name="qos"),
+        asyncio.create_task(_synced(watches.values(), recompute, qos_loop), name="sync"),
     ]
+    memo["tasks"] = tasks
+    probes = memo["probes"] = Probes(
+        [t for t in tasks if t.get_name() != "sync"],
+        watches,
+        lambda: {"recomputeRounds": recompute.rounds, "qosChecks": qos_loop.checks},
+    )
+    port = memo.get("liveness_port")
+    if port:
+        await probes.start(memo.get("probe_host", "0.0.0.0"), port)
+
+
+async def _synced(watches: Any, recompute: Recompute, qos_loop: QosLoop) -> None:
+    """Let the loops start once every initial list is in the store."""
+    await asyncio.gather(*(watch.synced.wait() for watch in watches))
+    logger.info("every initial list is in the store")
+    recompute.store_synced.set()
+    qos_loop.store_synced.set()
 
 
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
-    tasks: list[asyncio.Task[None]] = memo.get("loops", [])
+    tasks: list[asyncio.Task[None]] = memo.get("tasks", [])
     for task in tasks:
         task.cancel()
     for task in tasks:
         with contextlib.suppress(asyncio.CancelledError):
             await task
-    client: AsyncClient | None = memo.get("client")
-    if client is not None:
-        await client.close()
-
-
-@kopf.on.probe(id="recomputeRounds")
-async def rounds(memo: kopf.Memo, **_: Any) -> int:
-    """Liveness: fails (HTTP 500) when a loop has stopped."""
-    for task in memo.get("loops", []):
-        if task.done():
-            raise RuntimeError(f"the {task.get_name()} loop has stopped")
-    recompute: Recompute | None = memo.get("recompute")
-    return 0 if recompute is None else recompute.rounds
-
-
-@kopf.on.probe(id="qosChecks")
-async def checks(memo: kopf.Memo, **_: Any) -> int:
-    qos_loop: QosLoop | None = memo.get("qos")
-    return 0 if qos_loop is None else qos_loop.checks
+    probes: Probes | None = memo.get("probes")
+    if probes is not None:
+        await probes.stop()
+    for name in ("client", "http"):
+        closing = memo.get(name)
+        if closing is not None:
+            await (closing.close() if name == "client" else closing.aclose())
 
 
 def run(*, standalone: bool, liveness_port: int, metrics_port: int, verbose: bool) -> int:
@@ -79,9 +114,5 @@ def run(*, standalone: bool, liveness_port: int, metrics_port: int, verbose: boo
     )
     if metrics_port:
         prometheus_client.start_http_server(metrics_port)
-    kopf.run(
-        clusterwide=True,
-        standalone=standalone,
-        liveness_endpoint=f"http://0.0.0.0:{liveness_port}/healthz" if liveness_port else None,
-    )
+    kopf.run(clusterwide=True, standalone=standalone, memo=kopf.Memo(liveness_port=liveness_port))
     return 0

@@ -18,11 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from sharekeeper.cluster.snapshots import ClusterIndexes, Index, node_records, values
+from sharekeeper import telemetry
+from sharekeeper.cluster.snapshots import Index, values
+from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.cluster.usage import UsageSource, UsageUnavailable
 from sharekeeper.engine.qos import Outcome, PlanReport, QosAction, accept_all, node_actions
 from sharekeeper.loops.echoes import Echoes
@@ -50,9 +52,13 @@ DEFAULT_INTERVAL = 10.0
 class Actuator(Protocol):
     async def evict(self, action: QosAction) -> tuple[Outcome, str]: ...
 
-    async def set_cpu_limit(self, action: QosAction, containers: Any) -> tuple[Outcome, str]: ...
+    async def set_cpu_limit(
+        self, action: QosAction, cpu_limits: Mapping[str, int]
+    ) -> tuple[Outcome, str]: ...
 
-    async def set_taint(self, node: str, present: bool, node_view: Obj) -> None: ...
+    async def set_taint(
+        self, node: str, present: bool, taints: Sequence[Mapping[str, Any]], resource_version: str
+    ) -> None: ...
 
     async def event(
         self, target: Mapping[str, str], reason: str, message: str, *, warning: bool = False
@@ -69,38 +75,30 @@ class StatusWriter(Protocol):
     ) -> dict[str, str] | None: ...
 
 
-@dataclass(frozen=True)
-class QosIndexes:
-    """The live kopf indexes the QoS check reads (trimmed dicts, see handlers/qos.py)."""
-
-    policies: Index[OwnRecord[Obj]]
-    nodes: Index[Obj]
-    pods: Index[Obj]
-    """Keyed by node name: the pods bound to each node."""
-    namespaces: Index[Obj]
-    shares: ClusterIndexes
-    """For our current node annotations."""
-
-
 @dataclass
 class QosLoop:
     actuator: Actuator
     writer: StatusWriter
     usage: UsageSource
+    store: ClusterStore
     clock: Callable[[], float] = time.time
     checks: int = 0
-    _indexes: QosIndexes | None = None
+    _policies: Index[OwnRecord[Obj]] | None = None
+    """kopf's index of NodeQosEnsurancePolicies (trimmed dicts, see handlers/qos.py)."""
     # The persisted state is in these statuses: never read back an older one than we wrote.
     _statuses: Echoes[str, dict[str, Any]] = field(default_factory=Echoes)
-    _synced: asyncio.Event = field(default_factory=asyncio.Event)
+    _attached: asyncio.Event = field(default_factory=asyncio.Event)
+    store_synced: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set by the owner once every initial list is in the store."""
 
-    def attach(self, indexes: QosIndexes) -> None:
-        if self._indexes is None:
-            self._indexes = indexes
-            self._synced.set()
+    def attach(self, policies: Index[OwnRecord[Obj]]) -> None:
+        if self._policies is None:
+            self._policies = policies
+            self._attached.set()
 
     async def run(self) -> None:
-        await self._synced.wait()
+        await self.store_synced.wait()
+        await self._attached.wait()
         while True:
             started = time.monotonic()
             try:
@@ -110,24 +108,23 @@ class QosLoop:
             await asyncio.sleep(max(0.0, self._interval() - (time.monotonic() - started)))
 
     def _interval(self) -> float:
-        assert self._indexes is not None
+        assert self._policies is not None
         intervals = [
             float(r.spec.get("spec", {}).get("checkIntervalSeconds", DEFAULT_INTERVAL))
-            for r in values(self._indexes.policies)
+            for r in values(self._policies)
             if r.spec is not None
         ]
         return min(intervals, default=DEFAULT_INTERVAL)
 
     async def check(self) -> ClusterCheck:
-        assert self._indexes is not None, "check before the indexes are attached"
-        indexes = self._indexes
+        assert self._policies is not None, "check before the policies are attached"
+        started = time.perf_counter()
         now = int(self.clock())
         stamp = rfc3339(now)
         records = [
-            self._with_written(r) for r in sorted(values(indexes.policies), key=lambda r: r.name)
+            self._with_written(r) for r in sorted(values(self._policies), key=lambda r: r.name)
         ]
         policies = [{**r.spec, "status": r.status} for r in records if r.spec is not None]
-        nodes = list(values(indexes.nodes))
         # 1. Usage, all at once; unavailable usage is a fact the engine handles, not a crash.
         node_metrics: list[dict[str, Any]] | None = None
         pod_metrics: list[dict[str, Any]] | None = None
@@ -137,39 +134,40 @@ class QosLoop:
         except UsageUnavailable as problem:
             logger.warning("usage unavailable: %s", problem)
             node_metrics = pod_metrics = None
-        # 2. The engine, per node, from the state persisted in the policies' status: on lists
-        #    copied here (kopf keeps changing the indexes), in a worker thread so the event loop
-        #    keeps serving watches and the liveness probe during a check of thousands of nodes.
-        pods_now, namespaces = list(values(indexes.pods)), list(values(indexes.namespaces))
+        # 2. The engine, per node, from the state persisted in the policies' status: on the
+        #    records read on arrival, copied here (the watches keep changing the store), in a
+        #    worker thread so the event loop keeps serving watches and probes.
+        store = self.store
+        nodes = [r.qos for r in store.nodes.sorted_records() if r.qos is not None]
+        pods = {node.name: store.pods.qos_views_on(node.name) for node in nodes}
+        namespaces = dict(store.namespaces.records)
         check = await asyncio.to_thread(
-            cluster_check, policies, nodes, pods_now, namespaces,
+            cluster_check, policies, nodes, pods, namespaces,
             node_metrics=node_metrics, pod_metrics=pod_metrics, now=now,
         )  # fmt: skip
         # 3. Act, telling the planner what each action really did.
-        pods = {
-            (p["metadata"]["namespace"], p["metadata"]["name"]): p for p in values(indexes.pods)
-        }
-        outcomes = {c.node.name: await self._act(c, pods) for c in check.nodes}
+        outcomes = {c.node.name: await self._act(c) for c in check.nodes}
         # 4. Publish what changed.
         current = {r.name: r.status for r in records}
         desired = policy_statuses(check, outcomes, current, now=stamp)
         for write in own_writes("NodeQosEnsurancePolicy", records, desired, QOS_EVENTS, now=stamp):
             stored = await self.writer.patch_status(write.kind, write.name, write.patch)
             self._statuses.wrote(write.name, stored)
-        await self._publish_nodes(check, {n["metadata"]["name"]: n for n in nodes})
+        await self._publish_nodes(check)
         self.checks += 1
+        telemetry.QOS_CHECK_SECONDS.observe(time.perf_counter() - started)
         return check
 
     def _with_written(self, record: OwnRecord[Obj]) -> OwnRecord[Obj]:
         return replace(record, status=self._statuses.current(record.name, dict(record.status)))
 
-    async def _act(self, node_check: NodeCheck, pods: Mapping[tuple[str, str], Obj]) -> Outcomes:
+    async def _act(self, node_check: NodeCheck) -> Outcomes:
         flow = node_actions(node_check.result, node_check.node)
         refused: list[tuple[QosAction, str]] = []
         try:
             action = next(flow)
             while True:
-                outcome, detail = await self._carry_out(action, pods)
+                outcome, detail = await self._carry_out(action)
                 if outcome is Outcome.REFUSED:
                     refused.append((action, detail))
                 await self._announce(action, outcome, detail)
@@ -179,23 +177,19 @@ class QosLoop:
         preview = accept_all(node_actions(node_check.result, node_check.node, preview=True))
         return Outcomes.from_reports(report, preview, refused=tuple(refused))
 
-    async def _carry_out(
-        self, action: QosAction, pods: Mapping[tuple[str, str], Obj]
-    ) -> tuple[Outcome, str]:
+    async def _carry_out(self, action: QosAction) -> tuple[Outcome, str]:
         """Carry out one action; anything unexpected counts as refused, never as released."""
         try:
-            return await self._dispatch(action, pods)
+            return await self._dispatch(action)
         except Exception as error:
             logger.exception("%s %s failed", action.kind, action.pod)
             return Outcome.REFUSED, f"failed: {error}"
 
-    async def _dispatch(
-        self, action: QosAction, pods: Mapping[tuple[str, str], Obj]
-    ) -> tuple[Outcome, str]:
+    async def _dispatch(self, action: QosAction) -> tuple[Outcome, str]:
         if action.kind == "evict":
             return await self.actuator.evict(action)
-        pod = pods.get((action.pod.namespace, action.pod.name), {})
-        return await self.actuator.set_cpu_limit(action, pod.get("spec", {}).get("containers", []))
+        record = self.store.pods.records.get((action.pod.namespace, action.pod.name))
+        return await self.actuator.set_cpu_limit(action, record.cpu_limits if record else {})
 
     async def _announce(self, action: QosAction, outcome: Outcome, detail: str) -> None:
         verb = {"evict": "Evicted", "throttle": "Throttled", "restore": "Restored"}[action.kind]
@@ -212,22 +206,19 @@ class QosLoop:
         await self.actuator.event(pod, reason, message, warning=warning)
         await self.actuator.event(node, reason, message, warning=warning)
 
-    async def _publish_nodes(self, check: ClusterCheck, nodes: Mapping[str, Obj]) -> None:
-        assert self._indexes is not None
+    async def _publish_nodes(self, check: ClusterCheck) -> None:
         outputs = node_outputs(check)
+        records = self.store.nodes.sorted_records()
         desired = {
             name: {WATERLINES_ANNOTATION: out["waterlines"]}
             for name, out in outputs.items()
             if out["waterlines"] != "{}"
         }
-        for write in annotation_writes(
-            node_records(self._indexes.shares), desired, frozenset({WATERLINES_ANNOTATION})
-        ):
+        for write in annotation_writes(records, desired, frozenset({WATERLINES_ANNOTATION})):
             await self.writer.patch_node_annotations(write.node, write.patch)
-        for name, node in nodes.items():
-            has = any(
-                t.get("key") == TAINT["key"] for t in node.get("spec", {}).get("taints") or []
-            )
+        for record in records:
+            name = record.snapshot.name
+            has = any(t.get("key") == TAINT["key"] for t in record.taints)
             want = bool(outputs.get(name, {}).get("tainted"))
             if has != want:
-                await self.actuator.set_taint(name, want, node)
+                await self.actuator.set_taint(name, want, record.taints, record.resource_version)

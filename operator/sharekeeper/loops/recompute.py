@@ -18,13 +18,14 @@ from typing import Any, Protocol
 
 from sharekeeper import telemetry
 from sharekeeper.cluster.snapshots import (
-    ClusterIndexes,
+    OwnIndexes,
     node_policies,
-    node_records,
     policy_records,
     queue_records,
     share_snapshot,
+    specs,
 )
+from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.engine.shares import ShareResult
 from sharekeeper.loops.echoes import Echoes
 from sharekeeper.model.nodes import SHARE_ANNOTATIONS
@@ -63,30 +64,37 @@ class Recompute:
     def __init__(
         self,
         writer: Writer,
+        store: ClusterStore,
         settings: LoopSettings = LoopSettings(),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._writer = writer
+        self._store = store
         self._settings = settings
         self._clock = clock
         self._woken = asyncio.Event()
-        self._indexes: ClusterIndexes | None = None
-        self._synced = asyncio.Event()
+        self._indexes: OwnIndexes | None = None
+        self._attached = asyncio.Event()
+        self.store_synced = asyncio.Event()
+        """Set by the owner once every initial list is in the store."""
         self._statuses: Echoes[tuple[Kind, str], Json] = Echoes()
         self._annotations: Echoes[str, dict[str, str]] = Echoes()
         self.rounds = 0
 
-    def attach(self, indexes: ClusterIndexes) -> None:
+    def attach(self, indexes: OwnIndexes) -> None:
         """Called by the first handler: kopf runs handlers only once every index is complete."""
         if self._indexes is None:
             self._indexes = indexes
-            self._synced.set()
+            self._attached.set()
 
     def wake(self) -> None:
         self._woken.set()
 
     async def run(self) -> None:
-        await self._synced.wait()
+        # A round on a half-listed cluster would publish wrong numbers (and remove annotations
+        # of nodes not listed yet): wait for every initial list and for our own resources.
+        await self.store_synced.wait()
+        await self._attached.wait()
         self._woken.set()  # the first round publishes whatever changed while we were away
         while True:
             await self._woken.wait()
@@ -120,18 +128,25 @@ class Recompute:
         started = time.perf_counter()
         now = self._clock()
         stamp = rfc3339(now)
-        # 1. One consistent snapshot of everything the engines read.
-        snapshot = share_snapshot(self._indexes, now_seconds=now)
+        # 1. One consistent snapshot of everything the engines read: totals, not pods.
+        indexes, store = self._indexes, self._store
+        policies_now = policy_records(indexes)
+        snapshot = share_snapshot(
+            store,
+            specs(queue_records(indexes)),
+            [spec.shares for spec in specs(policies_now)],
+            now_seconds=now,
+        )
         # 2. The engines: pure, the same call `sharekeeper simulate` makes. In a worker thread,
         #    so that watches and the liveness probe stay served while thousands of queues compute.
-        published = await asyncio.to_thread(publication, snapshot, node_policies(self._indexes))
-        # 3. Only what differs from what the objects hold (or what we just wrote to them).
-        queues = self._with_written("Queue", queue_records(self._indexes))
-        policies = self._with_written("SchedulerPolicy", policy_records(self._indexes))
+        published = await asyncio.to_thread(publication, snapshot, node_policies(policies_now))
+        # 3. Only what differs from what the objects hold now (or what we just wrote to them).
+        queues = self._with_written("Queue", queue_records(indexes))
+        policies = self._with_written("SchedulerPolicy", policy_records(indexes))
         writes = queue_writes(queues, published.queues, now=stamp)
         writes += policy_writes(policies, published.policies, now=stamp)
         nodes = annotation_writes(
-            self._with_written_annotations(node_records(self._indexes)),
+            self._with_written_annotations(store.nodes.sorted_records()),
             published.nodes,
             SHARE_ANNOTATIONS,
         )

@@ -1,16 +1,16 @@
-"""One node QoS check of the whole cluster, from Kubernetes dicts to engine results and back.
+"""One node QoS check of the whole cluster, from what the store holds to engine results and back.
 
-``cluster_check`` reads policies, nodes, pods, namespaces and metrics.k8s.io usage, restores
-each node's persisted state from the policies' status, and runs the engine's ``check_node``
-on every node some policy selects. Driving the resulting action flows is the caller's job:
-``simulate`` accepts every action, the operator executes them and reports the outcome.
+``cluster_check`` reads policies, nodes and pods (as read on arrival), namespace labels and
+metrics.k8s.io usage, restores each node's persisted state from the policies' status, and runs
+the engine's ``check_node`` on every node some policy selects. Driving the resulting action
+flows is the caller's job: ``simulate`` accepts every action, the operator executes them and
+reports the outcome.
 The rendering functions turn results and outcomes into what gets written: policy status,
 the ``qos-waterlines`` node annotation, the taint, and the action dicts.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +19,7 @@ from sharekeeper.engine.qos import (
     NodeCheckResult,
     NodeSnapshot,
     PlanReport,
+    PodSnapshot,
     QosAction,
     QosPolicy,
     check_node,
@@ -28,13 +29,13 @@ from sharekeeper.model.nodes import compact_json
 from sharekeeper.model.qos import (
     action_dict,
     metric_quantity,
-    node_from_dicts,
     node_metrics_by_name,
     node_status_entry,
     pod_metrics_by_key,
     policy_from_dict,
     state_from_status,
     waterlines_annotation,
+    with_usage,
 )
 
 Obj = Mapping[str, Any]
@@ -95,15 +96,17 @@ class Outcomes:
 
 def cluster_check(
     policies: Sequence[Obj],
-    nodes: Sequence[Obj],
-    pods: Iterable[Obj],
-    namespaces: Iterable[Obj],
+    nodes: Sequence[NodeSnapshot],
+    pods: Mapping[str, Sequence[PodSnapshot]],
+    namespace_labels: Mapping[str, Mapping[str, str]],
     *,
     node_metrics: Iterable[Obj] | None,
     pod_metrics: Iterable[Obj] | None,
     now: int,
 ) -> ClusterCheck:
-    """``node_metrics``/``pod_metrics`` None: the metrics API is unavailable (usage missing)."""
+    """``nodes`` and ``pods`` (by node) as read on arrival, without usage (``model.qos``
+    ``node_view``/``pod_view``); ``node_metrics``/``pod_metrics`` None: the metrics API is
+    unavailable (usage missing). Only the nodes some policy selects are looked at."""
     parsed: dict[str, QosPolicy] = {}
     invalid: dict[str, str] = {}
     for obj in policies:
@@ -113,25 +116,19 @@ def cluster_check(
         except ValueError as error:
             invalid[name] = str(error)
     valid = [obj for obj in policies if obj.get("metadata", {}).get("name") in parsed]
-    by_node: dict[str, list[Obj]] = defaultdict(list)
-    for pod in pods:
-        node_name = pod.get("spec", {}).get("nodeName")
-        if node_name:
-            by_node[node_name].append(pod)
     usage = node_metrics_by_name(node_metrics or ())
     pod_usage = pod_metrics_by_key(pod_metrics or ())
-    labels = {ns["metadata"]["name"]: ns["metadata"].get("labels") or {} for ns in namespaces}
     checks = []
-    for node in sorted(nodes, key=lambda n: str(n["metadata"]["name"])):
-        name = str(node["metadata"]["name"])
-        node_labels = node["metadata"].get("labels") or {}
+    for node in sorted(nodes, key=lambda n: n.name):
         selecting = tuple(
-            n for n, p in sorted(parsed.items()) if p.node_selector.matches(node_labels)
+            n for n, p in sorted(parsed.items()) if p.node_selector.matches(node.labels)
         )
         if not selecting:
             continue
-        snapshot = node_from_dicts(node, by_node.get(name, ()), usage.get(name), pod_usage, labels)
-        state = state_from_status(valid, name)
+        snapshot = with_usage(
+            node, pods.get(node.name, ()), usage.get(node.name), pod_usage, namespace_labels
+        )
+        state = state_from_status(valid, node.name)
         result = check_node([parsed[n] for n in selecting], snapshot, state, now)
         checks.append(NodeCheck(snapshot, result, selecting))
     return ClusterCheck(

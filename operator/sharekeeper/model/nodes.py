@@ -1,16 +1,44 @@
-"""Node objects -> engine node snapshots, and admission facts -> our node annotations."""
+"""Node objects -> what the operator keeps of a node, and admission facts -> our node
+annotations."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from sharekeeper.engine.admission import NodeAdmission
 from sharekeeper.engine.overcommit import factor_number
 from sharekeeper.engine.shares import NodeSnapshot
 from sharekeeper.engine.shares.snapshot import NodeName
-from sharekeeper.model.objects import Obj, labels_of, mapping_at, name_of, resources_at
+from sharekeeper.model import qos
+from sharekeeper.model.objects import (
+    ModelError,
+    Obj,
+    at,
+    labels_of,
+    mapping_at,
+    name_of,
+    resources_at,
+)
 from sharekeeper.model.quantities import format_resources
+from sharekeeper.model.records import NodeRecord
+
+
+def node_record(obj: Obj) -> NodeRecord:
+    """Everything the operator keeps of a node; raises ``ModelError`` if it cannot be read."""
+    try:
+        qos_view = qos.node_view(obj)
+    except qos.QosModelError as error:
+        raise ModelError(str(error)) from error
+    taints = at(obj, "spec.taints") or ()
+    return NodeRecord(
+        snapshot=node_snapshot(obj),
+        annotations=our_annotations(obj),
+        qos=qos_view,
+        taints=tuple(dict(taint) for taint in taints if isinstance(taint, Mapping)),
+        resource_version=str(at(obj, "metadata.resourceVersion") or ""),
+    )
 
 
 def node_snapshot(obj: Obj) -> NodeSnapshot:

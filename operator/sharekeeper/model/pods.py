@@ -12,6 +12,7 @@ from typing import get_args
 from sharekeeper.engine.resources import add, at_least
 from sharekeeper.engine.shares import PodGroupSnapshot, PodSnapshot
 from sharekeeper.engine.shares.snapshot import PodGroupPhase
+from sharekeeper.model import qos
 from sharekeeper.model.objects import (
     Obj,
     at,
@@ -23,11 +24,25 @@ from sharekeeper.model.objects import (
     resources_at,
     timestamp_at,
 )
+from sharekeeper.model.records import PodRecord
 
 QUEUE_LABEL = "sharekeeper.io/queue"
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 _PHASES: tuple[PodGroupPhase, ...] = get_args(PodGroupPhase)
+
+
+def pod_record(obj: Obj) -> PodRecord:
+    """Everything the operator keeps of a pod. Raises ``ModelError`` when its share view (the
+    requests) cannot be read; a bound pod whose QoS fields cannot be read keeps its share view
+    (it still counts in its queue) and carries the problem instead of a QoS view."""
+    share = pod_snapshot(obj)
+    if not share.allocated:
+        return PodRecord(share)
+    try:
+        return PodRecord(share, qos.pod_view(obj), qos.container_cpu_limits(obj))
+    except qos.QosModelError as error:
+        return PodRecord(share, problem=str(error))
 
 
 def pod_snapshot(obj: Obj) -> PodSnapshot:

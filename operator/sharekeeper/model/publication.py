@@ -6,13 +6,13 @@ prints is what the operator writes, by construction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sharekeeper.engine.admission import NodePolicy, admission_facts
+from sharekeeper.engine.admission import NodePolicy, admission_facts, placements
 from sharekeeper.engine.overcommit import QueueAdmission, Shortfall
-from sharekeeper.engine.proportional import PodPlacement
+from sharekeeper.engine.proportional import PendingPod, PodPlacement
 from sharekeeper.engine.shares import ShareResult, ShareSnapshot, deserved_shares
 from sharekeeper.engine.shares.snapshot import PolicyName
 from sharekeeper.model.conditions import condition
@@ -33,7 +33,8 @@ class Publication:
     nodes: Mapping[str, Mapping[str, str]]
     """Node name -> the share loop's annotations (empty: remove ours)."""
     placements: Mapping[str, Json]
-    """Pending pod (``namespace/name``) -> where the proportional predicate lets it go."""
+    """Pending pod (``namespace/name``) -> where the proportional predicate lets it go; only
+    for the ``pending`` pods asked about."""
     unknown_queues: tuple[str, ...]
     """Pods that name a queue that does not exist."""
     shares: ShareResult
@@ -41,8 +42,12 @@ class Publication:
 
 
 def publication(
-    snapshot: ShareSnapshot, node_policies: Mapping[PolicyName, NodePolicy]
+    snapshot: ShareSnapshot,
+    node_policies: Mapping[PolicyName, NodePolicy],
+    pending: Iterable[PendingPod] = (),
 ) -> Publication:
+    """``pending``: the pods to run the proportional predicate for (``placements``); the
+    operator passes none, since nothing it publishes reads them."""
     shares = deserved_shares(snapshot)
     facts = admission_facts(snapshot, node_policies, shares)
     queues = {}
@@ -62,7 +67,10 @@ def publication(
         queues=queues,
         policies=policies,
         nodes={node.name: node_annotations(facts.nodes.get(node.name)) for node in snapshot.nodes},
-        placements={pod: placement_view(p) for pod, p in facts.placements.items()},
+        placements={
+            pod: placement_view(p)
+            for pod, p in placements(pending, snapshot, node_policies, facts).items()
+        },
         unknown_queues=tuple(r.message for r in shares.reasons if r.kind == "UnknownQueue"),
         shares=shares,
     )

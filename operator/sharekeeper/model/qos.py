@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -263,11 +264,9 @@ def _epoch(reader: _Reader, value: object, path: str) -> int | None:
         raise reader.fail(path, f"not an RFC 3339 time: {value!r}") from error
 
 
-def _container_usage(
-    reader: _Reader, metrics: Mapping[str, object] | None
-) -> tuple[int | None, int | None]:
-    if metrics is None:
-        return None, None
+def pod_usage(metrics: Mapping[str, object], what: str = "PodMetrics") -> tuple[int, int]:
+    """A PodMetrics' CPU (millicores) and memory (bytes), summed over its containers."""
+    reader = _Reader(what)
     cpu = memory = 0
     for i, item in enumerate(reader.items(metrics, "containers", "PodMetrics")):
         where = f"PodMetrics.containers[{i}].usage"
@@ -316,6 +315,12 @@ def pod_from_dict(
     obj: Mapping[str, object], metrics: Mapping[str, object] | None = None
 ) -> PodSnapshot:
     """A Pod (and optionally its PodMetrics) as engine input."""
+    pod = pod_view(obj)
+    return pod if metrics is None else with_pod_usage(pod, metrics)
+
+
+def pod_view(obj: Mapping[str, object]) -> PodSnapshot:
+    """A Pod as engine input, usage unknown: what the cluster store keeps per bound pod."""
     meta = _meta(obj)
     key = PodKey(str(meta.get("namespace", "default")), str(meta.get("name", "?")))
     reader = _Reader(f"Pod {key}")
@@ -325,8 +330,10 @@ def pod_from_dict(
         reader.item(o, "metadata.ownerReferences[]")
         for o in reader.items(meta, "ownerReferences", "metadata")
     ]
-    requests, limits, ext, unlimited = 0, 0, 0, False
-    for i, item in enumerate(reader.items(spec, "containers", "spec")):
+    limits = container_cpu_limits(obj)
+    containers = reader.items(spec, "containers", "spec")
+    requests, ext = 0, 0
+    for i, item in enumerate(containers):
         where = f"spec.containers[{i}].resources"
         resources = reader.mapping(
             reader.item(item, f"spec.containers[{i}]"), "resources", where[:-10]
@@ -338,30 +345,91 @@ def pod_from_dict(
         requests += (
             reader.quantity("cpu", req["cpu"], f"{where}.requests.cpu") if "cpu" in req else 0
         )
-        if "cpu" in lim:
-            limits += reader.quantity("cpu", lim["cpu"], f"{where}.limits.cpu")
-        else:
-            unlimited = True
         if EXT_CPU_RESOURCE in lim:
             ext += reader.quantity("cpu", lim[EXT_CPU_RESOURCE], f"{where}.limits")
-    cpu, memory = _container_usage(reader, metrics)
     throttle = annotations.get(THROTTLE_ANNOTATION)
+    unlimited = len(limits) < len(containers) or not containers
     return PodSnapshot(
         key=key,
         qos_class=_qos_class(status),
         priority=reader.integer(spec, "priority", "spec", 0, low=-(2**31)),
         labels=_labels(reader, meta, "labels", "metadata"),
         start_time=_epoch(reader, status.get("startTime"), "status.startTime"),
-        cpu_usage_milli=cpu,
-        memory_usage_bytes=memory,
         cpu_request_milli=requests,
-        cpu_limit_milli=None if unlimited or not spec.get("containers") else limits,
+        cpu_limit_milli=None if unlimited else sum(limits.values()),
         ext_cpu_limit_milli=ext,
         throttle=None if throttle is None else parse_throttle_annotation(throttle, f"Pod {key}"),
         mirror_or_static="kubernetes.io/config.mirror" in annotations
         or annotations.get("kubernetes.io/config.source", "api") != "api",
         daemonset=any(o.get("kind") == "DaemonSet" for o in owners),
         terminating=meta.get("deletionTimestamp") is not None,
+    )
+
+
+def container_cpu_limits(obj: Mapping[str, object]) -> dict[str, int]:
+    """Container name -> CPU limit (millicores), for the containers that have one: what a
+    throttle spreads a pod-level limit over (``pods/resize`` is per container)."""
+    meta = _meta(obj)
+    reader = _Reader(f"Pod {meta.get('namespace', 'default')}/{meta.get('name', '?')}")
+    limits: dict[str, int] = {}
+    for i, item in enumerate(reader.items(reader.mapping(obj, "spec", ""), "containers", "spec")):
+        container = reader.item(item, f"spec.containers[{i}]")
+        where = f"spec.containers[{i}].resources"
+        resources = reader.mapping(container, "resources", f"spec.containers[{i}]")
+        lim = reader.mapping(resources, "limits", where)
+        if "cpu" in lim:
+            name = reader.text(container, "name", f"spec.containers[{i}]", default="")
+            limits[name] = reader.quantity("cpu", lim["cpu"], f"{where}.limits.cpu")
+    return limits
+
+
+def with_pod_usage(pod: PodSnapshot, metrics: Mapping[str, object]) -> PodSnapshot:
+    cpu, memory = pod_usage(metrics, f"PodMetrics {pod.key}")
+    return replace(pod, cpu_usage_milli=cpu, memory_usage_bytes=memory)
+
+
+def node_view(node: Mapping[str, object]) -> NodeSnapshot:
+    """A Node as engine input, without pods and usage: what the cluster store keeps."""
+    name = str(_meta(node).get("name", "?"))
+    reader = _Reader(f"Node {name!r}")
+    capacity = reader.mapping(reader.mapping(node, "status", ""), "capacity", "status")
+    return NodeSnapshot(
+        name=name,
+        labels=_labels(reader, _meta(node), "labels", "metadata"),
+        cpu_capacity_milli=_amount(reader, capacity, "cpu", "status.capacity"),
+        memory_capacity_bytes=_amount(reader, capacity, "memory", "status.capacity"),
+    )
+
+
+def _amount(
+    reader: _Reader, source: Mapping[str, object] | None, resource: str, path: str
+) -> int | None:
+    if source is None or resource not in source:
+        return None
+    return reader.quantity(resource, source[resource], f"{path}.{resource}")
+
+
+def with_usage(
+    node: NodeSnapshot,
+    pods: Iterable[PodSnapshot],
+    node_metrics: Mapping[str, object] | None = None,
+    pod_metrics: Mapping[PodKey, Mapping[str, object]] | None = None,
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+) -> NodeSnapshot:
+    """``node`` with its pods (sorted) and the usage of both, for one check."""
+    reader = _Reader(f"Node {node.name!r}")
+    usage = reader.mapping(node_metrics, "usage", "NodeMetrics") if node_metrics else None
+    found = pod_metrics or {}
+    snapshots = [
+        pod if (metrics := found.get(pod.key)) is None else with_pod_usage(pod, metrics)
+        for pod in pods
+    ]
+    return replace(
+        node,
+        cpu_usage_milli=_amount(reader, usage, "cpu", "NodeMetrics.usage"),
+        memory_usage_bytes=_amount(reader, usage, "memory", "NodeMetrics.usage"),
+        pods=tuple(sorted(snapshots, key=lambda p: p.key)),
+        namespace_labels=namespace_labels if namespace_labels is not None else {},
     )
 
 
@@ -373,37 +441,13 @@ def node_from_dicts(
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> NodeSnapshot:
     """A Node, the pods bound to it (terminal ones are dropped) and their usage."""
-    name = str(_meta(node).get("name", "?"))
-    reader = _Reader(f"Node {name!r}")
-    capacity = reader.mapping(reader.mapping(node, "status", ""), "capacity", "status")
-    usage = reader.mapping(node_metrics, "usage", "NodeMetrics") if node_metrics else None
-    snapshots = []
-    for raw in pods:
-        status = raw.get("status")
-        phase = status.get("phase") if isinstance(status, Mapping) else None
-        if phase in ("Succeeded", "Failed"):
-            continue
-        pod = pod_from_dict(raw)
-        metrics = (pod_metrics or {}).get(pod.key)
-        if metrics is not None:
-            pod = pod_from_dict(raw, metrics)
-        snapshots.append(pod)
+    views = [pod_view(raw) for raw in pods if not is_terminal(raw)]
+    return with_usage(node_view(node), views, node_metrics, pod_metrics, namespace_labels)
 
-    def amount(source: Mapping[str, object] | None, resource: str, path: str) -> int | None:
-        if source is None or resource not in source:
-            return None
-        return reader.quantity(resource, source[resource], f"{path}.{resource}")
 
-    return NodeSnapshot(
-        name=name,
-        labels=_labels(reader, _meta(node), "labels", "metadata"),
-        cpu_capacity_milli=amount(capacity, "cpu", "status.capacity"),
-        memory_capacity_bytes=amount(capacity, "memory", "status.capacity"),
-        cpu_usage_milli=amount(usage, "cpu", "NodeMetrics.usage"),
-        memory_usage_bytes=amount(usage, "memory", "NodeMetrics.usage"),
-        pods=tuple(sorted(snapshots, key=lambda p: p.key)),
-        namespace_labels=dict(namespace_labels or {}),
-    )
+def is_terminal(pod: Mapping[str, object]) -> bool:
+    status = pod.get("status")
+    return isinstance(status, Mapping) and status.get("phase") in ("Succeeded", "Failed")
 
 
 def node_metrics_by_name(items: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
@@ -558,15 +602,22 @@ __all__ = [
     "WATERLINES_ANNOTATION",
     "QosModelError",
     "action_dict",
+    "container_cpu_limits",
+    "is_terminal",
     "metric_quantity",
     "node_from_dicts",
     "node_metrics_by_name",
     "node_status_entry",
+    "node_view",
     "parse_throttle_annotation",
     "pod_from_dict",
     "pod_metrics_by_key",
+    "pod_usage",
+    "pod_view",
     "policy_from_dict",
     "state_from_status",
     "throttle_annotation",
     "waterlines_annotation",
+    "with_pod_usage",
+    "with_usage",
 ]

@@ -1,5 +1,6 @@
-"""Our own custom resources as the indexes hold them: the spec read into engine input, plus
-the identity and status the publishers diff against."""
+"""What the operator keeps per object: our custom resources as the kopf indexes hold them (the
+spec read into engine input, plus the identity and status the publishers diff against), and
+Nodes and Pods as the cluster store holds them (read once, on arrival; no raw body kept)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from sharekeeper.engine.shares import NodeSnapshot, QueueSnapshot
+from sharekeeper.engine import qos
+from sharekeeper.engine.shares import NodeSnapshot, PodSnapshot, QueueSnapshot
 from sharekeeper.model.policies import PolicySpec
 
 SpecT = TypeVar("SpecT")
@@ -39,3 +41,21 @@ class NodeRecord:
 
     snapshot: NodeSnapshot
     annotations: Mapping[str, str] = field(default_factory=dict)
+    qos: qos.NodeSnapshot | None = None
+    """The QoS engine's view, without pods and usage (added per check)."""
+    taints: tuple[Mapping[str, Any], ...] = ()
+    resource_version: str = ""
+    """For the taint patch: refused if the node changed since we read it."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodRecord:
+    """A pod: the share engine's view and, for a pod bound to a node, the QoS engine's."""
+
+    share: PodSnapshot
+    qos: qos.PodSnapshot | None = None
+    """None for an unbound or terminal pod, or one whose QoS fields could not be read."""
+    cpu_limits: Mapping[str, int] = field(default_factory=dict)
+    """Container -> CPU limit (millicores): what a throttle is spread over."""
+    problem: str | None = None
+    """Why the QoS view could not be read (the pod is then never acted on)."""

@@ -20,24 +20,20 @@ from lightkube.types import PatchType
 from sharekeeper import telemetry
 from sharekeeper.engine.qos import Outcome, QosAction
 from sharekeeper.model.qos import TAINT, THROTTLE_ANNOTATION, throttle_annotation
-from sharekeeper.model.quantities import to_internal, to_quantity
+from sharekeeper.model.quantities import to_quantity
 from sharekeeper.publish.kubernetes import post_event
 
 logger = logging.getLogger(__name__)
 
 
-def split_cpu_limit(containers: Sequence[Mapping[str, Any]], total_milli: int) -> dict[str, int]:
-    """A pod-level CPU limit spread over the containers that have one, in proportion to their
-    current limits; the rounding remainder goes to the first, so the parts add up exactly."""
-    current = {
-        c["name"]: to_internal("cpu", c["resources"]["limits"]["cpu"])
-        for c in containers
-        if "cpu" in (c.get("resources") or {}).get("limits", {})
-    }
-    whole = sum(current.values())
-    if not current or whole == 0:
+def split_cpu_limit(cpu_limits: Mapping[str, int], total_milli: int) -> dict[str, int]:
+    """A pod-level CPU limit spread over the containers that have one (container -> current
+    limit), in proportion to their current limits; the rounding remainder goes to the first,
+    so the parts add up exactly."""
+    whole = sum(cpu_limits.values())
+    if not cpu_limits or whole == 0:
         return {}
-    parts = {name: max(1, limit * total_milli // whole) for name, limit in current.items()}
+    parts = {name: max(1, limit * total_milli // whole) for name, limit in cpu_limits.items()}
     first = next(iter(parts))
     parts[first] += total_milli - sum(parts.values())
     return parts
@@ -69,7 +65,7 @@ class KubeActuator:
         return Outcome.ACCEPTED, "evicted"
 
     async def set_cpu_limit(
-        self, action: QosAction, containers: Sequence[Mapping[str, Any]]
+        self, action: QosAction, cpu_limits: Mapping[str, int]
     ) -> tuple[Outcome, str]:
         namespace, name = action.pod.namespace, action.pod.name
         change = action.throttle
@@ -83,7 +79,7 @@ class KubeActuator:
                 patch_type=PatchType.MERGE,
             )
             parts = (
-                split_cpu_limit(containers, action.cpu_limit_milli)
+                split_cpu_limit(cpu_limits, action.cpu_limit_milli)
                 if action.cpu_limit_milli is not None
                 else {}
             )
@@ -105,20 +101,19 @@ class KubeActuator:
         telemetry.WRITES.labels("Pod", "ok").inc()
         return Outcome.ACCEPTED, "resized" if parts else "annotated"
 
-    async def set_taint(self, node: str, present: bool, node_view: Mapping[str, Any]) -> None:
-        """Add or remove our taint, keeping everyone else's; refused if the node changed since
-        we read it (the next check retries with fresh taints)."""
-        taints = [
-            t for t in node_view.get("spec", {}).get("taints") or [] if t["key"] != TAINT["key"]
-        ]
+    async def set_taint(
+        self, node: str, present: bool, taints: Sequence[Mapping[str, Any]], resource_version: str
+    ) -> None:
+        """Add or remove our taint, keeping everyone else's (``taints``, as read at
+        ``resource_version``); refused if the node changed since (the next check retries)."""
+        kept = [dict(t) for t in taints if t.get("key") != TAINT["key"]]
         if present:
-            taints.append(dict(TAINT))
-        version = node_view.get("metadata", {}).get("resourceVersion")
+            kept.append(dict(TAINT))
         try:
             await self._client.patch(
                 Node,
                 node,
-                {"metadata": {"resourceVersion": version}, "spec": {"taints": taints}},
+                {"metadata": {"resourceVersion": resource_version}, "spec": {"taints": kept}},
                 patch_type=PatchType.MERGE,
             )
         except ApiError as error:

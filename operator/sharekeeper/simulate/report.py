@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+from sharekeeper.cluster.snapshots import share_snapshot
+from sharekeeper.engine.proportional import PendingPod
 from sharekeeper.engine.qos import accept_all, node_actions
 from sharekeeper.engine.shares import ShareSnapshot
 from sharekeeper.model.ensurance import (
@@ -36,13 +38,11 @@ class Context:
 Contributor = Callable[[Inputs, Context], Mapping[str, Any]]
 
 
-def share_snapshot(inputs: Inputs, context: Context) -> ShareSnapshot:
-    return ShareSnapshot(
-        policies=inputs.policies,
-        queues=inputs.queues,
-        nodes=inputs.nodes,
-        pods=inputs.pods,
-        pod_groups=inputs.pod_groups,
+def snapshot_of(inputs: Inputs, context: Context) -> ShareSnapshot:
+    return share_snapshot(
+        inputs.store,
+        inputs.queues,
+        inputs.policies,
         now_seconds=context.now_seconds,
         seed=context.seed,
     )
@@ -50,7 +50,12 @@ def share_snapshot(inputs: Inputs, context: Context) -> ShareSnapshot:
 
 def share_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
     """Queue and policy statuses, node annotations, and the proportional predicate."""
-    published = publication(share_snapshot(inputs, context), inputs.node_policies)
+    pending = [
+        PendingPod(f"{pod.namespace}/{pod.name}", pod.request)
+        for pod in (record.share for record in inputs.store.pods.records.values())
+        if pod.pending
+    ]
+    published = publication(snapshot_of(inputs, context), inputs.node_policies, pending)
     if published.unknown_queues:
         raise ModelError(
             "; ".join(f"{message}, which does not exist" for message in published.unknown_queues)
@@ -73,11 +78,13 @@ def qos_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
     if not policies:
         return {}
     node_metrics = inputs.raw.get("NodeMetrics")
+    store = inputs.store
+    nodes = [r.qos for r in store.nodes.sorted_records() if r.qos is not None]
     check = cluster_check(
         policies,
-        inputs.raw.get("Node", ()),
-        inputs.raw.get("Pod", ()),
-        inputs.raw.get("Namespace", ()),
+        nodes,
+        {node.name: store.pods.qos_views_on(node.name) for node in nodes},
+        store.namespaces.records,
         node_metrics=node_metrics,
         pod_metrics=inputs.raw.get("PodMetrics", ()) if node_metrics is not None else None,
         now=int(context.now_seconds),

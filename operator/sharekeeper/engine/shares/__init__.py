@@ -11,9 +11,12 @@ both call it.
 
 from sharekeeper.engine.shares.computing import deserved_shares
 from sharekeeper.engine.shares.snapshot import (
+    Charges,
+    GroupPods,
     NodeSnapshot,
     PodGroupSnapshot,
     PodSnapshot,
+    PodTotals,
     PolicyShare,
     PolicySnapshot,
     QueueShare,
@@ -25,9 +28,12 @@ from sharekeeper.engine.shares.snapshot import (
 )
 
 __all__ = [
+    "Charges",
+    "GroupPods",
     "NodeSnapshot",
     "PodGroupSnapshot",
     "PodSnapshot",
+    "PodTotals",
     "PolicyShare",
     "PolicySnapshot",
     "QueueShare",

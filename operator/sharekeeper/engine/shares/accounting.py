@@ -12,29 +12,48 @@ Follows Volcano's session accounting (``reference/volcano.md`` §2, v1.15+):
   ``minResources`` = its request, so it adds nothing to either.
 
 Pod -> queue: label, then Volcano annotation, then its PodGroup's queue, then ``default``.
-Complexity: linear in pods + PodGroups.
+``pod_claim`` is the part of that rule that depends on the pod alone (the running totals are
+kept by it); ``queue_usage`` resolves the rest per round. Complexity: linear in queue names +
+PodGroups; no pod is visited.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from sharekeeper.engine.resources import (
-    Amounts,
     add,
     exceeded_part,
     inqueue_reservation,
     nonzero,
-    sum_amounts,
 )
 from sharekeeper.engine.shares.snapshot import (
     DEFAULT_QUEUE,
+    Charges,
+    GroupKey,
+    GroupPods,
     PodGroupSnapshot,
     PodSnapshot,
+    PodTotals,
     QueueName,
     Reason,
 )
+
+Claim = (
+    tuple[Literal["named"], str] | tuple[Literal["grouped"], GroupKey] | tuple[Literal["unnamed"]]
+)
+
+
+def pod_claim(pod: PodSnapshot) -> Claim:
+    """Where a pod's charges are totalled: the queue it names, else its PodGroup, else none."""
+    named = pod.queue_label or pod.queue_annotation
+    if named:
+        return ("named", named)
+    if pod.group_name:
+        return ("grouped", (pod.namespace, pod.group_name))
+    return ("unnamed",)
 
 
 @dataclass(slots=True)
@@ -51,69 +70,54 @@ class Accounting:
     reasons: tuple[Reason, ...]
 
 
-def queue_of(
-    pod: PodSnapshot,
-    groups: Mapping[tuple[str, str], PodGroupSnapshot],
-    queues: Iterable[QueueName],
-) -> QueueName | None:
-    """The queue a pod names (existing or not); ``None`` when it names none and no
-    ``default`` Queue exists."""
-    group = groups.get((pod.namespace, pod.group_name)) if pod.group_name else None
-    named = pod.queue_label or pod.queue_annotation or (group.queue if group else None)
-    if named:
-        return QueueName(named)
-    return DEFAULT_QUEUE if DEFAULT_QUEUE in queues else None
-
-
 def queue_usage(
-    queues: Iterable[QueueName],
-    pods: Iterable[PodSnapshot],
-    pod_groups: Iterable[PodGroupSnapshot],
+    queues: Iterable[QueueName], totals: PodTotals, pod_groups: Iterable[PodGroupSnapshot]
 ) -> Accounting:
     usage = {name: QueueUsage() for name in queues}
     groups = {(group.namespace, group.name): group for group in pod_groups}
-    members: dict[tuple[str, str], list[PodSnapshot]] = {}
-    unknown: list[str] = []
-    # 1. Pods: allocated and request, and the members of each PodGroup.
-    for pod in pods:
-        if pod.terminal:
-            continue
-        queue = queue_of(pod, groups, usage)
+    unknown: dict[str, int] = {}
+
+    def charge(queue: str | None, charges: Charges) -> None:
         if queue is None:
-            continue
-        if queue not in usage:
-            unknown.append(f"pod {pod.namespace}/{pod.name} names queue {queue!r}")
-            continue
-        # In place: one dict per queue, not one new dict per pod (20,000 pods at 10,000 queues).
-        entry = usage[queue]
-        _accumulate(entry.request, pod.request)
-        if pod.allocated:
-            _accumulate(entry.allocated, pod.request)
-        if pod.group_name:
-            members.setdefault((pod.namespace, pod.group_name), []).append(pod)
+            return
+        entry = usage.get(QueueName(queue))
+        if entry is None:
+            unknown[queue] = unknown.get(queue, 0) + charges.pods
+            return
+        _accumulate(entry.request, charges.request)
+        _accumulate(entry.allocated, charges.allocated)
+
+    default = DEFAULT_QUEUE if DEFAULT_QUEUE in usage else None
+    # 1. Pods: allocated and request, by what they name.
+    for queue, charges in totals.named.items():
+        charge(queue, charges)
+    for key, charges in totals.grouped.items():
+        group = groups.get(key)
+        charge(group.queue if group is not None and group.queue else default, charges)
+    charge(default, totals.unnamed)
     # 2. PodGroups: inqueue and elastic, charged to the PodGroup's own queue.
     for key, group in sorted(groups.items()):
-        queue = QueueName(group.queue) if group.queue else DEFAULT_QUEUE
-        if queue not in usage:
+        entry = usage.get(QueueName(group.queue) if group.queue else DEFAULT_QUEUE)
+        if entry is None:
             continue
-        group_pods = members.get(key, [])
-        allocated_pods = [pod for pod in group_pods if pod.allocated]
-        job_allocated = sum_amounts(pod.request for pod in allocated_pods)
-        usage[queue].elastic = add(
-            usage[queue].elastic, exceeded_part(job_allocated, group.min_resources or {})
+        members = totals.groups.get(key, GroupPods())
+        entry.elastic = add(
+            entry.elastic, exceeded_part(members.allocated, group.min_resources or {})
         )
-        if group.min_resources is not None and _reserves(group, len(allocated_pods)):
-            reserved = inqueue_reservation(group.min_resources, job_allocated)
-            gated = sum_amounts(pod.request for pod in group_pods if pod.scheduling_gated)
-            usage[queue].inqueue = add(usage[queue].inqueue, exceeded_part(reserved, gated))
+        if group.min_resources is not None and _reserves(group, members.allocated_pods):
+            reserved = inqueue_reservation(group.min_resources, members.allocated)
+            entry.inqueue = add(entry.inqueue, exceeded_part(reserved, members.gated))
     for entry in usage.values():
         entry.inqueue = nonzero(entry.inqueue)
         entry.elastic = nonzero(entry.elastic)
-    reasons = tuple(Reason("UnknownQueue", message) for message in sorted(unknown))
+    reasons = tuple(
+        Reason("UnknownQueue", f"{count} pod{' names' if count == 1 else 's name'} queue {queue!r}")
+        for queue, count in sorted(unknown.items())
+    )
     return Accounting(usage, reasons)
 
 
-def _accumulate(into: dict[str, int], amounts: Amounts) -> None:
+def _accumulate(into: dict[str, int], amounts: Mapping[str, int]) -> None:
     get = into.get
     for name, amount in amounts.items():
         into[name] = get(name, 0) + amount

@@ -3,13 +3,14 @@
 Steps (each policy is independent of the others):
 
 1. governance: which policy owns which queues and nodes (conflicts are reported, not guessed);
-2. accounting: every queue's allocated, request, inqueue and elastic from pods and PodGroups;
+2. accounting: every queue's allocated, request, inqueue and elastic from the pod totals and
+   PodGroups;
 3. per policy: the dense problem over its queues (sorted by name) and dimensions, then the
    policy's deserved;
 4. per queue: share and overused from deserved and allocated, plus reasons.
 
 Deterministic: no clock or global random source; Random order derives from ``now_seconds`` and
-``seed``. Complexity: O(pods + D · Q log Q) per policy.
+``seed``. Complexity: O(PodGroups + N + D · Q log Q) per policy; no pod is visited.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def deserved_shares(snapshot: ShareSnapshot) -> ShareResult:
         snapshot.policies, {node.name: node.labels for node in snapshot.nodes}, "node"
     )
     # 2. Accounting.
-    accounting = queue_usage(queues, snapshot.pods, snapshot.pod_groups)
+    accounting = queue_usage(queues, snapshot.totals, snapshot.pod_groups)
     results: dict[QueueName, QueueShare] = {}
     policies: dict[PolicyName, PolicyShare] = {}
     # 3. Per policy.

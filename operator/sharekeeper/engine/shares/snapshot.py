@@ -102,12 +102,57 @@ class PodGroupSnapshot:
     """Creation time (Unix seconds): older pending PodGroups are admitted first."""
 
 
+GroupKey = tuple[str, str]
+"""A PodGroup's ``(namespace, name)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Charges:
+    """What some pods hold and want: Σ requests of the bound ones and of all of them."""
+
+    allocated: Amounts = field(default_factory=dict)
+    request: Amounts = field(default_factory=dict)
+    pods: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPods:
+    """The non-terminal pods of one PodGroup, summed."""
+
+    allocated: Amounts = field(default_factory=dict)
+    allocated_pods: int = 0
+    gated: Amounts = field(default_factory=dict)
+    """Σ requests of its pending pods that still have scheduling gates."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodTotals:
+    """Every non-terminal pod, summed the ways the engines read them (``cluster.ledger`` keeps
+    these current per event, so a round never iterates pods).
+
+    A pod's charges go to exactly one of ``named``, ``grouped`` or ``unnamed``, by what it
+    names (see ``accounting``); which queue that ends up being is decided per round, because it
+    depends on PodGroups and on whether a ``default`` Queue exists.
+    """
+
+    named: Mapping[str, Charges] = field(default_factory=dict)
+    """Queue named by the pod's label or Volcano annotation -> its pods' charges."""
+    grouped: Mapping[GroupKey, Charges] = field(default_factory=dict)
+    """Pods that name no queue but a PodGroup, by PodGroup."""
+    unnamed: Charges = Charges()
+    """Pods that name neither: the ``default`` queue's, if it exists."""
+    groups: Mapping[GroupKey, GroupPods] = field(default_factory=dict)
+    """Every pod of a PodGroup, whatever queue it names, by PodGroup."""
+    node_used: Mapping[str, Amounts] = field(default_factory=dict)
+    """Node name -> Σ requests of the pods bound to it."""
+
+
 @dataclass(frozen=True, slots=True)
 class ShareSnapshot:
     policies: tuple[PolicySnapshot, ...] = ()
     queues: tuple[QueueSnapshot, ...] = ()
     nodes: tuple[NodeSnapshot, ...] = ()
-    pods: tuple[PodSnapshot, ...] = ()
+    totals: PodTotals = PodTotals()
     pod_groups: tuple[PodGroupSnapshot, ...] = ()
     now_seconds: float = 0.0
     """Only the Random elastic order reads it, bucketed by ``reshuffleSeconds``."""

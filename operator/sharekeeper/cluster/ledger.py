@@ -1,0 +1,136 @@
+"""Running totals of the pods, kept current per pod event: what a round reads instead of pods.
+
+``PodLedger.add``/``remove`` cost O(dimensions) per pod; ``totals()`` copies the buckets into
+a frozen ``PodTotals`` in O((queue names + PodGroups + nodes) x dimensions). An update is a
+``remove`` of the pod's previous record and an ``add`` of the new one, so the ledger never has
+to know what changed. Terminal pods hold nothing and are never added.
+
+Which bucket a pod's charges go to is the engine's rule (``accounting.pod_claim``); this room
+only keeps the sums. ``tests/cluster/test_ledger.py`` holds it equal to a from-scratch sum
+after random event sequences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+from sharekeeper.engine.resources import Amounts
+from sharekeeper.engine.shares import Charges, GroupPods, PodSnapshot, PodTotals
+from sharekeeper.engine.shares.accounting import pod_claim
+from sharekeeper.engine.shares.snapshot import GroupKey
+
+
+def _add(into: dict[str, int], amounts: Amounts, sign: int) -> None:
+    for name, amount in amounts.items():
+        value = into.get(name, 0) + sign * amount
+        if value:
+            into[name] = value
+        else:
+            into.pop(name, None)  # an emptied dimension leaves no zero behind
+
+
+class _Sums(Protocol):
+    pods: int
+
+    def change(self, pod: PodSnapshot, sign: int) -> None: ...
+
+
+_K = TypeVar("_K", bound=Hashable)
+_S = TypeVar("_S", bound=_Sums)
+
+
+@dataclass(slots=True)
+class _ChargeSums:
+    allocated: dict[str, int] = field(default_factory=dict)
+    request: dict[str, int] = field(default_factory=dict)
+    pods: int = 0
+
+    def change(self, pod: PodSnapshot, sign: int) -> None:
+        _add(self.request, pod.request, sign)
+        if pod.allocated:
+            _add(self.allocated, pod.request, sign)
+        self.pods += sign
+
+    def frozen(self) -> Charges:
+        return Charges(dict(self.allocated), dict(self.request), self.pods)
+
+
+@dataclass(slots=True)
+class _GroupSums:
+    allocated: dict[str, int] = field(default_factory=dict)
+    allocated_pods: int = 0
+    gated: dict[str, int] = field(default_factory=dict)
+    pods: int = 0
+
+    def change(self, pod: PodSnapshot, sign: int) -> None:
+        if pod.allocated:
+            _add(self.allocated, pod.request, sign)
+            self.allocated_pods += sign
+        elif pod.scheduling_gated:
+            _add(self.gated, pod.request, sign)
+        self.pods += sign
+
+    def frozen(self) -> GroupPods:
+        return GroupPods(dict(self.allocated), self.allocated_pods, dict(self.gated))
+
+
+@dataclass(slots=True)
+class _NodeSums:
+    used: dict[str, int] = field(default_factory=dict)
+    pods: int = 0
+
+    def change(self, pod: PodSnapshot, sign: int) -> None:
+        _add(self.used, pod.request, sign)
+        self.pods += sign
+
+
+class PodLedger:
+    def __init__(self) -> None:
+        self._named: dict[str, _ChargeSums] = {}
+        self._grouped: dict[GroupKey, _ChargeSums] = {}
+        self._unnamed = _ChargeSums()
+        self._groups: dict[GroupKey, _GroupSums] = {}
+        self._nodes: dict[str, _NodeSums] = {}
+
+    def add(self, pod: PodSnapshot) -> None:
+        self._change(pod, +1)
+
+    def remove(self, pod: PodSnapshot) -> None:
+        self._change(pod, -1)
+
+    def _change(self, pod: PodSnapshot, sign: int) -> None:
+        if pod.terminal:
+            return
+        claim = pod_claim(pod)
+        if claim[0] == "named":
+            _bucket(self._named, claim[1], _ChargeSums, pod, sign)
+        elif claim[0] == "grouped":
+            _bucket(self._grouped, claim[1], _ChargeSums, pod, sign)
+        else:
+            self._unnamed.change(pod, sign)
+        if pod.group_name:
+            _bucket(self._groups, (pod.namespace, pod.group_name), _GroupSums, pod, sign)
+        if pod.allocated and pod.node_name is not None:
+            _bucket(self._nodes, pod.node_name, _NodeSums, pod, sign)
+
+    def totals(self) -> PodTotals:
+        return PodTotals(
+            named={name: sums.frozen() for name, sums in self._named.items()},
+            grouped={key: sums.frozen() for key, sums in self._grouped.items()},
+            unnamed=self._unnamed.frozen(),
+            groups={key: sums.frozen() for key, sums in self._groups.items()},
+            node_used={name: dict(sums.used) for name, sums in self._nodes.items()},
+        )
+
+
+def _bucket(
+    buckets: dict[_K, _S], key: _K, make: Callable[[], _S], pod: PodSnapshot, sign: int
+) -> None:
+    sums = buckets.get(key)
+    if sums is None:
+        sums = buckets[key] = make()
+    sums.change(pod, sign)
+    if sums.pods == 0:
+        del buckets[key]  # the last pod left: nothing of it stays in memory or in a round

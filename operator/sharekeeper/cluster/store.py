@@ -1,0 +1,268 @@
+"""The cluster store: Nodes, Pods, Volcano PodGroups and Namespaces as our watches deliver them.
+
+Each kind's store is a watch sink (``cluster.watching.Sink``): every object is read into its
+small frozen record once, on arrival (``model``), and the raw body is dropped. The pod store
+keeps the running totals (``cluster.ledger``) and an index by node current per event, so a
+share round reads O(queues + nodes) values and a QoS check reads each node's own pods.
+
+An object that cannot be read is kept out (as if absent), logged once per distinct problem and
+counted in ``sharekeeper_unreadable_objects``; it never stops anything else. ``on_change`` is
+called when something a share round reads changed (not for node heartbeats or a pod's status
+conditions), so the recompute loop wakes only for news.
+
+Does not belong: talking to the API server (``cluster.watching``), computing (``engine``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from typing import Any, Generic, TypeVar
+
+from sharekeeper import telemetry
+from sharekeeper.cluster.ledger import PodLedger
+from sharekeeper.engine import qos
+from sharekeeper.engine.shares import NodeSnapshot, PodGroupSnapshot, PodTotals
+from sharekeeper.model.nodes import node_record
+from sharekeeper.model.objects import ModelError, Obj, describe, labels_of
+from sharekeeper.model.pods import pod_group_snapshot, pod_record
+from sharekeeper.model.records import NodeRecord, PodRecord
+
+logger = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
+R = TypeVar("R")
+PodKey = tuple[str, str]
+
+
+def _name(obj: Obj) -> str:
+    name = (obj.get("metadata") or {}).get("name")
+    if not isinstance(name, str) or not name:
+        raise ModelError(f"{describe(obj)}: metadata.name is missing")
+    return name
+
+
+def _namespaced(obj: Obj) -> PodKey:
+    namespace = (obj.get("metadata") or {}).get("namespace") or "default"
+    return (str(namespace), _name(obj))
+
+
+class KindStore(Generic[K, R]):
+    """One kind's records by key; a watch sink. Subclasses react to changes in ``changed``."""
+
+    kind = "object"
+
+    def __init__(self, read: Callable[[Obj], R], key: Callable[[Obj], K]) -> None:
+        self._read = read
+        self._key = key
+        self.records: dict[K, R] = {}
+        self._listing: set[K] | None = None
+        self._problems: dict[K, str] = {}
+
+    # --- the watch sink ---
+
+    def list_started(self) -> None:
+        self._listing = set()
+
+    def listed(self, objects: list[dict[str, Any]]) -> None:
+        for obj in objects:
+            key = self._upsert(obj)
+            if key is not None and self._listing is not None:
+                self._listing.add(key)
+
+    def list_finished(self) -> None:
+        listed = self._listing or set()
+        for key in [key for key in self.records if key not in listed]:
+            self._delete(key)
+        for key in [key for key in self._problems if key not in listed]:
+            self._forget_problem(key)
+        self._listing = None
+
+    def event(self, kind: str, obj: dict[str, Any]) -> None:
+        if kind == "DELETED":
+            try:
+                key = self._key(obj)
+            except ModelError:
+                return
+            self._delete(key)
+            self._forget_problem(key)
+        else:
+            self._upsert(obj)
+
+    # --- bookkeeping ---
+
+    def _upsert(self, obj: Obj) -> K | None:
+        try:
+            key = self._key(obj)
+        except ModelError as error:
+            logger.warning("ignoring a %s: %s", self.kind, error)
+            return None
+        try:
+            record = self._read(obj)
+        except ModelError as error:
+            self._problem(key, str(error))
+            self._delete(key)  # a record we can no longer read is not kept at its old value
+            return key
+        problem = self.problem_of(record)
+        if problem is None:
+            self._forget_problem(key)
+        else:
+            self._problem(key, problem)
+        old = self.records.get(key)
+        self.records[key] = record
+        self.changed(old, record)
+        return key
+
+    def _delete(self, key: K) -> None:
+        old = self.records.pop(key, None)
+        if old is not None:
+            self.changed(old, None)
+
+    def _problem(self, key: K, problem: str) -> None:
+        if self._problems.get(key) != problem:
+            logger.warning("ignoring %s %s: %s", self.kind, _key_text(key), problem)
+            self._problems[key] = problem
+            telemetry.UNREADABLE.labels(self.kind).set(len(self._problems))
+
+    def _forget_problem(self, key: K) -> None:
+        if self._problems.pop(key, None) is not None:
+            telemetry.UNREADABLE.labels(self.kind).set(len(self._problems))
+
+    @property
+    def problems(self) -> Mapping[K, str]:
+        """Objects (or parts of them) that could not be read, with the reason."""
+        return self._problems
+
+    def problem_of(self, record: R) -> str | None:
+        """A part of a kept record that could not be read."""
+        return None
+
+    def changed(self, old: R | None, new: R | None) -> None:
+        """Called after every add, update and removal (``None`` for absent)."""
+
+
+def _key_text(key: Hashable) -> str:
+    return "/".join(key) if isinstance(key, tuple) else str(key)
+
+
+class NodeStore(KindStore[str, NodeRecord]):
+    kind = "Node"
+
+    def __init__(self, on_change: Callable[[], None]) -> None:
+        super().__init__(node_record, _name)
+        self._on_change = on_change
+
+    def changed(self, old: NodeRecord | None, new: NodeRecord | None) -> None:
+        if old is None or new is None or _share_view(old) != _share_view(new):
+            self._on_change()
+
+    def sorted_records(self) -> list[NodeRecord]:
+        return [self.records[name] for name in sorted(self.records)]
+
+    def snapshots(self) -> tuple[NodeSnapshot, ...]:
+        return tuple(record.snapshot for record in self.sorted_records())
+
+
+def _share_view(record: NodeRecord) -> tuple[NodeSnapshot, Mapping[str, str]]:
+    return record.snapshot, record.annotations
+
+
+class PodStore(KindStore[PodKey, PodRecord]):
+    """Pods, with the running totals and the pods bound to each node kept current."""
+
+    kind = "Pod"
+
+    def __init__(self, ledger: PodLedger, on_change: Callable[[], None]) -> None:
+        super().__init__(pod_record, _namespaced)
+        self._ledger = ledger
+        self._on_change = on_change
+        self._by_node: dict[str, dict[PodKey, PodRecord]] = {}
+
+    def changed(self, old: PodRecord | None, new: PodRecord | None) -> None:
+        if old is not None:
+            self._ledger.remove(old.share)
+            self._unplace(old)
+        if new is not None:
+            self._ledger.add(new.share)
+            self._place(new)
+        if old is None or new is None or old.share != new.share:
+            self._on_change()
+
+    def problem_of(self, record: PodRecord) -> str | None:
+        return record.problem
+
+    def _place(self, record: PodRecord) -> None:
+        if record.share.allocated and record.share.node_name is not None:
+            key = (record.share.namespace, record.share.name)
+            self._by_node.setdefault(record.share.node_name, {})[key] = record
+
+    def _unplace(self, record: PodRecord) -> None:
+        node = record.share.node_name
+        if node is None or node not in self._by_node:
+            return
+        on_node = self._by_node[node]
+        on_node.pop((record.share.namespace, record.share.name), None)
+        if not on_node:
+            del self._by_node[node]
+
+    def on_node(self, node: str) -> Iterator[PodRecord]:
+        """The non-terminal pods bound to ``node``."""
+        return iter(list(self._by_node.get(node, {}).values()))
+
+    def qos_views_on(self, node: str) -> list[qos.PodSnapshot]:
+        return [record.qos for record in self.on_node(node) if record.qos is not None]
+
+
+class PodGroupStore(KindStore[PodKey, PodGroupSnapshot]):
+    kind = "PodGroup"
+
+    def __init__(self, on_change: Callable[[], None]) -> None:
+        super().__init__(pod_group_snapshot, _namespaced)
+        self._on_change = on_change
+
+    def changed(self, old: PodGroupSnapshot | None, new: PodGroupSnapshot | None) -> None:
+        if old != new:
+            self._on_change()
+
+    def snapshots(self) -> tuple[PodGroupSnapshot, ...]:
+        return tuple(self.records[key] for key in sorted(self.records))
+
+
+class NamespaceStore(KindStore[str, Mapping[str, str]]):
+    """Namespace labels, for QoS candidates' ``namespaceSelector``."""
+
+    kind = "Namespace"
+
+    def __init__(self) -> None:
+        super().__init__(labels_of, _name)
+
+
+class ClusterStore:
+    """Every kind our watches feed, and the pod totals. ``on_change`` may be set later (the
+    recompute loop's ``wake``)."""
+
+    def __init__(self, on_change: Callable[[], None] | None = None) -> None:
+        self.on_change = on_change
+        self.ledger = PodLedger()
+        self.nodes = NodeStore(self._changed)
+        self.pods = PodStore(self.ledger, self._changed)
+        self.pod_groups = PodGroupStore(self._changed)
+        self.namespaces = NamespaceStore()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
+    def totals(self) -> PodTotals:
+        return self.ledger.totals()
+
+    def load(self, objects: Iterable[Obj]) -> None:
+        """Put whole objects in, by kind, as a complete list would (``simulate``, tests)."""
+        stores: dict[str, KindStore[Any, Any]] = {
+            "Node": self.nodes,
+            "Pod": self.pods,
+            "PodGroup": self.pod_groups,
+            "Namespace": self.namespaces,
+        }
+        for obj in objects:
+            stores[str(obj.get("kind"))].listed([dict(obj)])

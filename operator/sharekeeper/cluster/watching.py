@@ -1,0 +1,419 @@
+"""Our own list-then-watch: keeps one store (a ``Sink``) in step with one kind in the API server.
+
+Belongs here: the HTTP conversation for one resource. A paginated LIST, then a WATCH with
+bookmarks resumed from the last resourceVersion; a relist when that version is too old (410);
+retries with backoff that never give up; discovery polling for an optional kind (Volcano
+PodGroups, whose CRD may be installed or deleted at any time). Objects reach the sink as the
+plain dicts ``json.loads`` makes: at 150,000 pods the cost per object is its parse and one sink
+call, so no lightkube models here.
+
+Does not belong: what an object means or how it is kept (the stores in ``cluster.store``), which
+kinds are watched and when the operator counts as ready (the wiring, with ``all_synced``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx2 as httpx  # lightkube's HTTP client
+from lightkube.config.client_adapter import AsyncClient, ConnectionParams
+from lightkube.config.kubeconfig import KubeConfig
+
+from sharekeeper import telemetry
+
+logger = logging.getLogger(__name__)
+
+Object = dict[str, Any]
+
+OBJECT_EVENTS = ("ADDED", "MODIFIED", "DELETED")
+CONNECT_TIMEOUT_SECONDS = 10.0
+REQUEST_TIMEOUT_SECONDS = 60.0  # one LIST page or discovery document, however loaded the server
+# The server ends each watch at timeoutSeconds; silence this much longer means a dead connection.
+WATCH_READ_MARGIN_SECONDS = 60.0
+
+
+def http_client() -> httpx.AsyncClient:
+    """A client for the API server, configured as lightkube configures its own: in-cluster
+    service account, else ``$KUBECONFIG``, else ``~/.kube/config``. Watches set their own read
+    timeout (above the server's watch timeout); everything else gets ``REQUEST_TIMEOUT_SECONDS``."""
+    config = KubeConfig.from_env().get()
+    assert config is not None  # get() without a default raises ConfigError instead
+    timeout = httpx.Timeout(REQUEST_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
+    return AsyncClient(config, ConnectionParams(timeout=timeout))
+
+
+class Sink(Protocol):
+    """Where a watch delivers objects (the store of one kind). Called on the event loop."""
+
+    def list_started(self) -> None:
+        """A LIST begins: remember which objects it delivers from now on."""
+        ...
+
+    def listed(self, objects: list[dict[str, Any]]) -> None:
+        """One page of a LIST: upsert each object."""
+        ...
+
+    def list_finished(self) -> None:
+        """The LIST is complete: remove every object not listed since ``list_started``."""
+        ...
+
+    def event(self, kind: str, obj: dict[str, Any]) -> None:
+        """One watch event: ``kind`` is "ADDED", "MODIFIED" or "DELETED"."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """What to list and watch. ``name`` labels the metrics and the logs ("pods", "nodes")."""
+
+    name: str
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    field_selector: str | None = None
+    optional: bool = False  # may not be served (a CRD installed later): poll discovery until it is
+
+    @property
+    def group_path(self) -> str:
+        """The discovery document of the resource's group version."""
+        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+
+    @property
+    def path(self) -> str:
+        """The collection: "/api/v1/pods", "/apis/scheduling.volcano.sh/v1beta1/podgroups"."""
+        return f"{self.group_path}/{self.plural}"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchSettings:
+    """How a ListWatch pages, how long each watch lasts, how it backs off, how often it polls."""
+
+    page_size: int = 500
+    watch_timeout_seconds: int = 270  # timeoutSeconds of each WATCH request
+    backoff_initial_seconds: float = 0.5
+    backoff_max_seconds: float = 30.0
+    discovery_interval_seconds: float = 30.0
+
+
+DEFAULT_SETTINGS = WatchSettings()
+
+
+def all_synced(watches: Iterable[ListWatch]) -> bool:
+    """Whether every watch has delivered its first complete list (readiness)."""
+    return all(watch.synced.is_set() for watch in watches)
+
+
+class _Expired(Exception):
+    """410 Gone: the resourceVersion or continue token is older than the server keeps."""
+
+
+class _NotServed(Exception):
+    """404 for an optional resource: its CRD is gone."""
+
+
+class _Failure(Exception):
+    """Anything else: retried after a backoff. ``reason`` is the metric label and the streak's
+    identity in the logs: "transport", "error" (an ERROR event), "http_<code>", "unexpected"."""
+
+    def __init__(
+        self,
+        reason: str,
+        detail: str,
+        *,
+        code: int | None = None,
+        retry_after: float | None = None,
+        traceback: bool = False,
+    ) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+        self.code = code
+        self.retry_after = retry_after
+        self.traceback = traceback
+
+
+@dataclass(slots=True)
+class _Listing:
+    """A LIST in progress: a failed page is asked for again, the pages before it are kept."""
+
+    continue_token: str | None = None
+    resource_version: str | None = None  # of the first page: all pages are one snapshot
+
+
+class ListWatch:
+    """Keeps ``sink`` in step with ``resource``: list, watch, relist when needed; never gives up.
+
+    ``synced`` is set once the first complete list reached the sink (for an optional resource
+    that is not served, as soon as discovery says so: there is nothing to wait for). ``served``
+    is False while an optional resource is not served.
+    """
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        resource: Resource,
+        sink: Sink,
+        settings: WatchSettings = DEFAULT_SETTINGS,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self._http = http
+        self._resource = resource
+        self._sink = sink
+        self._settings = settings
+        self._sleep = sleep
+        self._jitter = jitter
+        self.synced = asyncio.Event()
+        self.served = not resource.optional
+        self._resource_version: str | None = None  # where the next watch starts; None: list first
+        self._listing: _Listing | None = None
+        self._attempt = 0  # failures since the last success
+        self._failing: str | None = None  # reason of the current failure streak, logged once
+        self._watch_timeout = httpx.Timeout(
+            connect=http.timeout.connect,
+            read=settings.watch_timeout_seconds + WATCH_READ_MARGIN_SECONDS,
+            write=http.timeout.write,
+            pool=http.timeout.pool,
+        )
+        selector = resource.field_selector
+        self._selector = {"fieldSelector": selector} if selector else {}
+        self._event_counters = {
+            kind: telemetry.WATCH_EVENTS.labels(resource.name, kind)
+            for kind in (*OBJECT_EVENTS, "BOOKMARK", "ERROR")
+        }
+        telemetry.WATCH_SYNCED.labels(resource.name).set(0)
+        if resource.optional:
+            telemetry.WATCH_SERVED.labels(resource.name).set(0)
+
+    async def run(self) -> None:
+        """List and watch until cancelled; never raises anything but CancelledError."""
+        while True:
+            try:
+                await self._step()
+            except _Expired:
+                logger.info("%s: resourceVersion too old (410), relisting", self._resource.name)
+                self._start_over("expired")
+            except _NotServed:
+                await self._no_longer_served()
+            except _Failure as failure:
+                await self._back_off(failure)
+            except Exception as error:
+                # A malformed answer or a failing sink: the store may have missed an event.
+                self._start_over("error")
+                await self._back_off(_Failure("unexpected", repr(error), traceback=True))
+
+    async def _step(self) -> None:
+        if not self.served:
+            await self._discover()
+            if not self.served:
+                await self._sleep(self._settings.discovery_interval_seconds)
+                return
+        if self._resource_version is None:
+            await self._list()
+        await self._watch()
+
+    async def _discover(self) -> None:
+        resource = self._resource
+        response = await self._get(resource.group_path)
+        if response.status_code == 404:
+            served = False
+        elif response.status_code == 200:
+            served = any(r.get("name") == resource.plural for r in response.json()["resources"])
+        else:
+            raise self._refusal(response)
+        self._recovered()
+        if served:
+            logger.info("%s: now served, listing it", resource.name)
+        elif not self.synced.is_set():
+            logger.info(
+                "%s: not served (its CRD is not installed); checking every %gs",
+                resource.name, self._settings.discovery_interval_seconds,
+            )  # fmt: skip
+        self._set_served(served)
+
+    async def _list(self) -> None:
+        if self._listing is None:
+            self._sink.list_started()
+            self._listing = _Listing()
+        listing = self._listing
+        while True:
+            params = {"limit": str(self._settings.page_size), **self._selector}
+            if listing.continue_token:
+                params["continue"] = listing.continue_token
+            response = await self._get(self._resource.path, params)
+            if response.status_code != 200:
+                raise self._refusal(response)
+            page = response.json()
+            self._recovered()
+            metadata = page["metadata"]
+            if listing.resource_version is None:
+                listing.resource_version = metadata["resourceVersion"]
+            self._sink.listed(page.get("items") or [])
+            listing.continue_token = metadata.get("continue")
+            if not listing.continue_token:
+                break
+        self._listing = None
+        self._sink.list_finished()
+        self._resource_version = listing.resource_version
+        telemetry.WATCH_LISTS.labels(self._resource.name).inc()
+        if not self.synced.is_set():
+            logger.info("%s: synced", self._resource.name)
+            self.synced.set()
+            telemetry.WATCH_SYNCED.labels(self._resource.name).set(1)
+
+    async def _watch(self) -> None:
+        params = {
+            "watch": "true",
+            "resourceVersion": self._resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(self._settings.watch_timeout_seconds),
+            **self._selector,
+        }
+        try:
+            async with self._http.stream(
+                "GET", self._resource.path, params=params, timeout=self._watch_timeout
+            ) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    raise self._refusal(response)
+                async for line in response.aiter_lines():
+                    if line:
+                        self._on_event(json.loads(line))
+                        if self._failing is not None:
+                            self._recovered()
+        except httpx.TransportError as error:
+            self._count_restart("transport")
+            raise _Failure("transport", repr(error)) from error
+        except _Failure as failure:
+            self._count_restart(failure.reason)
+            raise
+        self._recovered()
+        self._count_restart("timeout")
+
+    def _on_event(self, event: Object) -> None:
+        kind = event["type"]
+        obj = event["object"]
+        counter = self._event_counters.get(kind)
+        if counter is not None:
+            counter.inc()
+        if kind in OBJECT_EVENTS:
+            self._sink.event(kind, obj)
+            self._resource_version = obj["metadata"]["resourceVersion"]
+        elif kind == "BOOKMARK":
+            self._resource_version = obj["metadata"]["resourceVersion"]
+        elif kind == "ERROR":
+            code = obj.get("code")
+            raise self._classify(code if isinstance(code, int) else None, obj, reason="error")
+
+    async def _get(self, path: str, params: dict[str, str] | None = None) -> httpx.Response:
+        try:
+            return await self._http.get(path, params=params)
+        except httpx.TransportError as error:
+            raise _Failure("transport", repr(error)) from error
+
+    def _refusal(self, response: httpx.Response) -> Exception:
+        """What a non-200 answer means; its body is usually a Status, sometimes plain text."""
+        try:
+            status = response.json()
+        except ValueError:
+            status = None
+        if not isinstance(status, dict):
+            status = {"message": response.text[:300]}
+        code = response.status_code
+        retry_after = _seconds(response.headers.get("Retry-After")) if code == 429 else None
+        return self._classify(code, status, reason=f"http_{code}", retry_after=retry_after)
+
+    def _classify(
+        self, code: int | None, status: Object, *, reason: str, retry_after: float | None = None
+    ) -> Exception:
+        if code == 410 or status.get("reason") in ("Expired", "Gone"):
+            return _Expired()
+        if code == 404 and self._resource.optional:
+            return _NotServed()
+        detail = str(status.get("message") or status.get("reason") or "").strip()
+        return _Failure(reason, detail, code=code, retry_after=retry_after)
+
+    def _count_restart(self, reason: str) -> None:
+        telemetry.WATCH_RESTARTS.labels(self._resource.name, reason).inc()
+
+    def _start_over(self, reason: str) -> None:
+        telemetry.WATCH_RELISTS.labels(self._resource.name, reason).inc()
+        self._resource_version = None
+        self._listing = None
+
+    async def _no_longer_served(self) -> None:
+        logger.info(
+            "%s: no longer served (its CRD was deleted); emptying its store, checking every %gs",
+            self._resource.name, self._settings.discovery_interval_seconds,
+        )  # fmt: skip
+        self._sink.list_started()
+        self._sink.list_finished()
+        self._resource_version = None
+        self._listing = None
+        self._set_served(False)
+        # Discovery may still list the resource for a moment: ask again only after a while.
+        await self._sleep(self._settings.discovery_interval_seconds)
+
+    def _set_served(self, served: bool) -> None:
+        self.served = served
+        telemetry.WATCH_SERVED.labels(self._resource.name).set(1 if served else 0)
+        if not served and not self.synced.is_set():
+            self.synced.set()  # nothing to list, nothing to wait for
+            telemetry.WATCH_SYNCED.labels(self._resource.name).set(1)
+
+    async def _back_off(self, failure: _Failure) -> None:
+        if failure.reason != self._failing:
+            self._log_failure(failure)
+            self._failing = failure.reason
+        delay = self._delay(failure)
+        self._attempt += 1
+        await self._sleep(delay)
+
+    def _delay(self, failure: _Failure) -> float:
+        settings = self._settings
+        if failure.code in (401, 403):
+            return settings.backoff_max_seconds  # nothing changes soon: no point asking often
+        if failure.retry_after is not None:
+            return min(failure.retry_after, settings.backoff_max_seconds)
+        # The exponent is capped because 2.0 ** attempt overflows a float after ~1000 attempts
+        # (hours at the maximum delay); the ceiling is reached long before.
+        ceiling = settings.backoff_initial_seconds * 2.0 ** min(self._attempt, 64)
+        return self._jitter() * min(settings.backoff_max_seconds, ceiling)
+
+    def _log_failure(self, failure: _Failure) -> None:
+        name = self._resource.name
+        if failure.code in (401, 403):
+            logger.error(
+                "%s: the operator lacks permission to list/watch %s (HTTP %d: %s); check its "
+                "ServiceAccount and RBAC. Retrying every %gs",
+                name, self._resource.path, failure.code, failure.detail,
+                self._settings.backoff_max_seconds,
+            )  # fmt: skip
+        else:
+            logger.warning(
+                "%s: list/watch failed (%s: %s); retrying with backoff",
+                name, failure.reason, failure.detail, exc_info=failure.traceback,
+            )  # fmt: skip
+
+    def _recovered(self) -> None:
+        if self._failing is not None:
+            logger.info(
+                "%s: recovered after %d failed attempts", self._resource.name, self._attempt
+            )
+        self._failing = None
+        self._attempt = 0
+
+
+def _seconds(retry_after: str | None) -> float | None:
+    """A Retry-After header in seconds (the API server sends an integer); None without one."""
+    try:
+        return float(retry_after) if retry_after is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,54 @@
+"""``/healthz`` and ``/readyz`` on the liveness port.
+
+- ``/healthz`` (liveness): 200 with the loops' counters while every loop and watch task runs;
+  500 naming the task that stopped.
+- ``/readyz`` (readiness): 200 once every initial list is in the store; 503 before, with which
+  lists are still missing. A replica that is not ready has computed nothing yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from aiohttp import web
+
+from sharekeeper.cluster.watching import ListWatch
+
+
+class Probes:
+    def __init__(
+        self,
+        tasks: Sequence[asyncio.Task[None]],
+        watches: Mapping[str, ListWatch],
+        counters: Callable[[], Mapping[str, int]],
+    ) -> None:
+        self._tasks = tasks
+        self._watches = watches
+        self._counters = counters
+        self._runner: web.AppRunner | None = None
+
+    async def start(self, host: str, port: int) -> None:
+        app = web.Application()
+        app.router.add_get("/healthz", self._health)
+        app.router.add_get("/readyz", self._ready)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, host, port).start()
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _health(self, _: web.Request) -> web.Response:
+        stopped = [task.get_name() for task in self._tasks if task.done()]
+        if stopped:
+            return web.json_response({"stopped": stopped}, status=500)
+        return web.json_response(dict(self._counters()))
+
+    async def _ready(self, _: web.Request) -> web.Response:
+        lists = {name: watch.synced.is_set() for name, watch in self._watches.items()}
+        ready = all(lists.values())
+        body: dict[str, Any] = {"ready": ready, "lists": lists}
+        return web.json_response(body, status=200 if ready else 503)
