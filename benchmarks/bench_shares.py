@@ -5,7 +5,8 @@ guarantees on a tenth of them, capabilities on a third), Q/10 nodes and two pods
 (one running, one pending). Best of 5 runs, two figures per policy:
 
 - ``policy``: the share computation itself (``policy_deserved`` on the dense problem);
-- ``end-to-end``: ``deserved_shares`` on the whole snapshot: governance, pod accounting, the
+- ``end-to-end``: ``deserved_shares`` on the whole snapshot: governance, per-queue accounting
+  from the pod totals (kept per event by the operator's store, so pods are not visited), the
   dense problem, the policy and the per-queue results.
 """
 
@@ -16,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from sharekeeper.cluster.ledger import PodLedger
 from sharekeeper.engine.shares import (
     NodeSnapshot,
     PodSnapshot,
@@ -73,7 +75,10 @@ def cluster(queues: int, seed: int = 1) -> ShareSnapshot:
         for i in range(queues)
         for running in (True, False)
     )
-    return ShareSnapshot(queues=queue_snapshots, nodes=nodes, pods=pods)
+    ledger = PodLedger()  # what the operator's store keeps current per event
+    for pod in pods:
+        ledger.add(pod)
+    return ShareSnapshot(queues=queue_snapshots, nodes=nodes, totals=ledger.totals())
 
 
 def best_seconds(run: Callable[[], object], repeat: int = 5) -> float:
@@ -88,7 +93,7 @@ def best_seconds(run: Callable[[], object], repeat: int = 5) -> float:
 def timings(snapshot: ShareSnapshot, sharing: Sharing) -> tuple[float, float]:
     policy = PolicySnapshot(PolicyName("bench"), sharing=sharing)
     whole = replace(snapshot, policies=(policy,))
-    usage = queue_usage([q.name for q in snapshot.queues], snapshot.pods, ()).usage
+    usage = queue_usage([q.name for q in snapshot.queues], snapshot.totals, ()).usage
     problem = share_problem(
         policy, sorted(snapshot.queues, key=lambda q: q.name), snapshot.nodes, usage
     )

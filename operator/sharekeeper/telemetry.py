@@ -15,8 +15,12 @@ QUEUE_ALLOCATED = Gauge(
 QUEUE_SHARE = Gauge("sharekeeper_queue_share", "Largest allocated/deserved ratio", ["queue"])
 QUEUE_OVERUSED = Gauge("sharekeeper_queue_overused", "1 when allocated exceeds deserved", ["queue"])
 RECOMPUTE_SECONDS = Histogram(
-    "sharekeeper_recompute_seconds", "Time of one snapshot -> engine -> publish round",
+    "sharekeeper_recompute_seconds", "Time of one round's snapshot -> engines -> diff",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)  # fmt: skip
+ROUND_WRITES_SECONDS = Histogram(
+    "sharekeeper_round_writes_seconds", "Time of one round's writes (status and node patches)",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
 )  # fmt: skip
 WRITES = Counter(
     "sharekeeper_writes_total", "API writes by kind of object and outcome", ["kind", "outcome"]

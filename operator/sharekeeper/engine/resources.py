@@ -89,8 +89,9 @@ def dimensions(vectors: Iterable[Amounts]) -> tuple[str, ...]:
 def dense(rows: Sequence[Amounts], names: Sequence[str], *, missing: int = 0) -> Vectors:
     """Sparse rows as a ``len(rows) x len(names)`` integer matrix."""
     defaults = [missing] * len(names)
-    # map(dict.get, names, defaults) is the fastest per-row gather CPython offers here.
-    table = [list(map(amounts.get, names, defaults)) for amounts in rows]
+    # map(dict.get, names, defaults) is the fastest per-row gather CPython offers here; most
+    # queues set no guarantee or capability, and an empty row needs no gather at all.
+    table = [list(map(amounts.get, names, defaults)) if amounts else defaults for amounts in rows]
     return np.array(table, dtype=np.int64).reshape(len(rows), len(names))
 
 

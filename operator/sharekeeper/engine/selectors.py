@@ -37,6 +37,10 @@ class LabelSelector:
     match_labels: Mapping[str, str] = field(default_factory=dict)
     requirements: tuple[Requirement, ...] = ()
 
+    @property
+    def empty(self) -> bool:
+        return not self.match_labels and not self.requirements
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         return all(labels.get(key) == value for key, value in self.match_labels.items()) and all(
             requirement.matches(labels) for requirement in self.requirements

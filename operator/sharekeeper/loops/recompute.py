@@ -26,7 +26,9 @@ from sharekeeper.cluster.snapshots import (
     specs,
 )
 from sharekeeper.cluster.store import ClusterStore
-from sharekeeper.engine.shares import ShareResult
+from sharekeeper.engine.admission import NodePolicy
+from sharekeeper.engine.shares import ShareResult, ShareSnapshot
+from sharekeeper.engine.shares.snapshot import PolicyName
 from sharekeeper.loops.echoes import Echoes
 from sharekeeper.model.nodes import SHARE_ANNOTATIONS
 from sharekeeper.model.objects import rfc3339
@@ -130,38 +132,39 @@ class Recompute:
         stamp = rfc3339(now)
         # 1. One consistent snapshot of everything the engines read: totals, not pods.
         indexes, store = self._indexes, self._store
-        policies_now = policy_records(indexes)
+        queues_now, policies_now = queue_records(indexes), policy_records(indexes)
         snapshot = share_snapshot(
             store,
-            specs(queue_records(indexes)),
+            specs(queues_now),
             [spec.shares for spec in specs(policies_now)],
             now_seconds=now,
         )
-        # 2. The engines: pure, the same call `sharekeeper simulate` makes. In a worker thread,
-        #    so that watches and the liveness probe stay served while thousands of queues compute.
-        published = await asyncio.to_thread(publication, snapshot, node_policies(policies_now))
-        # 3. Only what differs from what the objects hold now (or what we just wrote to them).
-        queues = self._with_written("Queue", queue_records(indexes))
-        policies = self._with_written("SchedulerPolicy", policy_records(indexes))
-        writes = queue_writes(queues, published.queues, now=stamp)
-        writes += policy_writes(policies, published.policies, now=stamp)
-        nodes = annotation_writes(
-            self._with_written_annotations(store.nodes.sorted_records()),
-            published.nodes,
-            SHARE_ANNOTATIONS,
+        queues = self._with_written("Queue", queues_now)
+        policies = self._with_written("SchedulerPolicy", policies_now)
+        nodes = self._with_written_annotations(store.nodes.sorted_records())
+        # 2. The engines (the same call `sharekeeper simulate` makes) and the diff against what
+        #    the objects hold (or what we just wrote to them), in a worker thread, so that watches
+        #    and the probes stay served while thousands of queues compute.
+        decided = await asyncio.to_thread(
+            _decide, snapshot, node_policies(policies_now), queues, policies, nodes, stamp=stamp
         )
-        await asyncio.gather(
-            *(self._apply(write) for write in writes),
-            *(self._annotate(write) for write in nodes),
-        )
-        self._export_metrics(published.shares)
-        self.rounds += 1
         telemetry.RECOMPUTE_SECONDS.observe(time.perf_counter() - started)
-        if writes or nodes:
+        # 3. The writes: a queue whose spec just changed first (someone is looking at it).
+        started = time.perf_counter()
+        await asyncio.gather(
+            *(self._apply(write) for write in decided.statuses),
+            *(self._annotate(write) for write in decided.annotations),
+        )
+        telemetry.ROUND_WRITES_SECONDS.observe(time.perf_counter() - started)
+        self.rounds += 1
+        if decided.statuses or decided.annotations:
             logger.info(
-                "round %d: %d status and %d node writes", self.rounds, len(writes), len(nodes)
+                "round %d: %d status and %d node writes",
+                self.rounds,
+                len(decided.statuses),
+                len(decided.annotations),
             )
-        return published
+        return decided.publication
 
     def _with_written(self, kind: Kind, records: Iterable[OwnRecord[Any]]) -> list[OwnRecord[Any]]:
         return [
@@ -187,13 +190,38 @@ class Recompute:
         for transition in write.transitions:
             await self._writer.event(write.kind, write.name, write.uid, transition)
 
-    @staticmethod
-    def _export_metrics(result: ShareResult) -> None:
-        for name, share in result.queues.items():
-            _set_amounts(telemetry.QUEUE_DESERVED, name, share.deserved)
-            _set_amounts(telemetry.QUEUE_ALLOCATED, name, share.allocated)
-            telemetry.QUEUE_SHARE.labels(name).set(float(share.share))
-            telemetry.QUEUE_OVERUSED.labels(name).set(1 if share.overused else 0)
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    publication: Publication
+    statuses: list[StatusWrite]
+    annotations: list[AnnotationWrite]
+
+
+def _decide(
+    snapshot: ShareSnapshot,
+    policies_by_name: Mapping[PolicyName, NodePolicy],
+    queues: list[OwnRecord[Any]],
+    policies: list[OwnRecord[Any]],
+    nodes: list[NodeRecord],
+    *,
+    stamp: str,
+) -> Decision:
+    published = publication(snapshot, policies_by_name)
+    statuses = queue_writes(queues, published.queues, now=stamp)
+    statuses += policy_writes(policies, published.policies, now=stamp)
+    statuses.sort(key=lambda write: not write.spec_changed)  # stable: name order otherwise
+    annotations = annotation_writes(nodes, published.nodes, SHARE_ANNOTATIONS)
+    _export_metrics(published.shares)
+    return Decision(published, statuses, annotations)
+
+
+def _export_metrics(result: ShareResult) -> None:
+    for name, share in result.queues.items():
+        _set_amounts(telemetry.QUEUE_DESERVED, name, share.deserved)
+        _set_amounts(telemetry.QUEUE_ALLOCATED, name, share.allocated)
+        telemetry.QUEUE_SHARE.labels(name).set(float(share.share))
+        telemetry.QUEUE_OVERUSED.labels(name).set(1 if share.overused else 0)
 
 
 def _set_amounts(gauge: Any, queue: str, amounts: Mapping[str, int]) -> None:

@@ -36,6 +36,8 @@ class StatusWrite:
     status: Json
     """The whole status after the patch: what the object will hold."""
     transitions: tuple[Transition, ...]
+    spec_changed: bool = False
+    """The status has not seen the object's current generation yet: a person just changed it."""
 
 
 def queue_writes(
@@ -105,4 +107,5 @@ def status_write(
     if not patch:
         return None
     changes = transitions(current_conditions, status["conditions"], watched)
-    return StatusWrite(kind, record.name, record.uid, patch, status, tuple(changes))
+    spec_changed = current.get("observedGeneration") != record.generation
+    return StatusWrite(kind, record.name, record.uid, patch, status, tuple(changes), spec_changed)

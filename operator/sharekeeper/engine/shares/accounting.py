@@ -64,40 +64,56 @@ class QueueUsage:
     elastic: dict[str, int] = field(default_factory=dict)
 
 
+NO_USAGE = QueueUsage()
+"""What a queue without pods or PodGroups uses; shared, so never mutated."""
+
+
 @dataclass(frozen=True, slots=True)
 class Accounting:
     usage: Mapping[QueueName, QueueUsage]
+    """Only the queues that use something: look up with ``usage.get(name, NO_USAGE)``."""
     reasons: tuple[Reason, ...]
 
 
 def queue_usage(
     queues: Iterable[QueueName], totals: PodTotals, pod_groups: Iterable[PodGroupSnapshot]
 ) -> Accounting:
-    usage = {name: QueueUsage() for name in queues}
+    known = set(queues)
+    usage: dict[QueueName, QueueUsage] = {}
     groups = {(group.namespace, group.name): group for group in pod_groups}
     unknown: dict[str, int] = {}
+
+    def entry_of(queue: str) -> QueueUsage | None:
+        name = QueueName(queue)
+        if name not in known:
+            return None
+        entry = usage.get(name)
+        if entry is None:
+            entry = usage[name] = QueueUsage()
+        return entry
 
     def charge(queue: str | None, charges: Charges) -> None:
         if queue is None:
             return
-        entry = usage.get(QueueName(queue))
+        entry = entry_of(queue)
         if entry is None:
             unknown[queue] = unknown.get(queue, 0) + charges.pods
             return
         _accumulate(entry.request, charges.request)
         _accumulate(entry.allocated, charges.allocated)
 
-    default = DEFAULT_QUEUE if DEFAULT_QUEUE in usage else None
+    default = DEFAULT_QUEUE if DEFAULT_QUEUE in known else None
     # 1. Pods: allocated and request, by what they name.
     for queue, charges in totals.named.items():
         charge(queue, charges)
     for key, charges in totals.grouped.items():
         group = groups.get(key)
         charge(group.queue if group is not None and group.queue else default, charges)
-    charge(default, totals.unnamed)
+    if totals.unnamed.pods:
+        charge(default, totals.unnamed)
     # 2. PodGroups: inqueue and elastic, charged to the PodGroup's own queue.
     for key, group in sorted(groups.items()):
-        entry = usage.get(QueueName(group.queue) if group.queue else DEFAULT_QUEUE)
+        entry = entry_of(group.queue or DEFAULT_QUEUE)
         if entry is None:
             continue
         members = totals.groups.get(key, GroupPods())
@@ -108,8 +124,10 @@ def queue_usage(
             reserved = inqueue_reservation(group.min_resources, members.allocated)
             entry.inqueue = add(entry.inqueue, exceeded_part(reserved, members.gated))
     for entry in usage.values():
-        entry.inqueue = nonzero(entry.inqueue)
-        entry.elastic = nonzero(entry.elastic)
+        if entry.inqueue:
+            entry.inqueue = nonzero(entry.inqueue)
+        if entry.elastic:
+            entry.elastic = nonzero(entry.elastic)
     reasons = tuple(
         Reason("UnknownQueue", f"{count} pod{' names' if count == 1 else 's name'} queue {queue!r}")
         for queue, count in sorted(unknown.items())
@@ -118,6 +136,9 @@ def queue_usage(
 
 
 def _accumulate(into: dict[str, int], amounts: Mapping[str, int]) -> None:
+    if not into:
+        into.update(amounts)  # the common case: one source of charges per queue
+        return
     get = into.get
     for name, amount in amounts.items():
         into[name] = get(name, 0) + amount

@@ -29,7 +29,7 @@ from sharekeeper.engine.resources import (
     sparse_rows,
     sum_amounts,
 )
-from sharekeeper.engine.shares.accounting import QueueUsage, queue_usage
+from sharekeeper.engine.shares.accounting import NO_USAGE, QueueUsage, queue_usage
 from sharekeeper.engine.shares.capacity import capacity_deserved
 from sharekeeper.engine.shares.common import ShareProblem, dominant_shares
 from sharekeeper.engine.shares.governance import governance
@@ -47,6 +47,7 @@ from sharekeeper.engine.shares.snapshot import (
     Reason,
     ShareResult,
     ShareSnapshot,
+    Sharing,
 )
 
 
@@ -96,7 +97,7 @@ def deserved_shares(snapshot: ShareSnapshot) -> ShareResult:
             reason = Reason("Conflict", f"selected by several policies: {owners}")
         else:
             reason = Reason("NoPolicy", "no SchedulerPolicy selects this queue")
-        results[name] = _ungoverned(queue, accounting.usage[name], reason)
+        results[name] = _ungoverned(queue, accounting.usage.get(name, NO_USAGE), reason)
     return ShareResult(queues=results, policies=policies, reasons=accounting.reasons)
 
 
@@ -107,15 +108,15 @@ def share_problem(
     usage: Mapping[QueueName, QueueUsage],
 ) -> ShareProblem:
     """The dense problem of one policy: its queues (sorted by name) over its dimensions."""
-    sharing = policy.sharing
-    ignore_guarantees = sharing.policy == "ProportionOptimize" and not sharing.guarantee_enable
+    ignore_guarantees = _ignores_guarantees(policy.sharing)
     guarantees = [{} if ignore_guarantees else queue.guarantee for queue in governed]
     capabilities = [capability_bound(queue.capability) for queue in governed]
     total = sum_amounts(node.allocatable for node in nodes)
+    used = [usage.get(queue.name, NO_USAGE) for queue in governed]
     names = dimensions(
         [total, *guarantees, *capabilities]
         + [queue.deserved for queue in governed]
-        + [usage[queue.name].request for queue in governed]
+        + [entry.request for entry in used]
     )
     return ShareProblem(
         queues=tuple(queue.name for queue in governed),
@@ -124,9 +125,12 @@ def share_problem(
         weights=np.array([queue.weight for queue in governed], dtype=np.int64),
         guarantee=dense(guarantees, names),
         capability=dense(capabilities, names, missing=UNLIMITED),
-        spec_deserved=dense([queue.deserved for queue in governed], names),
-        allocated=dense([usage[queue.name].allocated for queue in governed], names),
-        request=dense([usage[queue.name].request for queue in governed], names),
+        # Only Capacity reads spec.deserved (its dimensions still show in every policy's).
+        spec_deserved=dense([queue.deserved for queue in governed], names)
+        if policy.sharing.policy == "Capacity"
+        else np.zeros((len(governed), len(names)), dtype=np.int64),
+        allocated=dense([entry.allocated for entry in used], names),
+        request=dense([entry.request for entry in used], names),
     )
 
 
@@ -182,20 +186,21 @@ def _policy_shares(
         sparse_rows(problem.real_capability, names),
         shares.tolist(),
         overused,
-        sparse_rows(problem.guarantee, names),
         strict=True,
     )
+    ignore_guarantees = _ignores_guarantees(sharing)
     results: dict[QueueName, QueueShare] = {}
-    for queue, queue_deserved, real_capability, share, is_overused, guarantee in rows:
-        entry = usage[queue.name]
+    for queue, queue_deserved, real_capability, share, is_overused in rows:
+        entry = usage.get(queue.name, NO_USAGE)
         results[queue.name] = QueueShare(
             policy=policy.name,
             state=queue.state,
             deserved=queue_deserved,
-            guarantee=nonzero(guarantee),
+            guarantee={} if ignore_guarantees or not queue.guarantee else nonzero(queue.guarantee),
             real_capability=real_capability,
-            allocated=nonzero(entry.allocated),
-            request=nonzero(entry.request),
+            # Sums of the pod totals, which hold no zeros: nothing to filter.
+            allocated=entry.allocated,
+            request=entry.request,
             inqueue=entry.inqueue,
             elastic={} if ignore_elastic else entry.elastic,
             share=share,
@@ -210,6 +215,10 @@ def _policy_shares(
         reasons=reasons,
     )
     return results, summary
+
+
+def _ignores_guarantees(sharing: Sharing) -> bool:
+    return sharing.policy == "ProportionOptimize" and not sharing.guarantee_enable
 
 
 def _ungoverned(queue: QueueSnapshot, usage: QueueUsage, reason: Reason) -> QueueShare:

@@ -32,10 +32,17 @@ def governance(
     owner: dict[str, PolicyName] = {}
     contested: dict[str, tuple[PolicyName, ...]] = {}
     ordered = sorted(policies, key=lambda policy: policy.name)
+    selectors = [(policy.name, _selector(policy, selector_of)) for policy in ordered]
+    everywhere = tuple(name for name, selector in selectors if selector.empty)
+    picky = [(name, selector) for name, selector in selectors if not selector.empty]
     for name, labels in labels_by_name.items():
-        matching = tuple(
-            policy.name for policy in ordered if _selector(policy, selector_of).matches(labels)
-        )
+        matching = everywhere
+        if picky:
+            matching = tuple(
+                policy
+                for policy, selector in selectors
+                if selector.empty or selector.matches(labels)
+            )
         if len(matching) == 1:
             owner[name] = matching[0]
         elif matching:
