@@ -29,7 +29,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -266,6 +266,8 @@ class ControlPlane:
     pids: dict[str, int] = field(default_factory=dict)
     # Our own children, kept so that stop() reaps them; empty when loaded from a state file.
     children: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
+    # etcd's client URL (plain HTTP on loopback): its JSON gateway answers /v3/kv/... requests.
+    etcd_url: str = ""
 
     @property
     def audit_log(self) -> Path:
@@ -297,6 +299,7 @@ class ControlPlane:
             "bin_dir": str(self.bin_dir),
             "admin_token": self.admin_token,
             "pids": self.pids,
+            "etcd_url": self.etcd_url,
         }
 
     @classmethod
@@ -310,6 +313,7 @@ class ControlPlane:
             bin_dir=Path(str(state["bin_dir"])),
             admin_token=str(state["admin_token"]),
             pids={str(k): int(v) for k, v in pids.items()},
+            etcd_url=str(state.get("etcd_url", "")),
         )
 
     def alive(self) -> bool:
@@ -361,11 +365,13 @@ def start(
     detached: bool = False,
     version: str = KUBERNETES_VERSION,
     timeout: float = 90.0,
+    apiserver_flags: Sequence[str] = (),
 ) -> ControlPlane:
     """Start etcd and kube-apiserver on free loopback ports and wait until the API is ready.
 
     ``detached`` processes outlive the caller (the ``local-cluster up`` command); otherwise they
-    are killed with it, so an interrupted test run leaves nothing behind.
+    are killed with it, so an interrupted test run leaves nothing behind. ``apiserver_flags`` go
+    last on kube-apiserver's command line, so they override ours (e.g. ``--watch-cache=false``).
     """
     binaries = ensure_binaries(version)
     if workdir is None:
@@ -391,7 +397,7 @@ def start(
         )
         front_proxy_ca = openssl_ca(workdir, "front-proxy-ca")
         proxy_client = openssl_cert(workdir, FRONT_PROXY_CLIENT, front_proxy_ca, usage="clientAuth")
-        etcd_url = f"http://127.0.0.1:{etcd_port}"
+        etcd_url = plane.etcd_url = f"http://127.0.0.1:{etcd_port}"
         _spawn(
             plane,
             "etcd",
@@ -446,6 +452,7 @@ def start(
                 f"--proxy-client-cert-file={proxy_client[0]}",
                 f"--proxy-client-key-file={proxy_client[1]}",
                 "--v=1",
+                *apiserver_flags,
             ],
             detached,
         )
@@ -524,8 +531,10 @@ def write_token_kubeconfig(plane: ControlPlane, path: Path, token: str, user: st
 
 
 @contextlib.contextmanager
-def running(workdir: Path | None = None) -> Iterator[ControlPlane]:
-    plane = start(workdir)
+def running(
+    workdir: Path | None = None, *, apiserver_flags: Sequence[str] = ()
+) -> Iterator[ControlPlane]:
+    plane = start(workdir, apiserver_flags=apiserver_flags)
     try:
         yield plane
     finally:

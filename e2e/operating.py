@@ -11,10 +11,12 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+
+from prometheus_client.parser import text_string_to_metric_families
 
 import controlplane
 
@@ -42,6 +44,7 @@ class Operator:
     process: subprocess.Popen[bytes]
     liveness_port: int
     log: Path
+    metrics_port: int = 0
 
     def health(self) -> dict[str, Any]:
         url = f"http://127.0.0.1:{self.liveness_port}/healthz"
@@ -49,6 +52,31 @@ class Operator:
         with urllib.request.urlopen(url, timeout=5) as response:
             health: dict[str, Any] = json.loads(response.read())
         return health
+
+    def ready(self) -> tuple[int, dict[str, Any]]:
+        """``GET /readyz`` on the liveness port: the HTTP status (200 ready, 503 not yet) and the
+        JSON body. Raises ``URLError`` while nothing listens there."""
+        url = f"http://127.0.0.1:{self.liveness_port}/readyz"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return response.status, _json_object(response.read())
+        except urllib.error.HTTPError as error:
+            return error.code, _json_object(error.read())
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum of the samples called ``name`` (e.g. ``sharekeeper_watch_lists_total``) whose
+        labels include ``labels``, from the operator's ``/metrics``: 0 when there are none, as a
+        counter that has not counted yet is not exported."""
+        assert self.metrics_port, "this operator was started without a metrics port"
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == name and labels.items() <= sample.labels.items()
+        )
 
     def wait_rounds(self, rounds: int, timeout: float = 60) -> None:
         """Until ``rounds`` recompute rounds have completed (0: until the probe answers).
@@ -77,16 +105,29 @@ class Operator:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
 
-def start_operator(kubeconfig: Path, log: Path) -> Operator:
-    liveness = controlplane.free_port()
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+def start_operator(
+    kubeconfig: Path, log: Path, *, env: Mapping[str, str] | None = None
+) -> Operator:
+    """``sharekeeper run`` as the kubeconfig's user; ``env`` adds to (or overrides) ours."""
+    liveness, metrics = controlplane.free_port(), controlplane.free_port()
+    environment = {**os.environ, "KUBECONFIG": str(kubeconfig), **(env or {})}
     with log.open("ab") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "sharekeeper.cli", "run",
-             f"--liveness-port={liveness}", f"--metrics-port={controlplane.free_port()}"],
-            env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+             f"--liveness-port={liveness}", f"--metrics-port={metrics}"],
+            env=environment, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )  # fmt: skip
-    return Operator(process, liveness, log)
+    return Operator(process, liveness, log, metrics)
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    """A response body that should be a JSON object; anything else is kept as ``{"body": ...}``
+    so that an assertion on it prints what the server said."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return {"body": body.decode(errors="replace")}
+    return parsed if isinstance(parsed, dict) else {"body": parsed}
 
 
 def operator_writes(audit_log: Path) -> list[dict[str, Any]]:

@@ -1,0 +1,248 @@
+"""Faults for e2e tests: a TCP proxy that breaks the way networks do, etcd compaction, and a raw
+watch to see what the API server answers.
+
+The proxy sits between a client (the operator) and the API server on 127.0.0.1 and copies bytes
+both ways without reading them, so TLS passes through untouched: the API server's certificate is
+for 127.0.0.1, which the proxy's address is too. It can
+
+- ``cut()``: reset every open connection and refuse new ones (an API server or network outage);
+- ``hold()``: accept connections but forward nothing, in either direction (a stalled network or
+  an overloaded API server), so a request in flight neither completes nor fails;
+- ``resume()``: forward again; held bytes and held connections go through.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import socket
+import ssl
+import struct
+import threading
+import urllib.request
+from collections.abc import Generator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+import controlplane
+
+Mode = Literal["forwarding", "holding", "refusing"]
+
+
+class TcpProxy:
+    """Forwards connections to 127.0.0.1:``port`` on to ``upstream`` (host, port), byte for byte.
+
+    Use as a context manager; leaving it closes every connection it carried."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(64)
+        self._listener.settimeout(0.1)  # the accept loop checks for close() this often
+        self.port: int = self._listener.getsockname()[1]
+        self._state = threading.Condition()
+        self._mode: Mode = "forwarding"
+        self._open: set[socket.socket] = set()
+        self._closed = False
+        self._accepted = 0
+        self._acceptor = threading.Thread(target=self._accept_loop, name="proxy", daemon=True)
+
+    @classmethod
+    def to(cls, url: str) -> TcpProxy:
+        """A proxy for the host and port of ``url`` (e.g. a control plane's ``server``)."""
+        parts = urlsplit(url)
+        assert parts.hostname is not None
+        assert parts.port is not None
+        return cls((parts.hostname, parts.port))
+
+    @property
+    def accepted(self) -> int:
+        """Connections accepted so far, refused ones not counted: reconnecting clients show here."""
+        with self._state:
+            return self._accepted
+
+    def cut(self) -> None:
+        """Reset every open connection and refuse new ones until ``resume()``."""
+        with self._state:
+            self._mode = "refusing"
+            victims = list(self._open)
+            self._open.clear()
+            self._state.notify_all()
+        for sock in victims:
+            _reset(sock)
+
+    def hold(self) -> None:
+        """Accept connections but forward no byte, either way, until ``resume()``."""
+        with self._state:
+            self._mode = "holding"
+
+    def resume(self) -> None:
+        with self._state:
+            self._mode = "forwarding"
+            self._state.notify_all()
+
+    def close(self) -> None:
+        with self._state:
+            self._closed = True
+        self.cut()
+        if self._acceptor.is_alive():
+            self._acceptor.join()
+        self._listener.close()
+
+    def __enter__(self) -> TcpProxy:
+        self._acceptor.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- the copying ------------------------------------------------------------------------
+
+    def _accept_loop(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except TimeoutError:
+                with self._state:
+                    if self._closed:
+                        return
+                continue
+            with self._state:
+                refused = self._closed or self._mode == "refusing"
+                if not refused:
+                    self._open.add(client)
+                    self._accepted += 1
+            if refused:
+                _reset(client)
+                continue
+            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
+
+    def _connect(self, client: socket.socket) -> None:
+        """Connect ``client`` upstream (once forwarding) and copy both ways until either ends."""
+        if not self._wait_forwarding(client):
+            return
+        try:
+            upstream = socket.create_connection(self.upstream, timeout=10)
+        except OSError:
+            self._drop(client)
+            return
+        upstream.settimeout(None)
+        with self._state:
+            alive = client in self._open
+            if alive:
+                self._open.add(upstream)
+        if not alive:  # cut while connecting
+            _reset(upstream)
+            return
+        threading.Thread(target=self._copy, args=(upstream, client), daemon=True).start()
+        self._copy(client, upstream)
+
+    def _copy(self, source: socket.socket, target: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                if not self._wait_forwarding(source):
+                    return
+                target.sendall(data)
+        except OSError:
+            pass  # reset by the proxy (cut) or by either end
+        finally:
+            self._drop(source)
+            self._drop(target)
+
+    def _wait_forwarding(self, sock: socket.socket) -> bool:
+        """Block while holding; False when ``sock`` was cut meanwhile."""
+        with self._state:
+            while self._mode == "holding" and sock in self._open:
+                self._state.wait()
+            return sock in self._open and self._mode == "forwarding"
+
+    def _drop(self, sock: socket.socket) -> None:
+        with self._state:
+            self._open.discard(sock)
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close with a TCP reset, as a crashed server or a dropped route looks to the peer.
+
+    ``shutdown(SHUT_RD)`` first wakes a thread blocked in ``recv`` on it without sending a FIN."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.shutdown(socket.SHUT_RD)
+    sock.close()
+
+
+def kubeconfig_via(proxy: TcpProxy, kubeconfig: Path, path: Path) -> Path:
+    """A copy of ``kubeconfig`` whose server is the proxy (same scheme, CA and user)."""
+    config = json.loads(kubeconfig.read_text())
+    for cluster in config["clusters"]:
+        parts = urlsplit(cluster["cluster"]["server"])
+        netloc = f"127.0.0.1:{proxy.port}"
+        cluster["cluster"]["server"] = urlunsplit(parts._replace(netloc=netloc))
+    path.write_text(json.dumps(config, indent=2))
+    return path
+
+
+# --- etcd ---------------------------------------------------------------------------------
+
+
+def _etcd(plane: controlplane.ControlPlane, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """One call to etcd's JSON gateway (plain HTTP on loopback, see ``controlplane.start``)."""
+    assert plane.etcd_url, "this control plane does not know its etcd URL"
+    request = urllib.request.Request(
+        f"{plane.etcd_url}{path}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        answer: dict[str, Any] = json.loads(response.read())
+    return answer
+
+
+def etcd_revision(plane: controlplane.ControlPlane) -> int:
+    """etcd's current revision: every header carries it, even a range that finds nothing."""
+    answer = _etcd(plane, "/v3/kv/range", {"key": base64.b64encode(b"/").decode()})
+    return int(answer["header"]["revision"])
+
+
+def compact_etcd(plane: controlplane.ControlPlane) -> int:
+    """Compact etcd's history up to its current revision (physically, before returning) and
+    return that revision: no watch can start before it any more."""
+    revision = etcd_revision(plane)
+    _etcd(plane, "/v3/kv/compaction", {"revision": str(revision), "physical": True})
+    return revision
+
+
+# --- raw watches --------------------------------------------------------------------------
+
+
+def watch_events(
+    kubeconfig: Path, path: str, timeout: float = 10
+) -> Generator[dict[str, Any], None, None]:
+    """The events of ``GET path`` (a ``?watch=1`` URL) as the kubeconfig's user, one per line, as
+    the API server sends them: an expired resource version is an ``ERROR`` event, not an HTTP
+    error. Ends when the server ends the watch; ``timeout`` bounds each read."""
+    config = json.loads(kubeconfig.read_text())
+    cluster = config["clusters"][0]["cluster"]
+    token = config["users"][0]["user"]["token"]
+    context = ssl.create_default_context(cafile=cluster["certificate-authority"])
+    request = urllib.request.Request(
+        f"{cluster['server']}{path}", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
+        while line := response.readline():
+            event: dict[str, Any] = json.loads(line)
+            yield event
