@@ -18,10 +18,9 @@ RECOMPUTE_SECONDS = Histogram(
     "sharekeeper_recompute_seconds", "Time of one round's snapshot -> engines -> diff",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )  # fmt: skip
-ROUND_WRITES_SECONDS = Histogram(
-    "sharekeeper_round_writes_seconds", "Time of one round's writes (status and node patches)",
-    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
-)  # fmt: skip
+PENDING_WRITES = Gauge(
+    "sharekeeper_pending_writes", "Status and node patches decided but not yet sent"
+)
 WRITES = Counter(
     "sharekeeper_writes_total", "API writes by kind of object and outcome", ["kind", "outcome"]
 )

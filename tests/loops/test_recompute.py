@@ -86,6 +86,12 @@ def recompute_loop(
     return loop
 
 
+async def round_written(loop: Recompute) -> None:
+    """One round, and every write it decided sent."""
+    await loop.recompute()
+    await loop.written()
+
+
 def one_policy() -> OwnRecord[Any]:
     return OwnRecord("all", "uid-all", 1, policy_spec(policy("all")), {})
 
@@ -98,32 +104,34 @@ def test_first_round_writes_each_object_once_then_nothing() -> None:
     ]
     loop = recompute_loop(writer, queues, [one_policy()])
 
-    asyncio.run(loop.recompute())
-    assert sorted((kind, name) for kind, name, _ in writer.patches) == [
-        ("Node", "n1"), ("Queue", "a"), ("Queue", "b"), ("SchedulerPolicy", "all"),
-    ]  # fmt: skip
-    assert writer.stored[("Queue", "a")]["deserved"] == {"cpu": "2", "memory": "4Gi"}
-    assert writer.annotations["n1"]["sharekeeper.io/overcommit-allocatable"] == (
-        '{"cpu":"9600m","memory":"20615843020"}'  # 8 x 1.2 cpu; 16Gi x 1.2, floored
-    )
+    async def scenario() -> None:
+        await round_written(loop)
+        assert sorted((kind, name) for kind, name, _ in writer.patches) == [
+            ("Node", "n1"), ("Queue", "a"), ("Queue", "b"), ("SchedulerPolicy", "all"),
+        ]  # fmt: skip
+        assert writer.stored[("Queue", "a")]["deserved"] == {"cpu": "2", "memory": "4Gi"}
+        assert writer.annotations["n1"]["sharekeeper.io/overcommit-allocatable"] == (
+            '{"cpu":"9600m","memory":"20615843020"}'  # 8 x 1.2 cpu; 16Gi x 1.2, floored
+        )
+        # The watch has not echoed the writes yet: the loop must remember them, not write again.
+        await round_written(loop)
+        assert len(writer.patches) == 4
 
-    # The watch has not echoed the writes yet: the loop must remember them, not write again.
-    asyncio.run(loop.recompute())
-    assert len(writer.patches) == 4
+    asyncio.run(scenario())
 
 
 def test_a_restart_that_finds_its_own_statuses_writes_nothing() -> None:
     first = RecordingWriter()
     queues = [record(queue("a"), queue_snapshot), record(queue("b"), queue_snapshot)]
     loop = recompute_loop(first, queues, [one_policy()])
-    asyncio.run(loop.recompute())
+    asyncio.run(round_written(loop))
 
     # A new process sees the objects with the statuses the first one wrote, an hour later.
     seen = [replace(r, status=first.stored[("Queue", r.name)]) for r in queues]
     policy = replace(one_policy(), status=first.stored[("SchedulerPolicy", "all")])
     restarted = RecordingWriter()
     later = recompute_loop(restarted, seen, [policy], first.annotations, now=1_003_600.0)
-    asyncio.run(later.recompute())
+    asyncio.run(round_written(later))
     assert restarted.patches == []
 
 
@@ -131,16 +139,19 @@ def test_a_spec_change_writes_only_what_changed() -> None:
     writer = RecordingWriter()
     queues = [record(queue("a"), queue_snapshot), record(queue("b"), queue_snapshot)]
     loop = recompute_loop(writer, queues, [one_policy()])
-    asyncio.run(loop.recompute())
-    writer.patches.clear()
 
-    changed = OwnRecord(
-        "a", "uid-a", 2, queue_snapshot(queue("a", weight=3)), writer.stored[("Queue", "a")]
-    )
-    own, _ = cluster([changed, queues[1]], [one_policy()])
-    loop.attach(own)  # no effect: already attached
-    loop._indexes = own
-    asyncio.run(loop.recompute())
+    async def scenario() -> None:
+        await round_written(loop)
+        writer.patches.clear()
+        changed = OwnRecord(
+            "a", "uid-a", 2, queue_snapshot(queue("a", weight=3)), writer.stored[("Queue", "a")]
+        )
+        own, _ = cluster([changed, queues[1]], [one_policy()])
+        loop.attach(own)  # no effect: already attached
+        loop._indexes = own
+        await round_written(loop)
+
+    asyncio.run(scenario())
     patched_a = next(patch for kind, name, patch in writer.patches if name == "a")
     assert patched_a["observedGeneration"] == 2
     assert "state" not in patched_a  # unchanged fields are not resent

@@ -30,6 +30,7 @@ from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.shares import ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName
 from sharekeeper.loops.echoes import Echoes
+from sharekeeper.loops.outbox import Outbox
 from sharekeeper.model.nodes import SHARE_ANNOTATIONS
 from sharekeeper.model.objects import rfc3339
 from sharekeeper.model.publication import Publication, publication
@@ -81,6 +82,9 @@ class Recompute:
         """Set by the owner once every initial list is in the store."""
         self._statuses: Echoes[tuple[Kind, str], Json] = Echoes()
         self._annotations: Echoes[str, dict[str, str]] = Echoes()
+        self._outbox: Outbox[tuple[str, str], StatusWrite | AnnotationWrite] = Outbox(
+            self._send, self._retry_later
+        )
         self.rounds = 0
 
     def attach(self, indexes: OwnIndexes) -> None:
@@ -98,17 +102,27 @@ class Recompute:
         await self.store_synced.wait()
         await self._attached.wait()
         self._woken.set()  # the first round publishes whatever changed while we were away
-        while True:
-            await self._woken.wait()
-            await self._settle()
-            try:
-                await self.recompute()
-            except Exception:
-                logger.exception(
-                    "recompute failed; retrying in %.0fs", self._settings.error_backoff_seconds
-                )
-                await asyncio.sleep(self._settings.error_backoff_seconds)
-                self._woken.set()
+        try:
+            while True:
+                await self._woken.wait()
+                await self._settle()
+                try:
+                    await self.recompute()
+                except Exception:
+                    logger.exception(
+                        "recompute failed; retrying in %.0fs", self._settings.error_backoff_seconds
+                    )
+                    await asyncio.sleep(self._settings.error_backoff_seconds)
+                    self._woken.set()
+        finally:
+            await self._outbox.close()
+
+    async def written(self) -> None:
+        """Until every write of the rounds so far has been sent."""
+        await self._outbox.drained()
+
+    def _retry_later(self) -> None:
+        asyncio.get_running_loop().call_later(self._settings.error_backoff_seconds, self.wake)
 
     async def _settle(self) -> None:
         loop = asyncio.get_running_loop()
@@ -149,15 +163,16 @@ class Recompute:
             _decide, snapshot, node_policies(policies_now), queues, policies, nodes, stamp=stamp
         )
         telemetry.RECOMPUTE_SECONDS.observe(time.perf_counter() - started)
-        # 3. The writes: a queue whose spec just changed first (someone is looking at it).
-        started = time.perf_counter()
-        await asyncio.gather(
-            *(self._apply(write) for write in decided.statuses),
-            *(self._annotate(write) for write in decided.annotations),
-        )
-        telemetry.ROUND_WRITES_SECONDS.observe(time.perf_counter() - started)
+        # 3. The writes, sent while the next round may already compute; a queue whose spec
+        #    just changed first (someone is looking at it).
+        writes: dict[tuple[str, str], StatusWrite | AnnotationWrite] = {
+            (write.kind, write.name): write for write in decided.statuses
+        }
+        writes.update((("Node", write.node), write) for write in decided.annotations)
+        urgent = frozenset((w.kind, w.name) for w in decided.statuses if w.spec_changed)
+        self._outbox.replace(writes, urgent)
         self.rounds += 1
-        if decided.statuses or decided.annotations:
+        if writes:
             logger.info(
                 "round %d: %d status and %d node writes",
                 self.rounds,
@@ -177,6 +192,12 @@ class Recompute:
             replace(r, annotations=self._annotations.current(r.snapshot.name, dict(r.annotations)))
             for r in records
         ]
+
+    async def _send(self, write: StatusWrite | AnnotationWrite) -> None:
+        if isinstance(write, StatusWrite):
+            await self._apply(write)
+        else:
+            await self._annotate(write)
 
     async def _annotate(self, write: AnnotationWrite) -> None:
         stored = await self._writer.patch_node_annotations(write.node, write.patch)
@@ -210,7 +231,6 @@ def _decide(
     published = publication(snapshot, policies_by_name)
     statuses = queue_writes(queues, published.queues, now=stamp)
     statuses += policy_writes(policies, published.policies, now=stamp)
-    statuses.sort(key=lambda write: not write.spec_changed)  # stable: name order otherwise
     annotations = annotation_writes(nodes, published.nodes, SHARE_ANNOTATIONS)
     _export_metrics(published.shares)
     return Decision(published, statuses, annotations)
