@@ -91,9 +91,8 @@ def loop_for(
         {"metadata": {"name": "cpu-guard"}, "spec": policy["spec"]},
         status or {},
     )
-    loop = QosLoop(recorder, recorder, Usage(docs), store, clock=lambda: NOW)
-    loop.attach({"cpu-guard": [record]})
-    return loop
+    store.qos_policies.records["cpu-guard"] = record
+    return QosLoop(recorder, recorder, Usage(docs), store, clock=lambda: NOW)
 
 
 def test_a_refused_eviction_moves_on_and_does_not_count() -> None:

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from builders import node, pod, policy, queue
-from sharekeeper.cluster.snapshots import OwnIndexes
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.loops.recompute import Recompute
 from sharekeeper.model.policies import policy_spec
@@ -57,7 +56,7 @@ def cluster(
     queues: list[OwnRecord[Any]],
     policies: list[OwnRecord[Any]],
     annotations: dict[str, dict[str, str]] | None = None,
-) -> tuple[OwnIndexes, ClusterStore]:
+) -> ClusterStore:
     """One 8-cpu node n1, a pod of queue a bound to it and a pending pod of queue b."""
     n1 = node("n1", cpu="8", memory="16Gi")
     n1["metadata"]["annotations"] = (annotations or {}).get("n1", {})
@@ -69,8 +68,9 @@ def cluster(
             pod("p2", "b", cpu="9", memory="1Gi"),
         ]
     )
-    own = OwnIndexes(queues={r.name: [r] for r in queues}, policies={r.name: [r] for r in policies})
-    return own, store
+    store.queues.records.update((r.name, r) for r in queues)
+    store.policies.records.update((r.name, r) for r in policies)
+    return store
 
 
 def recompute_loop(
@@ -80,10 +80,7 @@ def recompute_loop(
     annotations: dict[str, dict[str, str]] | None = None,
     now: float = 1_000_000.0,
 ) -> Recompute:
-    own, store = cluster(queues, policies, annotations)
-    loop = Recompute(writer, store, clock=lambda: now)
-    loop.attach(own)
-    return loop
+    return Recompute(writer, cluster(queues, policies, annotations), clock=lambda: now)
 
 
 async def round_written(loop: Recompute) -> None:
@@ -146,9 +143,7 @@ def test_a_spec_change_writes_only_what_changed() -> None:
         changed = OwnRecord(
             "a", "uid-a", 2, queue_snapshot(queue("a", weight=3)), writer.stored[("Queue", "a")]
         )
-        own, _ = cluster([changed, queues[1]], [one_policy()])
-        loop.attach(own)  # no effect: already attached
-        loop._indexes = own
+        loop._store.queues.records["a"] = changed
         await round_written(loop)
 
     asyncio.run(scenario())

@@ -1,4 +1,5 @@
-"""The cluster store: Nodes, Pods, Volcano PodGroups and Namespaces as our watches deliver them.
+"""The cluster store: everything our watches deliver (Nodes, Pods, Volcano PodGroups,
+Namespaces, and our own Queues, SchedulerPolicies and NodeQosEnsurancePolicies).
 
 Each kind's store is a watch sink (``cluster.watching.Sink``): every object is read into its
 small frozen record once, on arrival (``model``), and the raw body is dropped. The pod store
@@ -26,7 +27,9 @@ from sharekeeper.engine.shares import NodeSnapshot, PodGroupSnapshot, PodTotals
 from sharekeeper.model.nodes import node_record
 from sharekeeper.model.objects import ModelError, Obj, describe, labels_of
 from sharekeeper.model.pods import pod_group_snapshot, pod_record
-from sharekeeper.model.records import NodeRecord, PodRecord
+from sharekeeper.model.policies import policy_spec
+from sharekeeper.model.queues import queue_snapshot
+from sharekeeper.model.records import NodeRecord, OwnRecord, PodRecord, own_record
 
 logger = logging.getLogger(__name__)
 
@@ -237,21 +240,68 @@ class NamespaceStore(KindStore[str, Mapping[str, str]]):
         super().__init__(labels_of, _name)
 
 
-class ClusterStore:
-    """Every kind our watches feed, and the pod totals. ``on_change`` may be set later (the
-    recompute loop's ``wake``)."""
+class OwnStore(KindStore[str, OwnRecord[Any]]):
+    """One kind of our own resources. A change of spec (or of whether it can be read) calls
+    ``on_change``; a change of status alone calls ``on_status``, which decides whether it is
+    news (another writer) or the echo of our own write."""
 
-    def __init__(self, on_change: Callable[[], None] | None = None) -> None:
-        self.on_change = on_change
+    def __init__(
+        self,
+        kind: str,
+        read: Callable[[Obj], Any],
+        on_change: Callable[[], None],
+        on_status: Callable[[str, str, Mapping[str, Any]], None],
+    ) -> None:
+        super().__init__(lambda obj: own_record(obj, read), _name)
+        self.kind = kind
+        self._on_change = on_change
+        self._on_status = on_status
+
+    def changed(self, old: OwnRecord[Any] | None, new: OwnRecord[Any] | None) -> None:
+        if old is None or new is None or _spec_view(old) != _spec_view(new):
+            self._on_change()
+        elif old.status != new.status:
+            self._on_status(self.kind, new.name, new.status)
+
+    def problem_of(self, record: OwnRecord[Any]) -> str | None:
+        return record.error
+
+    def sorted_records(self) -> list[OwnRecord[Any]]:
+        return [self.records[name] for name in sorted(self.records)]
+
+
+def _spec_view(record: OwnRecord[Any]) -> tuple[Any, ...]:
+    return record.uid, record.generation, record.spec, record.error
+
+
+class ClusterStore:
+    """Every kind our watches feed, and the pod totals.
+
+    ``on_change`` (the recompute loop's ``wake``) and ``on_status`` may be set later; until
+    then changes are only recorded.
+    """
+
+    def __init__(self) -> None:
+        self.on_change: Callable[[], None] | None = None
+        self.on_status: Callable[[str, str, Mapping[str, Any]], None] | None = None
         self.ledger = PodLedger()
         self.nodes = NodeStore(self._changed)
         self.pods = PodStore(self.ledger, self._changed)
         self.pod_groups = PodGroupStore(self._changed)
         self.namespaces = NamespaceStore()
+        self.queues = OwnStore("Queue", queue_snapshot, self._changed, self._status)
+        self.policies = OwnStore("SchedulerPolicy", policy_spec, self._changed, self._status)
+        self.qos_policies = OwnStore(
+            "NodeQosEnsurancePolicy", qos_policy_view, _ignore, _ignore_status
+        )
 
     def _changed(self) -> None:
         if self.on_change is not None:
             self.on_change()
+
+    def _status(self, kind: str, name: str, status: Mapping[str, Any]) -> None:
+        if self.on_status is not None:
+            self.on_status(kind, name, status)
 
     def totals(self) -> PodTotals:
         return self.ledger.totals()
@@ -263,6 +313,23 @@ class ClusterStore:
             "Pod": self.pods,
             "PodGroup": self.pod_groups,
             "Namespace": self.namespaces,
+            "Queue": self.queues,
+            "SchedulerPolicy": self.policies,
+            "NodeQosEnsurancePolicy": self.qos_policies,
         }
         for obj in objects:
             stores[str(obj.get("kind"))].listed([dict(obj)])
+
+
+def qos_policy_view(obj: Obj) -> dict[str, Any]:
+    """A NodeQosEnsurancePolicy trimmed to what ``model.qos.policy_from_dict`` reads; the QoS
+    check reads it (and reports it Invalid) there."""
+    return {"metadata": {"name": _name(obj)}, "spec": dict(obj.get("spec") or {})}
+
+
+def _ignore() -> None:
+    """The QoS loop is periodic: a change of its policies needs no wake-up."""
+
+
+def _ignore_status(kind: str, name: str, status: Mapping[str, Any]) -> None:
+    """Likewise for their status."""

@@ -1,5 +1,11 @@
 """Operator runtime: the watches that feed the cluster store, the loops' lifetime, the probes,
-kopf settings, and the process entry point."""
+and the process entry point.
+
+kopf runs the process (start-up, clean-up, signals) but watches nothing: its per-object workers
+and index barrier cost time quadratic in the number of objects (minutes at a few thousand),
+and a cluster of the size we are built for has 150,000 pods and 10,000 queues. Our own watches
+(``cluster.watching``) feed every kind, our own resources included, into ``cluster.store``.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +22,6 @@ from lightkube import AsyncClient
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.cluster.usage import MetricsApiUsage
 from sharekeeper.cluster.watching import ListWatch, Resource, Sink, WatchSettings, http_client
-from sharekeeper.handlers import indexes, qos  # noqa: F401  (registers the handlers)
 from sharekeeper.handlers.probes import Probes
 from sharekeeper.loops.qos import QosLoop
 from sharekeeper.loops.recompute import Recompute
@@ -31,6 +36,13 @@ NODES = Resource("nodes", "", "v1", "nodes")
 PODS = Resource("pods", "", "v1", "pods", "status.phase!=Succeeded,status.phase!=Failed")
 PODGROUPS = Resource("podgroups", "scheduling.volcano.sh", "v1beta1", "podgroups", optional=True)
 NAMESPACES = Resource("namespaces", "", "v1", "namespaces")
+QUEUES = Resource("queues", "scheduling.sharekeeper.io", "v1alpha1", "queues")
+POLICIES = Resource(
+    "schedulerpolicies", "scheduling.sharekeeper.io", "v1alpha1", "schedulerpolicies"
+)
+QOS_POLICIES = Resource(
+    "nodeqosensurancepolicies", "ensurance.sharekeeper.io", "v1alpha1", "nodeqosensurancepolicies"
+)
 
 DISCOVERY_INTERVAL_ENV = "SHAREKEEPER_DISCOVERY_INTERVAL"
 """Seconds between looks for the Volcano PodGroup CRD (default 30)."""
@@ -45,10 +57,7 @@ def _settings() -> WatchSettings:
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     # Our log lines are for operators of the operator; only warnings belong in Events.
     settings.posting.level = logging.WARNING
-    # Finish long watches before idle proxies cut them; kopf reconnects by itself.
-    settings.watching.server_timeout = 270
-    settings.watching.client_timeout = 300
-    # Our CRDs are known; skipping the CRD watch spares a cluster-wide permission.
+    # kopf watches nothing here; skipping its CRD scan spares a cluster-wide permission.
     settings.scanning.disabled = True
     client = memo["client"] = AsyncClient(field_manager="sharekeeper")
     http = memo["http"] = http_client()
@@ -56,6 +65,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     writer = KubeWriter(client)
     recompute = memo["recompute"] = Recompute(writer, store)
     store.on_change = recompute.wake
+    store.on_status = recompute.status_seen
     qos_loop = memo["qos"] = QosLoop(KubeActuator(client), writer, MetricsApiUsage(client), store)
     watch_settings = _settings()
     sinks: dict[Resource, Sink] = {
@@ -63,6 +73,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         PODS: store.pods,
         PODGROUPS: store.pod_groups,
         NAMESPACES: store.namespaces,
+        QUEUES: store.queues,
+        POLICIES: store.policies,
+        QOS_POLICIES: store.qos_policies,
     }
     watches = {r.name: ListWatch(http, r, sink, watch_settings) for r, sink in sinks.items()}
     tasks = [
@@ -112,6 +125,9 @@ def run(*, standalone: bool, liveness_port: int, metrics_port: int, verbose: boo
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not verbose:
+        # One line per HTTP request is noise at thousands of writes a minute.
+        logging.getLogger("httpx2").setLevel(logging.WARNING)
     if metrics_port:
         prometheus_client.start_http_server(metrics_port)
     kopf.run(clusterwide=True, standalone=standalone, memo=kopf.Memo(liveness_port=liveness_port))

@@ -27,6 +27,10 @@ class Echoes(Generic[K, V]):
             return seen
         return written
 
+    def is_echo(self, key: K, seen: V) -> bool:
+        """Whether ``seen`` is what we wrote last (the watch catching up with our write)."""
+        return self._written.get(key) == seen
+
     def wrote(self, key: K, stored: V | None) -> None:
         """Record what the API server stored (None: the object is gone)."""
         if stored is None:

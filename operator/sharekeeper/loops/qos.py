@@ -23,7 +23,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from sharekeeper import telemetry
-from sharekeeper.cluster.snapshots import Index, values
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.cluster.usage import UsageSource, UsageUnavailable
 from sharekeeper.engine.qos import Outcome, PlanReport, QosAction, accept_all, node_actions
@@ -83,22 +82,13 @@ class QosLoop:
     store: ClusterStore
     clock: Callable[[], float] = time.time
     checks: int = 0
-    _policies: Index[OwnRecord[Obj]] | None = None
-    """kopf's index of NodeQosEnsurancePolicies (trimmed dicts, see handlers/qos.py)."""
     # The persisted state is in these statuses: never read back an older one than we wrote.
     _statuses: Echoes[str, dict[str, Any]] = field(default_factory=Echoes)
-    _attached: asyncio.Event = field(default_factory=asyncio.Event)
     store_synced: asyncio.Event = field(default_factory=asyncio.Event)
     """Set by the owner once every initial list is in the store."""
 
-    def attach(self, policies: Index[OwnRecord[Obj]]) -> None:
-        if self._policies is None:
-            self._policies = policies
-            self._attached.set()
-
     async def run(self) -> None:
         await self.store_synced.wait()
-        await self._attached.wait()
         while True:
             started = time.monotonic()
             try:
@@ -108,22 +98,18 @@ class QosLoop:
             await asyncio.sleep(max(0.0, self._interval() - (time.monotonic() - started)))
 
     def _interval(self) -> float:
-        assert self._policies is not None
         intervals = [
             float(r.spec.get("spec", {}).get("checkIntervalSeconds", DEFAULT_INTERVAL))
-            for r in values(self._policies)
+            for r in self.store.qos_policies.records.values()
             if r.spec is not None
         ]
         return min(intervals, default=DEFAULT_INTERVAL)
 
     async def check(self) -> ClusterCheck:
-        assert self._policies is not None, "check before the policies are attached"
         started = time.perf_counter()
         now = int(self.clock())
         stamp = rfc3339(now)
-        records = [
-            self._with_written(r) for r in sorted(values(self._policies), key=lambda r: r.name)
-        ]
+        records = [self._with_written(r) for r in self.store.qos_policies.sorted_records()]
         policies = [{**r.spec, "status": r.status} for r in records if r.spec is not None]
         # 1. Usage, all at once; unavailable usage is a fact the engine handles, not a crash.
         node_metrics: list[dict[str, Any]] | None = None

@@ -17,14 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from sharekeeper import telemetry
-from sharekeeper.cluster.snapshots import (
-    OwnIndexes,
-    node_policies,
-    policy_records,
-    queue_records,
-    share_snapshot,
-    specs,
-)
+from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.shares import ShareResult, ShareSnapshot
@@ -76,8 +69,6 @@ class Recompute:
         self._settings = settings
         self._clock = clock
         self._woken = asyncio.Event()
-        self._indexes: OwnIndexes | None = None
-        self._attached = asyncio.Event()
         self.store_synced = asyncio.Event()
         """Set by the owner once every initial list is in the store."""
         self._statuses: Echoes[tuple[Kind, str], Json] = Echoes()
@@ -87,20 +78,18 @@ class Recompute:
         )
         self.rounds = 0
 
-    def attach(self, indexes: OwnIndexes) -> None:
-        """Called by the first handler: kopf runs handlers only once every index is complete."""
-        if self._indexes is None:
-            self._indexes = indexes
-            self._attached.set()
-
     def wake(self) -> None:
         self._woken.set()
 
+    def status_seen(self, kind: str, name: str, status: Mapping[str, Any]) -> None:
+        """A status changed on its own: the echo of our write, or someone else's to restore."""
+        if not self._statuses.is_echo((kind, name), status):  # type: ignore[arg-type]
+            self.wake()
+
     async def run(self) -> None:
         # A round on a half-listed cluster would publish wrong numbers (and remove annotations
-        # of nodes not listed yet): wait for every initial list and for our own resources.
+        # of nodes not listed yet): wait for every initial list.
         await self.store_synced.wait()
-        await self._attached.wait()
         self._woken.set()  # the first round publishes whatever changed while we were away
         try:
             while True:
@@ -140,13 +129,12 @@ class Recompute:
                 return
 
     async def recompute(self) -> Publication:
-        assert self._indexes is not None, "recompute before the indexes are attached"
         started = time.perf_counter()
         now = self._clock()
         stamp = rfc3339(now)
         # 1. One consistent snapshot of everything the engines read: totals, not pods.
-        indexes, store = self._indexes, self._store
-        queues_now, policies_now = queue_records(indexes), policy_records(indexes)
+        store = self._store
+        queues_now, policies_now = store.queues.sorted_records(), store.policies.sorted_records()
         snapshot = share_snapshot(
             store,
             specs(queues_now),

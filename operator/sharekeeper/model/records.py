@@ -1,15 +1,16 @@
-"""What the operator keeps per object: our custom resources as the kopf indexes hold them (the
-spec read into engine input, plus the identity and status the publishers diff against), and
-Nodes and Pods as the cluster store holds them (read once, on arrival; no raw body kept)."""
+"""What the cluster store keeps per object, read once, on arrival (no raw body kept): our custom
+resources (the spec read into engine input, plus the identity and status the publishers diff
+against), Nodes and Pods."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from sharekeeper.engine import qos
 from sharekeeper.engine.shares import NodeSnapshot, PodSnapshot, QueueSnapshot
+from sharekeeper.model.objects import ModelError
 from sharekeeper.model.policies import PolicySpec
 
 SpecT = TypeVar("SpecT")
@@ -29,6 +30,27 @@ class OwnRecord(Generic[SpecT]):
     spec: SpecT | None
     status: Mapping[str, Any] = field(default_factory=dict)
     error: str | None = None
+
+
+def own_record(
+    obj: Mapping[str, Any], read: Callable[[Mapping[str, Any]], SpecT]
+) -> OwnRecord[SpecT]:
+    """One of our resources as the loops keep it: its spec read by ``read``, or the reason it
+    could not be read (it then gets an Invalid condition instead of results)."""
+    meta = obj.get("metadata") or {}
+    status = obj.get("status")
+    try:
+        spec, error = read(obj), None
+    except ModelError as problem:
+        spec, error = None, str(problem)
+    return OwnRecord(
+        str(meta.get("name", "")),
+        str(meta.get("uid", "")),
+        int(meta.get("generation") or 0),
+        spec,
+        dict(status) if isinstance(status, Mapping) else {},
+        error,
+    )
 
 
 QueueRecord = OwnRecord[QueueSnapshot]
