@@ -149,25 +149,31 @@ def _key_text(key: Hashable) -> str:
 
 
 class NodeStore(KindStore[str, NodeRecord]):
+    """Nodes. A change of what the engines read calls ``on_change``; a change of our
+    annotations alone calls ``on_annotations`` (our own write's echo, or someone else's)."""
+
     kind = "Node"
 
-    def __init__(self, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        on_change: Callable[[], None],
+        on_annotations: Callable[[str, str, Mapping[str, Any]], None],
+    ) -> None:
         super().__init__(node_record, _name)
         self._on_change = on_change
+        self._on_annotations = on_annotations
 
     def changed(self, old: NodeRecord | None, new: NodeRecord | None) -> None:
-        if old is None or new is None or _share_view(old) != _share_view(new):
+        if old is None or new is None or old.snapshot != new.snapshot:
             self._on_change()
+        elif old.annotations != new.annotations:
+            self._on_annotations(self.kind, new.snapshot.name, new.annotations)
 
     def sorted_records(self) -> list[NodeRecord]:
         return [self.records[name] for name in sorted(self.records)]
 
     def snapshots(self) -> tuple[NodeSnapshot, ...]:
         return tuple(record.snapshot for record in self.sorted_records())
-
-
-def _share_view(record: NodeRecord) -> tuple[NodeSnapshot, Mapping[str, str]]:
-    return record.snapshot, record.annotations
 
 
 class PodStore(KindStore[PodKey, PodRecord]):
@@ -285,7 +291,7 @@ class ClusterStore:
         self.on_change: Callable[[], None] | None = None
         self.on_status: Callable[[str, str, Mapping[str, Any]], None] | None = None
         self.ledger = PodLedger()
-        self.nodes = NodeStore(self._changed)
+        self.nodes = NodeStore(self._changed, self._status)
         self.pods = PodStore(self.ledger, self._changed)
         self.pod_groups = PodGroupStore(self._changed)
         self.namespaces = NamespaceStore()

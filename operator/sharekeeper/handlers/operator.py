@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 from typing import Any
@@ -99,6 +100,11 @@ async def _synced(watches: Any, recompute: Recompute, qos_loop: QosLoop) -> None
     """Let the loops start once every initial list is in the store."""
     await asyncio.gather(*(watch.synced.wait() for watch in watches))
     logger.info("every initial list is in the store")
+    # The store now holds millions of long-lived objects without cycles; a full collection of
+    # the cyclic garbage collector walks them all (a third of a second at 30,000 pods). Freeze
+    # them out of its way.
+    gc.collect()
+    gc.freeze()
     recompute.store_synced.set()
     qos_loop.store_synced.set()
 

@@ -16,6 +16,7 @@ class Echoes(Generic[K, V]):
 
     def __init__(self) -> None:
         self._written: dict[K, V] = {}
+        self._sending: dict[K, V] = {}
 
     def current(self, key: K, seen: V) -> V:
         """The value to diff against: what we wrote, until the index shows it."""
@@ -27,12 +28,18 @@ class Echoes(Generic[K, V]):
             return seen
         return written
 
-    def is_echo(self, key: K, seen: V) -> bool:
-        """Whether ``seen`` is what we wrote last (the watch catching up with our write)."""
-        return self._written.get(key) == seen
+    def is_echo(self, key: K, seen: Mapping[str, Any]) -> bool:
+        """Whether ``seen`` is what we wrote last or are writing (the watch event of a write
+        often arrives before its response)."""
+        return seen in (self._written.get(key), self._sending.get(key))
+
+    def sending(self, key: K, expected: V) -> None:
+        """A write is on its way; ``expected`` is what the object will hold after it."""
+        self._sending[key] = expected
 
     def wrote(self, key: K, stored: V | None) -> None:
         """Record what the API server stored (None: the object is gone)."""
+        self._sending.pop(key, None)
         if stored is None:
             self._written.pop(key, None)
         else:

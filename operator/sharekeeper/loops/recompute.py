@@ -81,9 +81,15 @@ class Recompute:
     def wake(self) -> None:
         self._woken.set()
 
-    def status_seen(self, kind: str, name: str, status: Mapping[str, Any]) -> None:
-        """A status changed on its own: the echo of our write, or someone else's to restore."""
-        if not self._statuses.is_echo((kind, name), status):  # type: ignore[arg-type]
+    def status_seen(self, kind: str, name: str, value: Mapping[str, Any]) -> None:
+        """A status (or a node's ``sharekeeper.io/`` annotations, kind ``Node``) changed on its
+        own: the echo of our write, or someone else's write, which the next round restores."""
+        echo = (
+            self._annotations.is_echo(name, value)
+            if kind == "Node"
+            else self._statuses.is_echo((kind, name), value)  # type: ignore[arg-type]
+        )
+        if not echo:
             self.wake()
 
     async def run(self) -> None:
@@ -188,10 +194,12 @@ class Recompute:
             await self._annotate(write)
 
     async def _annotate(self, write: AnnotationWrite) -> None:
+        self._annotations.sending(write.node, write.annotations)
         stored = await self._writer.patch_node_annotations(write.node, write.patch)
         self._annotations.wrote(write.node, stored)
 
     async def _apply(self, write: StatusWrite) -> None:
+        self._statuses.sending((write.kind, write.name), write.status)
         stored = await self._writer.patch_status(write.kind, write.name, write.patch)
         self._statuses.wrote((write.kind, write.name), stored)
         if stored is None:
@@ -224,14 +232,25 @@ def _decide(
     return Decision(published, statuses, annotations)
 
 
+_EXPORTED: dict[tuple[str, ...], float] = {}
+"""The value each queue series was last set to: at 10,000 queues, looking up a series costs
+more than comparing, and most values do not change from round to round."""
+
+
 def _export_metrics(result: ShareResult) -> None:
     for name, share in result.queues.items():
-        _set_amounts(telemetry.QUEUE_DESERVED, name, share.deserved)
-        _set_amounts(telemetry.QUEUE_ALLOCATED, name, share.allocated)
-        telemetry.QUEUE_SHARE.labels(name).set(float(share.share))
-        telemetry.QUEUE_OVERUSED.labels(name).set(1 if share.overused else 0)
+        _set_amounts(telemetry.QUEUE_DESERVED, "deserved", name, share.deserved)
+        _set_amounts(telemetry.QUEUE_ALLOCATED, "allocated", name, share.allocated)
+        _set(telemetry.QUEUE_SHARE, ("share", name), float(share.share))
+        _set(telemetry.QUEUE_OVERUSED, ("overused", name), 1 if share.overused else 0)
 
 
-def _set_amounts(gauge: Any, queue: str, amounts: Mapping[str, int]) -> None:
+def _set_amounts(gauge: Any, series: str, queue: str, amounts: Mapping[str, int]) -> None:
     for resource, amount in amounts.items():
-        gauge.labels(queue, resource).set(amount / scale(resource))
+        _set(gauge, (series, queue, resource), amount / scale(resource))
+
+
+def _set(gauge: Any, key: tuple[str, ...], value: float) -> None:
+    if _EXPORTED.get(key) != value:
+        gauge.labels(*key[1:]).set(value)
+        _EXPORTED[key] = value

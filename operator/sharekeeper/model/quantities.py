@@ -14,6 +14,7 @@ Fractions of an internal unit round up, as Kubernetes does for ``MilliValue()``/
 from __future__ import annotations
 
 import decimal
+import functools
 from collections.abc import Mapping
 
 from lightkube.utils.quantity import parse_quantity
@@ -39,6 +40,9 @@ def scale(resource: str) -> int:
     return 1000
 
 
+# Pods repeat the same few quantities ("250m", "4Gi") a hundred thousand times, and the results
+# repeat the same amounts: both conversions are pure, so each distinct one is done once.
+@functools.lru_cache(maxsize=1 << 16)
 def to_internal(resource: str, quantity: str | int | float) -> int:
     """Parse a Kubernetes quantity into internal units; reject malformed or negative values."""
     try:
@@ -53,6 +57,7 @@ def to_internal(resource: str, quantity: str | int | float) -> int:
     return int(scaled.to_integral_value(rounding=decimal.ROUND_CEILING))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def to_quantity(resource: str, amount: int) -> str:
     """Format internal units as the shortest exact Kubernetes quantity string."""
     if scale(resource) == 1000:
