@@ -17,7 +17,8 @@ Invariants: a node without any configured resource gets no reservation and refus
 ``available == max(idle - reserved, 0)``; a pod without configured resources fits a node iff
 its cpu and memory requests are ≤ ``idle - reserved`` (equality fits).
 
-Complexity: ``proportional_placements`` is O(pods * nodes * configured resources).
+Complexity: ``proportional_placements`` is O(pods + distinct requests * nodes * configured
+resources).
 """
 
 from __future__ import annotations
@@ -180,14 +181,20 @@ def proportional_placements(
     """
     ordered_nodes = sorted(nodes, key=lambda node: node.name)
     placements: dict[str, PodPlacement] = {}
+    # The replicas of one workload ask for the same: each distinct request is judged once.
+    judged: dict[tuple[tuple[str, int], ...], PodPlacement] = {}
     for pod in sorted(pods, key=lambda pod: pod.name):
         if is_unrestricted(pod.request, proportions):
             continue
-        verdicts = {
-            node.name: proportional_fit(pod.request, node, proportions) for node in ordered_nodes
-        }
-        placements[pod.name] = PodPlacement(
-            nodes=tuple(name for name, refusals in verdicts.items() if not refusals),
-            refused={name: refusals for name, refusals in verdicts.items() if refusals},
-        )
+        request = tuple(sorted(pod.request.items()))
+        if request not in judged:
+            verdicts = {
+                node.name: proportional_fit(pod.request, node, proportions)
+                for node in ordered_nodes
+            }
+            judged[request] = PodPlacement(
+                nodes=tuple(name for name, refusals in verdicts.items() if not refusals),
+                refused={name: refusals for name, refusals in verdicts.items() if refusals},
+            )
+        placements[pod.name] = judged[request]
     return placements
