@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint unit e2e bench venv binaries clean
+.PHONY: demo test lint unit e2e bench venv binaries clean crds
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ unit: venv
 
 e2e: binaries
 	$(BIN)/pytest e2e
+
+# crds/ is generated from the models in operator/sharekeeper/api/ (tests/api/test_crds.py fails
+# when the files differ from what the models generate).
+crds: venv
+	$(BIN)/sharekeeper crds crds/
 
 bench: venv
 	$(BIN)/python benchmarks/bench_shares.py

@@ -96,18 +96,24 @@ def test_fractional_shares_never_exceed_the_total(
     [
         (
             {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}},
-            "Service s: kind 'Service'",
+            "Service s: kind: must be one of Namespace, Node, NodeMetrics",
         ),
         (
             node("n2", cpu="lots"),
             "Node n2: status.allocatable.cpu: 'lots' is not a Kubernetes quantity",
         ),
-        (queue("q", weight=0), "Queue q: spec.weight: must be an integer from 1 to 65535"),
+        (
+            queue("q", weight=0),
+            "Queue q: spec.weight: Input should be greater than or equal to 1 (got 0)",
+        ),
         (
             pod("orphan", "missing", cpu=1),
             "1 pod names queue 'missing', which does not exist",
         ),
-        (policy("p2", "Fair"), "SchedulerPolicy p2: spec.sharing.policy: must be one of"),
+        (
+            policy("p2", "Fair"),
+            "SchedulerPolicy p2: spec.sharing.policy: Input should be 'Proportion', 'Capacity'",
+        ),
     ],
     ids=["unknown-kind", "malformed-quantity", "weight-0", "unknown-queue", "unknown-policy"],
 )

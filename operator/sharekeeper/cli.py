@@ -1,6 +1,7 @@
 """The ``sharekeeper`` command: the composition root.
 
-``run`` starts the operator; the other subcommands reuse the engine without a cluster.
+``run`` starts the operator; ``simulate`` and ``convert`` reuse the engine without a cluster;
+``crds`` writes the CustomResourceDefinitions generated from ``api/``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from sharekeeper.model.objects import ModelError
+    from sharekeeper.model.objects import ObjectError
     from sharekeeper.simulate.reading import read_files
     from sharekeeper.simulate.rendering import render
     from sharekeeper.simulate.report import Context, build_report
@@ -38,7 +39,7 @@ def _simulate(args: argparse.Namespace) -> int:
     try:
         inputs = read_files(args.files)
         report = build_report(inputs, Context(now_seconds=now, seed=args.seed))
-    except ModelError as error:
+    except ObjectError as error:
         print(f"sharekeeper simulate: {error}", file=sys.stderr)
         return 2
     weights = {str(queue.name): queue.weight for queue in inputs.queues}
@@ -47,17 +48,28 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from sharekeeper.model.objects import ModelError
+    from sharekeeper.model.objects import ObjectError
     from sharekeeper.model.volcano_config import scheduler_policy
 
     try:
         conversion = scheduler_policy(args.file.read_text(), name=args.name)
-    except (OSError, ModelError) as error:
+    except (OSError, ObjectError) as error:
         print(f"sharekeeper convert: {error}", file=sys.stderr)
         return 2
     for note in conversion.untranslated:
         print(f"sharekeeper convert: not translated: {note}", file=sys.stderr)
     sys.stdout.write(yaml.safe_dump(conversion.manifest, sort_keys=False))
+    return 0
+
+
+def _crds(args: argparse.Namespace) -> int:
+    from sharekeeper.api.crds import generated, write
+
+    if args.directory is None:
+        sys.stdout.write("---\n".join(generated().values()))
+    else:
+        for path in write(args.directory):
+            print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
@@ -108,6 +120,14 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("file", type=Path, help="volcano-scheduler.conf (YAML)")
     convert.add_argument("--name", default="default", help="name of the SchedulerPolicy")
     convert.set_defaults(handler=_convert)
+
+    crds = commands.add_parser(
+        "crds", help="generate the CustomResourceDefinitions from the API models"
+    )
+    crds.add_argument(
+        "directory", type=Path, nargs="?", help="write one file per CRD here (default: stdout)"
+    )
+    crds.set_defaults(handler=_crds)
     return parser
 
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from builders import node, pod, policy, queue
+from sharekeeper.api.policy import policy_spec
+from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.loops.recompute import Recompute
-from sharekeeper.model.policies import policy_spec
-from sharekeeper.model.queues import queue_snapshot
 from sharekeeper.model.records import OwnRecord
 from sharekeeper.publish.diffing import Json, Transition
 from sharekeeper.publish.statuses import Kind

@@ -21,14 +21,15 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 from sharekeeper import telemetry
+from sharekeeper.api.policy import policy_spec
+from sharekeeper.api.qos import qos_policy_view
+from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.cluster.ledger import PodLedger
 from sharekeeper.engine import qos
 from sharekeeper.engine.shares import NodeSnapshot, PodGroupSnapshot, PodTotals
 from sharekeeper.model.nodes import node_record
-from sharekeeper.model.objects import ModelError, Obj, describe, labels_of
+from sharekeeper.model.objects import Obj, ObjectError, fail, labels_of
 from sharekeeper.model.pods import pod_group_snapshot, pod_record
-from sharekeeper.model.policies import policy_spec
-from sharekeeper.model.queues import queue_snapshot
 from sharekeeper.model.records import NodeRecord, OwnRecord, PodRecord, own_record
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ PodKey = tuple[str, str]
 def _name(obj: Obj) -> str:
     name = (obj.get("metadata") or {}).get("name")
     if not isinstance(name, str) or not name:
-        raise ModelError(f"{describe(obj)}: metadata.name is missing")
+        raise fail(obj, "metadata.name", "is required")
     return name
 
 
@@ -85,7 +86,7 @@ class KindStore(Generic[K, R]):
         if kind == "DELETED":
             try:
                 key = self._key(obj)
-            except ModelError:
+            except ObjectError:
                 return
             self._delete(key)
             self._forget_problem(key)
@@ -97,12 +98,12 @@ class KindStore(Generic[K, R]):
     def _upsert(self, obj: Obj) -> K | None:
         try:
             key = self._key(obj)
-        except ModelError as error:
+        except ObjectError as error:
             logger.warning("ignoring a %s: %s", self.kind, error)
             return None
         try:
             record = self._read(obj)
-        except ModelError as error:
+        except ObjectError as error:
             self._problem(key, str(error))
             self._delete(key)  # a record we can no longer read is not kept at its old value
             return key
@@ -123,7 +124,7 @@ class KindStore(Generic[K, R]):
 
     def _problem(self, key: K, problem: str) -> None:
         if self._problems.get(key) != problem:
-            logger.warning("ignoring %s %s: %s", self.kind, _key_text(key), problem)
+            logger.warning("cannot be read: %s", problem)  # the problem names the object
             self._problems[key] = problem
             telemetry.UNREADABLE.labels(self.kind).set(len(self._problems))
 
@@ -142,10 +143,6 @@ class KindStore(Generic[K, R]):
 
     def changed(self, old: R | None, new: R | None) -> None:
         """Called after every add, update and removal (``None`` for absent)."""
-
-
-def _key_text(key: Hashable) -> str:
-    return "/".join(key) if isinstance(key, tuple) else str(key)
 
 
 class NodeStore(KindStore[str, NodeRecord]):
@@ -325,12 +322,6 @@ class ClusterStore:
         }
         for obj in objects:
             stores[str(obj.get("kind"))].listed([dict(obj)])
-
-
-def qos_policy_view(obj: Obj) -> dict[str, Any]:
-    """A NodeQosEnsurancePolicy trimmed to what ``model.qos.policy_from_dict`` reads; the QoS
-    check reads it (and reports it Invalid) there."""
-    return {"metadata": {"name": _name(obj)}, "spec": dict(obj.get("spec") or {})}
 
 
 def _ignore() -> None:

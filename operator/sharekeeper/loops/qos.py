@@ -27,7 +27,10 @@ from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.cluster.usage import UsageSource, UsageUnavailable
 from sharekeeper.engine.qos import Outcome, PlanReport, QosAction, accept_all, node_actions
 from sharekeeper.loops.echoes import Echoes
-from sharekeeper.model.ensurance import (
+from sharekeeper.model.objects import rfc3339
+from sharekeeper.model.qos import TAINT, WATERLINES_ANNOTATION
+from sharekeeper.model.records import OwnRecord
+from sharekeeper.pipeline.qos import (
     ClusterCheck,
     NodeCheck,
     Outcomes,
@@ -35,9 +38,6 @@ from sharekeeper.model.ensurance import (
     node_outputs,
     policy_statuses,
 )
-from sharekeeper.model.objects import rfc3339
-from sharekeeper.model.qos import TAINT, WATERLINES_ANNOTATION
-from sharekeeper.model.records import OwnRecord
 from sharekeeper.publish.annotations import annotation_writes
 from sharekeeper.publish.statuses import own_writes
 

@@ -26,9 +26,9 @@ from sharekeeper.loops.echoes import Echoes
 from sharekeeper.loops.outbox import Outbox
 from sharekeeper.model.nodes import SHARE_ANNOTATIONS
 from sharekeeper.model.objects import rfc3339
-from sharekeeper.model.publication import Publication, publication
 from sharekeeper.model.quantities import scale
 from sharekeeper.model.records import NodeRecord, OwnRecord
+from sharekeeper.pipeline.shares import Publication, publication
 from sharekeeper.publish.annotations import AnnotationWrite, annotation_writes
 from sharekeeper.publish.diffing import Json, Transition
 from sharekeeper.publish.statuses import Kind, StatusWrite, policy_writes, queue_writes

@@ -13,12 +13,13 @@ from sharekeeper.engine.shares import NodeSnapshot
 from sharekeeper.engine.shares.snapshot import NodeName
 from sharekeeper.model import qos
 from sharekeeper.model.objects import (
-    ModelError,
     Obj,
+    ObjectError,
     at,
     labels_of,
     mapping_at,
     name_of,
+    of_kind,
     resources_at,
 )
 from sharekeeper.model.quantities import format_resources
@@ -26,19 +27,18 @@ from sharekeeper.model.records import NodeRecord
 
 
 def node_record(obj: Obj) -> NodeRecord:
-    """Everything the operator keeps of a node; raises ``ModelError`` if it cannot be read."""
+    """Everything the operator keeps of a node; raises ``ObjectError`` if it cannot be read."""
     try:
-        qos_view = qos.node_view(obj)
-    except qos.QosModelError as error:
-        raise ModelError(str(error)) from error
-    taints = at(obj, "spec.taints") or ()
-    return NodeRecord(
-        snapshot=node_snapshot(obj),
-        annotations=our_annotations(obj),
-        qos=qos_view,
-        taints=tuple(dict(taint) for taint in taints if isinstance(taint, Mapping)),
-        resource_version=str(at(obj, "metadata.resourceVersion") or ""),
-    )
+        taints = at(obj, "spec.taints") or ()
+        return NodeRecord(
+            snapshot=node_snapshot(obj),
+            annotations=our_annotations(obj),
+            qos=qos.node_view(obj),
+            taints=tuple(dict(taint) for taint in taints if isinstance(taint, Mapping)),
+            resource_version=str(at(obj, "metadata.resourceVersion") or ""),
+        )
+    except ObjectError as error:
+        raise of_kind("Node", error) from None
 
 
 def node_snapshot(obj: Obj) -> NodeSnapshot:

@@ -1,9 +1,12 @@
 """Reading fields of Kubernetes objects (plain dicts, as the API or ``kubectl get -o yaml``
-gives them) with errors that name the object and the field."""
+gives them), and ``ObjectError``: the one error type for an object that cannot be read, ours
+(``api``) or Kubernetes' (the trimmed Pod/Node/PodGroup readers here), naming the object, the
+field and the value."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,20 +15,70 @@ from sharekeeper.model.quantities import QuantityError, parse_resources
 Obj = Mapping[str, Any]
 
 
-class ModelError(ValueError):
-    """Bad input; the message names the object and the field."""
+_NO_VALUE: Any = object()
+_NO_KIND = "<no kind>"
 
 
-def describe(obj: Obj) -> str:
-    """``Kind namespace/name`` or ``Kind name``, for messages."""
-    metadata = obj.get("metadata") or {}
-    name = metadata.get("name", "<unnamed>")
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One field that cannot be read: where (``spec.capability.cpu``, ``""`` for the object
+    itself), what is wrong, and the value found (absent when there is none to show)."""
+
+    path: str
+    message: str
+    value: Any = _NO_VALUE
+
+    def __str__(self) -> str:
+        shown = "" if self.value is _NO_VALUE else f" (got {self.value!r:.80})"
+        return f"{self.path + ': ' if self.path else ''}{self.message}{shown}"
+
+
+class ObjectError(ValueError):
+    """An object that cannot be read: ``Kind namespace/name: path: problem (got value)``.
+
+    The one error type for everything the operator and ``simulate`` read; whoever catches it
+    reports it on that object and goes on with the others."""
+
+    def __init__(self, kind: str, name: str, problems: Sequence[Problem]) -> None:
+        self.kind = kind
+        self.name = name
+        self.problems = tuple(problems)
+        # Without a name it stands for several objects, whose problems name them.
+        prefix = f"{kind} {name}: " if name else ""
+        super().__init__(prefix + "; ".join(map(str, self.problems)))
+
+    @property
+    def path(self) -> str:
+        return self.problems[0].path if self.problems else ""
+
+
+def of_kind(kind: str, error: ObjectError) -> ObjectError:
+    """``error`` naming ``kind`` when the object carried none (the items of a LIST)."""
+    if error.kind != _NO_KIND:
+        return error
+    return ObjectError(kind, error.name, error.problems)
+
+
+def identify(obj: Obj, kind: str | None = None) -> tuple[str, str]:
+    """``(kind, "namespace/name" or "name")`` of an object, for messages. ``kind`` stands in
+    when the object has none (the items of a LIST carry no kind)."""
+    metadata = obj.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    name = metadata.get("name") or "<unnamed>"
     namespace = metadata.get("namespace")
-    return f"{obj.get('kind', '<no kind>')} {namespace + '/' if namespace else ''}{name}"
+    found = obj.get("kind") or kind or _NO_KIND
+    return str(found), f"{namespace + '/' if namespace else ''}{name}"
 
 
-def fail(obj: Obj, path: str, problem: str) -> ModelError:
-    return ModelError(f"{describe(obj)}: {path}: {problem}")
+def describe(obj: Obj, kind: str | None = None) -> str:
+    """``Kind namespace/name`` or ``Kind name``, for messages."""
+    return " ".join(identify(obj, kind))
+
+
+def fail(
+    obj: Obj, path: str, problem: str, value: Any = _NO_VALUE, *, kind: str | None = None
+) -> ObjectError:
+    return ObjectError(*identify(obj, kind), [Problem(path, problem, value)])
 
 
 def at(obj: Obj, path: str) -> Any:
@@ -50,7 +103,7 @@ def mapping_at(obj: Obj, path: str) -> Mapping[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise fail(obj, path, f"must be a mapping, got {value!r}")
+        raise fail(obj, path, "must be a mapping", value)
     return value
 
 
@@ -66,7 +119,7 @@ def resources_at(obj: Obj, path: str) -> dict[str, int]:
 def resource_list(obj: Obj, resources: Mapping[str, Any], path: str) -> dict[str, int]:
     """``resources`` (found at ``path`` in ``obj``) in internal units."""
     if not isinstance(resources, Mapping):
-        raise fail(obj, path, f"must be a mapping, got {resources!r}")
+        raise fail(obj, path, "must be a mapping", resources)
     amounts: dict[str, int] = {}
     for resource, quantity in resources.items():
         try:
@@ -81,26 +134,8 @@ def int_at(obj: Obj, path: str, default: int, *, low: int, high: int) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise fail(obj, path, f"must be an integer from {low} to {high}, got {value!r}")
+        raise fail(obj, path, f"must be an integer from {low} to {high}", value)
     return value
-
-
-def bool_at(obj: Obj, path: str, default: bool) -> bool:
-    value = at(obj, path)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise fail(obj, path, f"must be true or false, got {value!r}")
-    return value
-
-
-def choice_at(obj: Obj, path: str, default: str, choices: tuple[str, ...]) -> str:
-    value = at(obj, path)
-    if value is None:
-        return default
-    if value not in choices:
-        raise fail(obj, path, f"must be one of {', '.join(choices)}, got {value!r}")
-    return str(value)
 
 
 def rfc3339(seconds: float) -> str:
@@ -116,4 +151,4 @@ def timestamp_at(obj: Obj, path: str) -> float:
     try:
         return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
     except ValueError as error:
-        raise fail(obj, path, f"{value!r} is not an RFC 3339 time") from error
+        raise fail(obj, path, "is not an RFC 3339 time", value) from error

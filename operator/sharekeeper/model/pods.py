@@ -15,11 +15,13 @@ from sharekeeper.engine.shares.snapshot import PodGroupPhase
 from sharekeeper.model import qos
 from sharekeeper.model.objects import (
     Obj,
+    ObjectError,
     at,
     fail,
     int_at,
     mapping_at,
     name_of,
+    of_kind,
     resource_list,
     resources_at,
     timestamp_at,
@@ -33,16 +35,20 @@ _PHASES: tuple[PodGroupPhase, ...] = get_args(PodGroupPhase)
 
 
 def pod_record(obj: Obj) -> PodRecord:
-    """Everything the operator keeps of a pod. Raises ``ModelError`` when its share view (the
-    requests) cannot be read; a bound pod whose QoS fields cannot be read keeps its share view
-    (it still counts in its queue) and carries the problem instead of a QoS view."""
-    share = pod_snapshot(obj)
+    """Everything the operator keeps of a pod. Raises ``ObjectError`` when its share view (the
+    requests) cannot be read; a bound pod whose QoS fields cannot be read (a malformed
+    ``sharekeeper.io/cpu-throttle`` annotation, say) keeps its share view (it still counts in
+    its queue) and carries the problem instead of a QoS view."""
+    try:
+        share = pod_snapshot(obj)
+    except ObjectError as error:
+        raise of_kind("Pod", error) from None
     if not share.allocated:
         return PodRecord(share)
     try:
         return PodRecord(share, qos.pod_view(obj), qos.container_cpu_limits(obj))
-    except qos.QosModelError as error:
-        return PodRecord(share, problem=str(error))
+    except ObjectError as error:
+        return PodRecord(share, problem=str(of_kind("Pod", error)))
 
 
 def pod_snapshot(obj: Obj) -> PodSnapshot:
@@ -87,9 +93,17 @@ def _requests(obj: Obj, container: Obj, path: str) -> dict[str, int]:
 
 
 def pod_group_snapshot(obj: Obj) -> PodGroupSnapshot:
+    """A Volcano PodGroup; ``ObjectError`` when it cannot be read."""
+    try:
+        return _pod_group(obj)
+    except ObjectError as error:
+        raise of_kind("PodGroup", error) from None
+
+
+def _pod_group(obj: Obj) -> PodGroupSnapshot:
     phase = at(obj, "status.phase") or "Pending"
     if phase not in _PHASES:
-        raise fail(obj, "status.phase", f"must be one of {', '.join(_PHASES)}, got {phase!r}")
+        raise fail(obj, "status.phase", f"must be one of {', '.join(_PHASES)}", phase)
     has_minimum = at(obj, "spec.minResources") is not None
     return PodGroupSnapshot(
         namespace=str(at(obj, "metadata.namespace") or "default"),

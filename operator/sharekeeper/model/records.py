@@ -9,11 +9,19 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from sharekeeper.engine import qos
-from sharekeeper.engine.shares import NodeSnapshot, PodSnapshot, QueueSnapshot
-from sharekeeper.model.objects import ModelError
-from sharekeeper.model.policies import PolicySpec
+from sharekeeper.engine.admission import NodePolicy
+from sharekeeper.engine.shares import NodeSnapshot, PodSnapshot, PolicySnapshot, QueueSnapshot
+from sharekeeper.model.objects import ObjectError
 
 SpecT = TypeVar("SpecT")
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySpec:
+    """A SchedulerPolicy's spec as the engines read it (``api.policy.policy_spec``)."""
+
+    shares: PolicySnapshot
+    nodes: NodePolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +49,7 @@ def own_record(
     status = obj.get("status")
     try:
         spec, error = read(obj), None
-    except ModelError as problem:
+    except ObjectError as problem:
         spec, error = None, str(problem)
     return OwnRecord(
         str(meta.get("name", "")),

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from sharekeeper.model.objects import ModelError
+from sharekeeper.model.objects import ObjectError, Problem
 
 SHARE_PLUGINS = {
     "proportion": "Proportion",
@@ -42,9 +42,9 @@ def scheduler_policy(text: str, *, name: str = "default") -> Conversion:
     try:
         config = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        raise ModelError(f"scheduler configuration: {error}") from error
+        raise _error("", str(error)) from error
     if not isinstance(config, Mapping) or not isinstance(config.get("tiers"), list):
-        raise ModelError("scheduler configuration: tiers: must be a list of {plugins: [...]}")
+        raise _error("tiers", "must be a list of {plugins: [...]}")
     spec: dict[str, Any] = {"queueSelector": {}, "nodeSelector": {}, "sharing": {}}
     conversion = Conversion(
         {
@@ -58,7 +58,7 @@ def scheduler_policy(text: str, *, name: str = "default") -> Conversion:
         for index, plugin in enumerate((entry or {}).get("plugins") or []):
             where = f"tiers[{tier}].plugins[{index}]"
             if not isinstance(plugin, Mapping) or not isinstance(plugin.get("name"), str):
-                raise ModelError(f"scheduler configuration: {where}.name: is required")
+                raise _error(f"{where}.name", "is required")
             _plugin(plugin["name"], plugin.get("arguments") or {}, spec, conversion, where)
     if not spec["sharing"]:
         conversion.untranslated.append("no share plugin found; the default (Proportion) applies")
@@ -159,3 +159,7 @@ def _rate(value: Any) -> int | float:
 
 def _flag(value: Any) -> bool:
     return value is True or str(value).lower() == "true"
+
+
+def _error(path: str, message: str) -> ObjectError:
+    return ObjectError("scheduler", "configuration", [Problem(path, message)])

@@ -1,7 +1,7 @@
 """``sharekeeper simulate``: what the operator would publish, computed from files.
 
-Belongs here: reading Kubernetes objects from YAML, calling the engines through the same entry
-points as the operator, and rendering the result (table, JSON, YAML).
-Does not belong: computation (``engine``) or object parsing (``model``). Never talks to a
-cluster. Imports ``model`` and ``engine`` only.
+Belongs here: reading Kubernetes objects from YAML into the operator's own store, calling the
+same pipeline as the operator (``pipeline``), and rendering the result (table, JSON, YAML).
+Does not belong: computation (``engine``), object parsing (``api``, ``model``). Never talks to
+a cluster.
 """

@@ -16,16 +16,16 @@ from sharekeeper.cluster.snapshots import share_snapshot
 from sharekeeper.engine.proportional import PendingPod
 from sharekeeper.engine.qos import accept_all, node_actions
 from sharekeeper.engine.shares import ShareSnapshot
-from sharekeeper.model.ensurance import (
+from sharekeeper.model.objects import ObjectError, Problem, rfc3339
+from sharekeeper.model.qos import TAINT, WATERLINES_ANNOTATION
+from sharekeeper.pipeline.qos import (
     Outcomes,
     actions_in_order,
     cluster_check,
     node_outputs,
     policy_statuses,
 )
-from sharekeeper.model.objects import ModelError, rfc3339
-from sharekeeper.model.publication import publication
-from sharekeeper.model.qos import TAINT, WATERLINES_ANNOTATION
+from sharekeeper.pipeline.shares import publication
 from sharekeeper.simulate.reading import Inputs
 
 
@@ -57,8 +57,13 @@ def share_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
     ]
     published = publication(snapshot_of(inputs, context), inputs.node_policies, pending)
     if published.unknown_queues:
-        raise ModelError(
-            "; ".join(f"{message}, which does not exist" for message in published.unknown_queues)
+        raise ObjectError(
+            "input",
+            "",
+            [
+                Problem("", f"{message}, which does not exist")
+                for message in published.unknown_queues
+            ],
         )
     return {
         "queues": dict(published.queues),
@@ -74,9 +79,11 @@ def share_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
 def qos_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
     """One node QoS check with usage from the NodeMetrics/PodMetrics objects read, every
     action accepted; counters and throttle state come from the input's status/annotations."""
-    policies = inputs.raw.get("NodeQosEnsurancePolicy", ())
-    if not policies:
+    records = inputs.store.qos_policies.sorted_records()
+    if not records:
         return {}
+    # As the QoS loop hands them over: the spec as the store read it, and the status.
+    policies = [{**r.spec, "status": r.status} for r in records if r.spec is not None]
     node_metrics = inputs.raw.get("NodeMetrics")
     store = inputs.store
     nodes = [r.qos for r in store.nodes.sorted_records() if r.qos is not None]
@@ -95,7 +102,7 @@ def qos_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
         preview = accept_all(node_actions(node_check.result, node_check.node, preview=True))
         outcomes[node_check.node.name] = Outcomes.from_reports(report, preview)
     stamp = rfc3339(context.now_seconds)
-    current = {str(obj["metadata"]["name"]): obj.get("status") or {} for obj in policies}
+    current = {r.name: r.status for r in records}
     return {
         "nodeQosEnsurancePolicies": policy_statuses(check, outcomes, current, now=stamp),
         "nodes": {

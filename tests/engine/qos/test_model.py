@@ -1,4 +1,4 @@
-"""model/qos.py: Kubernetes dicts in, status/annotation/action dicts out."""
+"""api/qos.py and model/qos.py: Kubernetes dicts in, status/annotation/action dicts out."""
 
 from __future__ import annotations
 
@@ -7,6 +7,13 @@ from typing import Any
 
 import pytest
 
+from sharekeeper.api.qos import (
+    action_dict,
+    node_status_entry,
+    policy_from_dict,
+    read_policy,
+    state_from_status,
+)
 from sharekeeper.engine.qos import (
     NodeQosState,
     PodKey,
@@ -16,14 +23,10 @@ from sharekeeper.engine.qos import (
     check_node,
     node_actions,
 )
+from sharekeeper.model.objects import ObjectError
 from sharekeeper.model.qos import (
-    QosModelError,
-    action_dict,
     node_from_dicts,
-    node_status_entry,
     parse_throttle_annotation,
-    policy_from_dict,
-    state_from_status,
     throttle_annotation,
     waterlines_annotation,
 )
@@ -93,22 +96,23 @@ def test_policy_defaults_and_units() -> None:
     [
         (
             {"metricRule": {"name": "cpu_load_1_min", "value": "1"}},
-            "metricRule.name: unknown metric",
+            "metricRule.name: Input should be 'cpu_total_usage'",
         ),
         ({"metricRule": {"name": "cpu_total_usage", "value": "-1"}}, "metricRule.value"),
-        ({"metricRule": {"name": "cpu_total_usage", "value": "0"}}, "greater than zero"),
-        ({"avoidanceThreshold": 0}, "avoidanceThreshold: must be >= 1"),
+        ({"metricRule": {"name": "cpu_total_usage", "value": "0"}}, "must be a positive"),
+        ({"avoidanceThreshold": 0}, "avoidanceThreshold: Input should be greater than or equal"),
         ({"metricRule": None}, "metricRule: is required"),
-        ({"strategy": "Later"}, "strategy"),
+        ({"strategy": "Later"}, "strategy: Input should be 'None' or 'Preview' (got 'Later')"),
     ],
 )
 def test_policy_errors_name_object_and_field(patch: dict[str, object], message: str) -> None:
     """Crane's webhook cases (crane_cases.json validation_cases) that apply to the engine input."""
     spec: dict[str, Any] = dict(POLICY["spec"])
     spec["objectiveEnsurances"] = [{**spec["objectiveEnsurances"][0], **patch}]
-    with pytest.raises(QosModelError) as error:
+    with pytest.raises(ObjectError) as error:
         policy_from_dict({**POLICY, "spec": spec})
-    assert "NodeQosEnsurancePolicy 'cpu': spec.objectiveEnsurances[0]" in str(error.value)
+    assert "NodeQosEnsurancePolicy cpu: spec.objectiveEnsurances[0]" in str(error.value)
+    assert error.value.path.startswith("spec.objectiveEnsurances[0]")
     assert message in str(error.value)
 
 
@@ -149,10 +153,10 @@ def test_throttle_annotation_round_trip() -> None:
     for state in (ThrottleState(2_000, 1_600), ThrottleState(None, 300)):
         value = throttle_annotation(state)
         assert value is not None
-        assert parse_throttle_annotation(value) == state
+        assert parse_throttle_annotation(k8s_pod("p"), value) == state
     assert throttle_annotation(None) is None
-    with pytest.raises(QosModelError, match="cpu-throttle"):
-        parse_throttle_annotation("{")
+    with pytest.raises(ObjectError, match=r"Pod default/p: .*cpu-throttle"):
+        parse_throttle_annotation(k8s_pod("p"), "{")
 
 
 def test_outputs_and_state_round_trip_through_status() -> None:
@@ -185,7 +189,5 @@ def test_outputs_and_state_round_trip_through_status() -> None:
     }
     entry = node_status_entry(result, "cpu")
     json.dumps(entry)  # plain JSON
-    restored = state_from_status(
-        [{"metadata": {"name": "cpu"}, "status": {"nodes": [entry]}}], "n1"
-    )
+    restored = state_from_status([read_policy({**POLICY, "status": {"nodes": [entry]}})], "n1")
     assert restored == result.state

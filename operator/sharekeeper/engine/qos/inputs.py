@@ -94,8 +94,11 @@ class Objective:
 
 @dataclass(frozen=True, slots=True)
 class CpuThrottle:
-    min_cpu_ratio: int = 0
-    step_cpu_ratio: int = 0
+    """``cpuThrottle`` in percent. No defaults here: they are the API model's
+    (``api.qos.CpuThrottleSpec``), the one place they are written down."""
+
+    min_cpu_ratio: int
+    step_cpu_ratio: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,7 +67,8 @@ class MetricPlan:
     gap: int | None
     candidates: tuple[PodSnapshot, ...]
     """Sorted with the metric's sorter: the first is acted on first."""
-    throttle: CpuThrottle = field(default_factory=CpuThrottle)
+    throttle: CpuThrottle = field(default_factory=lambda: CpuThrottle(0, 0))
+    """The merged throttle parameters; zero for an evict plan, which does not throttle."""
     grace_period_seconds: int | None = None
     reason: str = ""
 

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from builders import node, pod, pod_group, policy, queue
-from sharekeeper.model.publication import Publication, publication
+from sharekeeper.pipeline.shares import Publication, publication
 from sharekeeper.simulate.reading import parse_objects
 from sharekeeper.simulate.report import Context, snapshot_of
 

@@ -11,10 +11,19 @@ the ``qos-waterlines`` node annotation, the taint, and the action dicts.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sharekeeper.api.qos import (
+    NodeQosEnsurancePolicy,
+    action_dict,
+    node_status_entry,
+    qos_policy,
+    read_policy,
+    state_from_status,
+)
 from sharekeeper.engine.qos import (
     NodeCheckResult,
     NodeSnapshot,
@@ -26,17 +35,16 @@ from sharekeeper.engine.qos import (
 )
 from sharekeeper.model.conditions import condition
 from sharekeeper.model.nodes import compact_json
+from sharekeeper.model.objects import ObjectError
 from sharekeeper.model.qos import (
-    action_dict,
     metric_quantity,
     node_metrics_by_name,
-    node_status_entry,
     pod_metrics_by_key,
-    policy_from_dict,
-    state_from_status,
     waterlines_annotation,
     with_usage,
 )
+
+logger = logging.getLogger(__name__)
 
 Obj = Mapping[str, Any]
 Json = dict[str, Any]
@@ -104,18 +112,20 @@ def cluster_check(
     pod_metrics: Iterable[Obj] | None,
     now: int,
 ) -> ClusterCheck:
-    """``nodes`` and ``pods`` (by node) as read on arrival, without usage (``model.qos``
-    ``node_view``/``pod_view``); ``node_metrics``/``pod_metrics`` None: the metrics API is
-    unavailable (usage missing). Only the nodes some policy selects are looked at."""
-    parsed: dict[str, QosPolicy] = {}
+    """``policies``: NodeQosEnsurancePolicy objects (spec and status; one that cannot be read
+    is reported in ``invalid`` and takes part in nothing). ``nodes`` and ``pods`` (by node) as
+    read on arrival, without usage (``model.qos`` ``node_view``/``pod_view``);
+    ``node_metrics``/``pod_metrics`` None: the metrics API is unavailable (usage missing).
+    Only the nodes some policy selects are looked at."""
+    read: dict[str, NodeQosEnsurancePolicy] = {}
     invalid: dict[str, str] = {}
     for obj in policies:
         name = str(obj.get("metadata", {}).get("name"))
         try:
-            parsed[name] = policy_from_dict(obj)
-        except ValueError as error:
+            read[name] = read_policy(obj)
+        except ObjectError as error:
             invalid[name] = str(error)
-    valid = [obj for obj in policies if obj.get("metadata", {}).get("name") in parsed]
+    parsed = {name: qos_policy(policy) for name, policy in read.items()}
     usage = node_metrics_by_name(node_metrics or ())
     pod_usage = pod_metrics_by_key(pod_metrics or ())
     checks = []
@@ -125,10 +135,14 @@ def cluster_check(
         )
         if not selecting:
             continue
-        snapshot = with_usage(
-            node, pods.get(node.name, ()), usage.get(node.name), pod_usage, namespace_labels
-        )
-        state = state_from_status(valid, node.name)
+        on_node = pods.get(node.name, ())
+        try:
+            snapshot = with_usage(node, on_node, usage.get(node.name), pod_usage, namespace_labels)
+        except ObjectError as error:
+            # Metrics that cannot be read are missing metrics, for this node only.
+            logger.warning("usage of node %s unknown: %s", node.name, error)
+            snapshot = with_usage(node, on_node, None, None, namespace_labels)
+        state = state_from_status(read.values(), node.name)
         result = check_node([parsed[n] for n in selecting], snapshot, state, now)
         checks.append(NodeCheck(snapshot, result, selecting))
     return ClusterCheck(

@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sharekeeper.api.policy import overcommit_section, policy_status
+from sharekeeper.api.queue import queue_status
 from sharekeeper.engine.admission import NodePolicy, admission_facts, placements
 from sharekeeper.engine.overcommit import QueueAdmission, Shortfall
 from sharekeeper.engine.proportional import PendingPod, PodPlacement
@@ -17,9 +19,7 @@ from sharekeeper.engine.shares import ShareResult, ShareSnapshot, deserved_share
 from sharekeeper.engine.shares.snapshot import PolicyName
 from sharekeeper.model.conditions import condition
 from sharekeeper.model.nodes import node_annotations
-from sharekeeper.model.policies import overcommit_section, policy_status
 from sharekeeper.model.quantities import to_quantity
-from sharekeeper.model.queues import queue_status
 
 Json = dict[str, Any]
 

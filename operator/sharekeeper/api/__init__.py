@@ -1,0 +1,11 @@
+"""Our three custom resources as pydantic v2 models: the one place where a field, its default,
+its bounds and its description are written down.
+
+Belongs here: the models of ``Queue``, ``SchedulerPolicy`` and ``NodeQosEnsurancePolicy`` (spec
+and status), reading an object through them into engine input (``read``; every error is a
+``model.objects.ObjectError`` naming kind/name, the field path and the value), rendering engine
+results into their status, and the CustomResourceDefinitions generated from the models
+(``crds``; ``sharekeeper crds`` / ``make crds`` writes ``crds/``).
+Does not belong: Pods, Nodes and PodGroups (``model``'s fast trimmed readers), API calls.
+Imports ``model`` and ``engine`` only.
+"""

@@ -1,0 +1,284 @@
+"""SchedulerPolicy: the model, its reading into engine input (``PolicySpec``: the share engine's
+``PolicySnapshot`` and the node-level ``NodePolicy``), and the share and overcommit parts of
+its status."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from sharekeeper.api.base import (
+    ApiModel,
+    Conditions,
+    DateTime,
+    Int32,
+    Int64,
+    LabelSelector,
+    Metadata,
+    Quantity,
+    StatusResources,
+    read,
+)
+from sharekeeper.api.crds import AGE, Column, Resource, RootModel
+from sharekeeper.engine.admission import NodePolicy
+from sharekeeper.engine.overcommit import (
+    OvercommitResult,
+    OvercommitSpec,
+    factor_from_number,
+    factor_number,
+)
+from sharekeeper.engine.proportional import Proportion
+from sharekeeper.engine.selectors import MATCH_ALL
+from sharekeeper.engine.shares import PolicyShare, PolicySnapshot, Sharing
+from sharekeeper.engine.shares.snapshot import PolicyName
+from sharekeeper.model.conditions import condition
+from sharekeeper.model.quantities import CPU, MEMORY, format_resources, to_internal
+from sharekeeper.model.records import PolicySpec
+
+# The 1 below is Volcano's: an overcommit factor below 1 would undercommit.
+Factor = Annotated[float, Field(ge=1)]
+_FACTOR = "Overcommit factor for this resource (at least 1)."
+
+
+class SharingSpec(ApiModel):
+    """How the governed queues share the governed nodes' resources."""
+
+    policy: Literal["Proportion", "Capacity", "ProportionOptimize", "GuaranteeQuota"] = Field(
+        "Proportion",
+        description="Proportion (Volcano's proportion plugin: weighted water-filling capped by "
+        "capability and request, floored at the guarantee), Capacity (static spec.deserved), "
+        "ProportionOptimize (guarantee and elastic switches with a priority type) or "
+        "GuaranteeQuota (guarantees first, the rest after).",
+    )
+    guarantee_enable: bool = Field(
+        True, description="ProportionOptimize only. False ignores every queue's guarantee."
+    )
+    elastic_enable: bool = Field(
+        True,
+        description="ProportionOptimize only. False leaves elastic resources out of admission.",
+    )
+    priority_type: Literal["Weight", "Guarantee"] = Field(
+        "Weight",
+        description="ProportionOptimize only. Weight shares by weight and tops guarantees up "
+        "afterwards; Guarantee raises weights just enough that every guarantee is met.",
+    )
+    elastic_order: Literal["Weight", "Share", "Random"] = Field(
+        "Weight",
+        description="GuaranteeQuota only. How what remains after guarantees is handed out: by "
+        "weight (water-filling), least-served queue first, or in a random order that changes at "
+        "most once per reshuffleSeconds.",
+    )
+    reshuffle_seconds: Int32 = Field(
+        300,
+        ge=1,
+        description="GuaranteeQuota with elasticOrder Random. How long one random order is kept.",
+    )
+
+
+class OvercommitSettings(ApiModel):
+    """Overcommit factors used for admission (Volcano's overcommit plugin)."""
+
+    factor: Factor = Field(
+        1.2,
+        description="Factor for every resource without its own entry in factors (at least 1; "
+        "default 1.2).",
+    )
+    factors: dict[
+        str,
+        Annotated[Factor, Field(description="Overcommit factor for this resource (at least 1).")],
+    ] = Field(
+        default_factory=dict,
+        max_length=32,
+        description="Per-resource factors that override factor, for example cpu: 1.5 or "
+        "nvidia.com/gpu: 1. Each must be at least 1.",
+    )
+
+
+class PerUnit(ApiModel):
+    """What one idle unit of the resource keeps idle."""
+
+    cpu: Quantity = Field(
+        description="CPU kept idle per idle unit, a non-negative Kubernetes quantity."
+    )
+    memory: Quantity = Field(
+        description="Memory kept idle per idle unit, a non-negative Kubernetes quantity."
+    )
+
+
+class ProportionalSpec(ApiModel):
+    """GPU-proportional reservation (Volcano's proportional predicate): a node keeps CPU and
+    memory idle for each of its idle GPUs, so that GPU jobs can still be placed."""
+
+    enable: bool = Field(False, description="Turns the reservation on for this policy's nodes.")
+    resources: dict[str, PerUnit] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="Per accelerator resource (for example nvidia.com/gpu), the CPU and memory "
+        "to keep idle for each idle unit of it.",
+    )
+
+
+class SchedulerPolicySpec(ApiModel):
+    """Desired behaviour of the policy."""
+
+    queue_selector: LabelSelector | None = Field(
+        None, description="Label selector over Queues. Empty or absent selects every queue."
+    )
+    node_selector: LabelSelector | None = Field(
+        None, description="Label selector over Nodes. Empty or absent selects every node."
+    )
+    sharing: SharingSpec = Field(default_factory=SharingSpec)
+    overcommit: OvercommitSettings = Field(default_factory=OvercommitSettings)
+    proportional: ProportionalSpec = Field(default_factory=ProportionalSpec)
+
+
+class OvercommitStatus(ApiModel):
+    """Admission arithmetic under the overcommit factors."""
+
+    factors: dict[str, Annotated[float, Field(description="Overcommit factor.")]] | None = Field(
+        None, description="Effective factor per resource."
+    )
+    overcommitted_total: StatusResources | None = Field(
+        None, description="Total times the factor, per resource."
+    )
+    used: StatusResources | None = Field(
+        None, description="Requests of pods bound to governed nodes and not finished."
+    )
+    inqueue: StatusResources | None = Field(
+        None, description="Resources of admitted Volcano PodGroups not yet running."
+    )
+    headroom: StatusResources | None = Field(
+        None, description="What one more job may still request, per resource, and be admitted."
+    )
+
+
+class SchedulerPolicyStatus(ApiModel):
+    """What Sharekeeper computed for this policy. Written by the operator only."""
+
+    observed_generation: Int64 | None = Field(
+        None, description="The spec generation this status was computed from."
+    )
+    nodes: int | None = Field(None, description="Number of nodes this policy governs.")
+    queues: int | None = Field(None, description="Number of queues this policy governs.")
+    total: StatusResources | None = Field(
+        None, description="Sum of the allocatable resources of the governed nodes."
+    )
+    total_guarantee: StatusResources | None = Field(
+        None, description="Sum of the guarantees of the governed queues."
+    )
+    overcommit: OvercommitStatus | None = None
+    last_computed: DateTime | None = Field(None, description="When the status was last computed.")
+    conditions: Conditions | None = Field(
+        None,
+        description="Latest observations, Ready, Invalid, Overlapping, GuaranteeUnsatisfiable.",
+    )
+
+
+class SchedulerPolicy(RootModel):
+    """SchedulerPolicy governs the queues and nodes its selectors match: how the queues share
+    the nodes' resources, the overcommit factors used for admission, and the GPU-proportional
+    reservation of CPU and memory."""
+
+    __resource__ = Resource(
+        group="scheduling.sharekeeper.io",
+        kind="SchedulerPolicy",
+        plural="schedulerpolicies",
+        short_names=("skp",),
+        comment="SchedulerPolicy: how the queues and nodes it selects share resources, how far "
+        "nodes are overcommitted, and what GPU nodes keep for their idle GPUs.",
+        columns=(
+            Column("Sharing", "string", ".spec.sharing.policy",
+                   "How the selected queues share resources."),
+            Column("Queues", "integer", ".status.queues", "Number of queues this policy governs."),
+            Column("Nodes", "integer", ".status.nodes", "Number of nodes this policy governs."),
+            Column("Total-CPU", "string", ".status.total.cpu",
+                   "Allocatable CPU of the governed nodes."),
+            Column("Total-Mem", "string", ".status.total.memory",
+                   "Allocatable memory of the governed nodes."),
+            Column("Ready", "string", '.status.conditions[?(@.type=="Ready")].status',
+                   "Whether the last computation succeeded."),
+            AGE,
+        ),
+    )  # fmt: skip
+
+    metadata: Metadata
+    spec: SchedulerPolicySpec = Field(default_factory=SchedulerPolicySpec)
+    status: SchedulerPolicyStatus | None = None
+
+
+def policy_spec(obj: Mapping[str, Any]) -> PolicySpec:
+    """A SchedulerPolicy object as the engines read it; ``ObjectError`` when it cannot be read."""
+    policy = read(SchedulerPolicy, obj)
+    spec = policy.spec
+    sharing = spec.sharing
+    shares = PolicySnapshot(
+        name=PolicyName(policy.metadata.name),
+        queue_selector=spec.queue_selector.engine() if spec.queue_selector else MATCH_ALL,
+        node_selector=spec.node_selector.engine() if spec.node_selector else MATCH_ALL,
+        sharing=Sharing(
+            policy=sharing.policy,
+            guarantee_enable=sharing.guarantee_enable,
+            elastic_enable=sharing.elastic_enable,
+            priority_type=sharing.priority_type,
+            elastic_order=sharing.elastic_order,
+            reshuffle_seconds=sharing.reshuffle_seconds,
+        ),
+    )
+    proportional = spec.proportional
+    nodes = NodePolicy(
+        overcommit=OvercommitSpec(
+            factor=factor_from_number(spec.overcommit.factor),
+            factors={
+                name: factor_from_number(value) for name, value in spec.overcommit.factors.items()
+            },
+        ),
+        proportions={
+            resource: Proportion(to_internal(CPU, unit.cpu), to_internal(MEMORY, unit.memory))
+            for resource, unit in proportional.resources.items()
+        }
+        if proportional.enable
+        else {},
+    )
+    return PolicySpec(shares, nodes)
+
+
+# --- status -------------------------------------------------------------------------------------
+
+
+def overcommit_section(result: OvercommitResult) -> dict[str, Any]:
+    """``status.overcommit`` (``OvercommitStatus``) of a SchedulerPolicy."""
+    return {
+        "factors": {name: factor_number(f) for name, f in sorted(result.factors.items())},
+        "overcommittedTotal": format_resources(result.overcommitted_total),
+        "used": format_resources(result.used),
+        "inqueue": format_resources(result.inqueue),
+        "headroom": format_resources(result.headroom),
+    }
+
+
+_CLEAR = {
+    "GuaranteeUnsatisfiable": ("GuaranteesFit", "the guarantees fit in the policy's nodes"),
+    "Overlapping": ("NoOverlap", "no other SchedulerPolicy selects this policy's queues or nodes"),
+}
+"""Conditions a policy always carries, False (with this reason) while they do not hold."""
+
+
+def policy_status(result: PolicyShare) -> dict[str, Any]:
+    """The share part of ``SchedulerPolicyStatus``."""
+    conditions = [condition("Ready", True, "Computed", "shares computed")]
+    for kind, (reason, message) in _CLEAR.items():
+        found = [r.message for r in result.reasons if r.kind == kind]
+        conditions.append(
+            condition(kind, True, kind, "; ".join(found))
+            if found
+            else condition(kind, False, reason, message)
+        )
+    return {
+        "nodes": result.nodes,
+        "queues": result.queues,
+        "total": format_resources(result.total),
+        "totalGuarantee": format_resources(result.total_guarantee),
+        "conditions": conditions,
+    }

@@ -1,0 +1,585 @@
+"""NodeQosEnsurancePolicy: the model, its reading into the QoS engine's ``QosPolicy`` (and of
+its status into the persisted per-node state), and its per-node status entries.
+
+Units at this boundary: ``cpu_total_usage`` in cores, ``memory_total_usage`` in bytes,
+``*_utilization`` in percent (all Kubernetes quantities); internally millicores, bytes and
+milli-percent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from sharekeeper.api.base import (
+    ApiModel,
+    Cel,
+    Conditions,
+    DateTime,
+    Int32,
+    Int64,
+    LabelSelector,
+    Metadata,
+    PositiveQuantity,
+    Schema,
+    read,
+)
+from sharekeeper.api.crds import AGE, Column, Resource, RootModel
+from sharekeeper.engine.qos import (
+    REGISTRY,
+    Action,
+    Candidates,
+    CpuThrottle,
+    Eviction,
+    Gap,
+    NodeCheckResult,
+    NodeQosState,
+    Objective,
+    Phase,
+    QosAction,
+    QosPolicy,
+    RuleKey,
+    RuleState,
+    SchedulingState,
+    Strategy,
+)
+from sharekeeper.engine.selectors import MATCH_ALL
+from sharekeeper.model.objects import rfc3339
+from sharekeeper.model.qos import metric_resource, waterlines_annotation
+from sharekeeper.model.quantities import to_internal, to_quantity
+
+MetricName = Literal[
+    "cpu_total_usage", "cpu_total_utilization", "memory_total_usage", "memory_total_utilization"
+]
+"""The metrics of ``engine.qos.REGISTRY`` (a test keeps the two equal)."""
+
+ListMap = Schema({"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})
+Atomic = Schema({"x-kubernetes-list-type": "atomic"})
+
+
+# --- spec ---------------------------------------------------------------------------------------
+
+
+class CandidatesSpec(ApiModel):
+    """Which pods may be acted on. Whatever is set here, pods in kube-system, static and mirror
+    pods, DaemonSet pods, terminating pods and pods at or above system-cluster-critical priority
+    are never touched."""
+
+    max_priority: Int32 = Field(
+        999, description="Pods whose priority is above this are never throttled or evicted."
+    )
+    namespace_selector: LabelSelector | None = Field(
+        None,
+        description="Label selector over the pod's namespace labels. Empty selects every "
+        "namespace.",
+    )
+    pod_selector: LabelSelector | None = Field(
+        None, description="Label selector over pods. Empty selects every pod."
+    )
+
+
+class MetricRule(ApiModel):
+    """The metric and the value above which the node is hot."""
+
+    name: MetricName = Field(
+        description="Node metric: cpu_total_usage (cores), cpu_total_utilization (percent), "
+        "memory_total_usage (bytes) or memory_total_utilization (percent)."
+    )
+    value: PositiveQuantity = Field(
+        description='Threshold: cores for CPU usage (for example "6" or 5500m), bytes for memory '
+        "usage (for example 12Gi), percent for utilization."
+    )
+
+
+class ObjectiveEnsurance(ApiModel):
+    """One rule, a metric threshold and the action taken when it is crossed."""
+
+    name: str = Field(
+        min_length=1, max_length=63, description="Rule name, unique within the policy."
+    )
+    metric_rule: MetricRule
+    avoidance_threshold: Int32 = Field(
+        1, ge=1, description="Consecutive hot checks before the rule triggers."
+    )
+    restore_threshold: Int32 = Field(
+        1, ge=1, description="Consecutive calm checks before a triggered rule restores."
+    )
+    action_name: str = Field(
+        max_length=63,
+        description="Name of the entry in spec.actions to take when the rule triggers.",
+    )
+    strategy: Literal["None", "Preview"] = Field(
+        "None", description="None acts; Preview computes and reports the plan but never acts."
+    )
+
+
+class EvictionSpec(ApiModel):
+    """Evict candidate pods, lowest priority and highest usage first."""
+
+    termination_grace_period_seconds: Int64 | None = Field(
+        None,
+        ge=0,
+        description="Grace period given to evicted pods; absent keeps each pod's own.",
+    )
+
+
+class CpuThrottleSpec(ApiModel):
+    """CPU limit steps."""
+
+    min_cpu_ratio: Int32 = Field(
+        10,
+        ge=0,
+        le=100,
+        alias="minCPURatio",
+        description="Never throttle a pod below this percent of its original CPU limit.",
+    )
+    step_cpu_ratio: Int32 = Field(
+        10,
+        ge=1,
+        le=100,
+        alias="stepCPURatio",
+        description="Each throttle or restore step changes the CPU limit by this percent of the "
+        "original.",
+    )
+
+
+class ThrottleSpec(ApiModel):
+    """Throttle candidate pods' CPU."""
+
+    cpu_throttle: CpuThrottleSpec = Field(default_factory=CpuThrottleSpec)
+
+
+class ActionSpec(ApiModel):
+    """A named action; any combination of its parts may be set."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=63,
+        description="Action name, referenced by objectiveEnsurances[].actionName.",
+    )
+    cool_down_seconds: Int32 = Field(
+        300, ge=0, description="After the rule restores, how long the node stays unschedulable."
+    )
+    disable_scheduling: bool = Field(
+        False,
+        description="Taint the node sharekeeper.io/interference:PreferNoSchedule while the rule "
+        "is triggered and during the cool-down.",
+    )
+    eviction: EvictionSpec | None = None
+    throttle: ThrottleSpec | None = None
+
+
+class NodeQosEnsurancePolicySpec(ApiModel):
+    """Rules, actions and which nodes and pods they apply to."""
+
+    __cel__ = (
+        Cel(
+            "self.objectiveEnsurances.all(r, self.actions.exists(a, a.name == r.actionName))",
+            "every objectiveEnsurances[].actionName must be the name of an entry in spec.actions",
+            field_path=".objectiveEnsurances",
+            reason="FieldValueInvalid",
+        ),
+    )
+
+    node_selector: LabelSelector | None = Field(
+        None, description="Label selector over Nodes. Empty or absent selects every node."
+    )
+    candidates: CandidatesSpec = Field(default_factory=CandidatesSpec)
+    check_interval_seconds: Int32 = Field(
+        10, ge=1, le=3600, description="Seconds between two checks of a node's usage."
+    )
+    excess_percent: Int32 = Field(
+        10,
+        ge=0,
+        le=100,
+        description="Margin added to each gap, in percent: an action releases (1 + excess) times "
+        "the distance to the waterline, so that usage settles below it rather than on it.",
+    )
+    evict_on_missing_metrics: bool = Field(
+        False,
+        description="When a triggered evict rule's usage cannot be measured, evict every "
+        "candidate pod (true) or report and wait (false, the default: evicting blind is "
+        "destructive).",
+    )
+    objective_ensurances: Annotated[list[ObjectiveEnsurance], ListMap] = Field(
+        min_length=1, max_length=32, description="Rules on node metrics. Names are unique."
+    )
+    actions: Annotated[list[ActionSpec], ListMap] = Field(
+        min_length=1, max_length=16, description="What may be done to a hot node. Names are unique."
+    )
+
+    @model_validator(mode="after")
+    def _names(self) -> NodeQosEnsurancePolicySpec:
+        for field, names in (
+            ("objectiveEnsurances", [o.name for o in self.objective_ensurances]),
+            ("actions", [a.name for a in self.actions]),
+        ):
+            duplicates = sorted({n for n in names if names.count(n) > 1})
+            if duplicates:
+                raise ValueError(f"{field}: duplicate names {duplicates}")
+        actions = {a.name for a in self.actions}
+        missing = sorted({o.action_name for o in self.objective_ensurances} - actions)
+        if missing:
+            raise ValueError(
+                "every objectiveEnsurances[].actionName must be the name of an entry in "
+                f"spec.actions (missing: {', '.join(missing)})"
+            )
+        return self
+
+
+# --- status -------------------------------------------------------------------------------------
+
+
+class RuleStatus(ApiModel):
+    """One rule on this node."""
+
+    name: str = Field(description="Rule name.")
+    metric: str | None = Field(None, description="The rule's metric.")
+    phase: str | None = Field(None, description="Triggered (actions in force) or Calm.")
+    hot_streak: int = Field(
+        0,
+        description="Consecutive checks above the rule's value (saturates at avoidanceThreshold).",
+    )
+    calm_streak: int = Field(
+        0,
+        description="Consecutive checks at or below the value (saturates at restoreThreshold).",
+    )
+    observation: str | None = Field(
+        None, description="What the last check saw, Hot, Calm or Missing (no usage)."
+    )
+    triggered: bool | None = Field(None, description="Whether the last check triggered the rule.")
+    restored: bool | None = Field(None, description="Whether the last check restored the rule.")
+    preview: bool | None = Field(
+        None, description="Whether the rule only previews (strategy Preview)."
+    )
+
+
+class SchedulingStatus(ApiModel):
+    """The interference taint this node carries because of QoS rules."""
+
+    disabled: bool = Field(False, description="Whether scheduling is disabled (the taint is on).")
+    cool_down_seconds: int = Field(
+        0, description="How long the taint stays after the last rule restored."
+    )
+    calm_since: DateTime | None = Field(
+        None,
+        description="When the last triggered rule restored; the cool-down counts from here.",
+    )
+
+
+class GapStatus(ApiModel):
+    """One gap."""
+
+    action_class: str | None = Field(
+        None, alias="class", description="evict, throttleDown or throttleUp."
+    )
+    metric: str | None = Field(None, description="The metric.")
+    gap: str | None = Field(
+        None,
+        description="The amount to release (or that restore may give back), in the metric's unit.",
+    )
+
+
+class LastAction(ApiModel):
+    """One action on one pod."""
+
+    kind: str | None = Field(None, description="evict, throttle or restore.")
+    pod: str | None = Field(None, description="namespace/name of the pod.")
+    metric: str | None = Field(None, description="The metric the action answered.")
+    released: str | None = Field(
+        None, description="Usage the action released (or gave back), in the metric's unit."
+    )
+    cpu_limit: str | None = Field(
+        None, description="The pod's CPU limit after a throttle or restore."
+    )
+    outcome: str | None = Field(
+        None,
+        description="Done, Refused (for example by a PodDisruptionBudget), Failed with the "
+        "reason, or Preview.",
+    )
+    time: DateTime | None = Field(None, description="When the check ran.")
+
+
+Waterlines = dict[str, Annotated[str, Field(description="The waterline, in the metric's unit.")]]
+
+
+class NodeStatus(ApiModel):
+    """This policy's view of one node."""
+
+    name: str = Field(description="Node name.")
+    rules: Annotated[list[RuleStatus], ListMap] = Field(
+        default_factory=list,
+        description="Hysteresis state of each rule of this policy on the node.",
+    )
+    scheduling: SchedulingStatus | None = None
+    waterlines: Waterlines | None = Field(
+        None,
+        description="Per action class and metric (for example evict.cpu_total_usage), the "
+        "waterline in force.",
+    )
+    preview_waterlines: Waterlines | None = Field(
+        None, description="Waterlines of Preview rules, which are reported but never acted on."
+    )
+    gaps: Annotated[list[GapStatus], Atomic] | None = Field(
+        None,
+        description="How far the node is from each waterline in force (usage minus waterline, "
+        "times 1 + excess).",
+    )
+    message: str | None = Field(
+        None,
+        description="Why the last check could not act fully (for example missing metrics).",
+    )
+    last_actions: Annotated[list[LastAction], Atomic] | None = Field(
+        None,
+        max_length=100,
+        description="Actions of the last check that acted, in execution order.",
+    )
+
+
+class NodeQosEnsurancePolicyStatus(ApiModel):
+    """Observations and actions, per node. Written by the operator only."""
+
+    observed_generation: Int64 | None = Field(
+        None, description="The spec generation the last check used."
+    )
+    matched_nodes: int | None = Field(None, description="Number of nodes the policy selects.")
+    triggered_nodes: int | None = Field(
+        None, description="Number of selected nodes with at least one triggered rule."
+    )
+    nodes: Annotated[list[NodeStatus], ListMap] = Field(
+        default_factory=list,
+        description="Per selected node: the state that must survive an operator restart (rule "
+        "counters, the scheduling taint) and what the last check found and did.",
+    )
+    conditions: Conditions | None = Field(
+        None, description="Latest observations, Ready and Invalid."
+    )
+
+
+class NodeQosEnsurancePolicy(RootModel):
+    """NodeQosEnsurancePolicy keeps node usage under waterlines: when a metric stays above a
+    rule's value, low-priority pods on that node are throttled or evicted, just enough to get
+    back under the waterline, and restored when usage falls."""
+
+    __resource__ = Resource(
+        group="ensurance.sharekeeper.io",
+        kind="NodeQosEnsurancePolicy",
+        plural="nodeqosensurancepolicies",
+        short_names=("nep",),
+        comment="NodeQosEnsurancePolicy: waterlines on node usage and what to do, precisely, "
+        "when a node is hot.",
+        columns=(
+            Column("Rules", "string", ".spec.objectiveEnsurances[*].name",
+                   "Names of the objective ensurance rules."),
+            Column("Nodes", "integer", ".status.matchedNodes",
+                   "Number of nodes the policy selects."),
+            Column("Triggered", "integer", ".status.triggeredNodes",
+                   "Number of nodes with a triggered rule."),
+            Column("Ready", "string", '.status.conditions[?(@.type=="Ready")].status',
+                   "Whether the last check succeeded."),
+            AGE,
+        ),
+    )  # fmt: skip
+
+    metadata: Metadata
+    spec: NodeQosEnsurancePolicySpec
+    status: NodeQosEnsurancePolicyStatus | None = None
+
+
+# --- reading ------------------------------------------------------------------------------------
+
+KIND = "NodeQosEnsurancePolicy"
+
+
+def read_policy(obj: Mapping[str, Any]) -> NodeQosEnsurancePolicy:
+    """The object's metadata and spec through the model (``ObjectError`` when they cannot be
+    read); a status that cannot be read is dropped (``read_status``): it only holds counters,
+    and a bad one must not stop the policy from being checked."""
+    policy = read(NodeQosEnsurancePolicy, {"kind": KIND, **obj, "status": None})
+    return policy.model_copy(update={"status": read_status(obj)})
+
+
+def read_status(obj: Mapping[str, Any]) -> NodeQosEnsurancePolicyStatus | None:
+    """The persisted per-node state (``status.nodes``; nothing else of the status is read), or
+    None (start from zero) when it cannot be read."""
+    status = obj.get("status")
+    if not isinstance(status, Mapping):
+        return None
+    try:
+        return NodeQosEnsurancePolicyStatus.model_validate({"nodes": status.get("nodes")})
+    except ValueError:
+        return None
+
+
+def qos_policy_view(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What the cluster store keeps of a policy: its name and its spec with every default
+    filled in, once the model has read it (``ObjectError`` otherwise: the policy is then
+    reported Invalid and left out of the checks)."""
+    policy = read(NodeQosEnsurancePolicy, {"kind": KIND, **obj, "status": None})
+    return {
+        "metadata": {"name": policy.metadata.name},
+        "spec": policy.spec.model_dump(by_alias=True, exclude_none=True),
+    }
+
+
+def qos_policy(policy: NodeQosEnsurancePolicy) -> QosPolicy:
+    """The engine's view of a policy (read with ``read_policy``)."""
+    spec = policy.spec
+    candidates = spec.candidates
+    return QosPolicy(
+        name=policy.metadata.name,
+        objectives=tuple(_objective(o) for o in spec.objective_ensurances),
+        actions={a.name: _action(a) for a in spec.actions},
+        candidates=Candidates(
+            max_priority=candidates.max_priority,
+            namespace_selector=_selector(candidates.namespace_selector),
+            pod_selector=_selector(candidates.pod_selector),
+        ),
+        node_selector=_selector(spec.node_selector),
+        evict_on_missing_metrics=spec.evict_on_missing_metrics,
+        excess_percent=spec.excess_percent,
+    )
+
+
+def policy_from_dict(obj: Mapping[str, Any]) -> QosPolicy:
+    """A NodeQosEnsurancePolicy object as engine input."""
+    return qos_policy(read_policy(obj))
+
+
+def _selector(selector: LabelSelector | None) -> Any:
+    return selector.engine() if selector is not None else MATCH_ALL
+
+
+def _objective(rule: ObjectiveEnsurance) -> Objective:
+    metric = rule.metric_rule.name
+    return Objective(
+        name=rule.name,
+        metric=metric,
+        value=to_internal(metric_resource(metric), rule.metric_rule.value),
+        action_name=rule.action_name,
+        avoidance_threshold=rule.avoidance_threshold,
+        restore_threshold=rule.restore_threshold,
+        strategy=Strategy(rule.strategy),
+    )
+
+
+def _action(action: ActionSpec) -> Action:
+    throttle = action.throttle.cpu_throttle if action.throttle is not None else None
+    return Action(
+        name=action.name,
+        cool_down_seconds=action.cool_down_seconds,
+        disable_scheduling=action.disable_scheduling,
+        eviction=None
+        if action.eviction is None
+        else Eviction(action.eviction.termination_grace_period_seconds),
+        throttle=None
+        if throttle is None
+        else CpuThrottle(
+            min_cpu_ratio=throttle.min_cpu_ratio, step_cpu_ratio=throttle.step_cpu_ratio
+        ),
+    )
+
+
+def state_from_status(policies: Iterable[NodeQosEnsurancePolicy], node: str) -> NodeQosState:
+    """Counters and taint state for ``node`` from the policies' ``status.nodes[]`` entries.
+
+    Anything missing starts at zero; the taint state is the same in every entry (written by
+    one check) and the most restrictive copy wins if they disagree.
+    """
+    rules: dict[RuleKey, RuleState] = {}
+    scheduling = SchedulingState()
+    for policy in policies:
+        for entry in policy.status.nodes if policy.status is not None else ():
+            if entry.name != node:
+                continue
+            for rule in entry.rules:
+                phase = Phase.TRIGGERED if rule.phase == "Triggered" else Phase.CALM
+                key = RuleKey(policy.metadata.name, rule.name)
+                rules[key] = RuleState(phase, rule.hot_streak, rule.calm_streak)
+            taint = entry.scheduling
+            if taint is not None and taint.disabled:
+                candidate = SchedulingState(True, taint.cool_down_seconds, _epoch(taint.calm_since))
+                if not scheduling.disabled or candidate.calm_since is None:
+                    scheduling = candidate
+    return NodeQosState(rules, scheduling)
+
+
+def _epoch(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(datetime.fromisoformat(value).timestamp())
+    except ValueError:
+        return None  # a cool-down without a known start restarts now: the safe side
+
+
+# --- status -------------------------------------------------------------------------------------
+
+
+def _gap_dict(gap: Gap) -> dict[str, object]:
+    spec = REGISTRY.get(gap.metric)
+    resource = spec.resource if spec else "cpu"
+    return {
+        "class": gap.action_class.value,
+        "metric": gap.metric,
+        "gap": None if gap.amount is None else _signed_quantity(resource, gap.amount),
+    }
+
+
+def _signed_quantity(resource: str, amount: int) -> str:
+    return ("-" if amount < 0 else "") + to_quantity(resource, abs(amount))
+
+
+def node_status_entry(result: NodeCheckResult, policy: str) -> dict[str, object]:
+    """``NodeStatus`` of ``policy`` for the checked node: what must survive a restart (rules'
+    phase and streaks, the taint state) plus what to report."""
+    scheduling = result.state.scheduling
+    rules = [r for r in result.rules if r.key.policy == policy]
+    return {
+        "name": result.node,
+        "rules": [
+            {
+                "name": r.key.rule,
+                "metric": r.metric,
+                "phase": r.state.phase.value,
+                "hotStreak": r.state.hot_streak,
+                "calmStreak": r.state.calm_streak,
+                "observation": r.observation.value,
+                "triggered": r.triggered_now,
+                "restored": r.restored_now,
+                "preview": r.preview,
+            }
+            for r in rules
+        ],
+        "scheduling": {
+            "disabled": scheduling.disabled,
+            "coolDownSeconds": scheduling.cool_down_seconds,
+            "calmSince": None if scheduling.calm_since is None else rfc3339(scheduling.calm_since),
+        },
+        "waterlines": waterlines_annotation(
+            w for w in result.waterlines if any(c.policy == policy for c in w.contributions)
+        ),
+        "gaps": [_gap_dict(g) for g in result.gaps],
+        "previewWaterlines": waterlines_annotation(
+            w for w in result.preview_waterlines if any(c.policy == policy for c in w.contributions)
+        ),
+    }
+
+
+def action_dict(action: QosAction) -> dict[str, object]:
+    """A ``simulate`` / status action: ``{"kind", "pod", "node", "metric", "released"}``, plus
+    ``cpuLimit`` for throttle and restore (null: the pod is back to no CPU limit)."""
+    out: dict[str, object] = {
+        "kind": action.kind,
+        "pod": str(action.pod),
+        "node": action.node,
+        "metric": action.metric,
+        "released": to_quantity(action.resource, action.released),
+    }
+    if action.kind != "evict":
+        limit = action.cpu_limit_milli
+        out["cpuLimit"] = None if limit is None else to_quantity("cpu", limit)
+    return out

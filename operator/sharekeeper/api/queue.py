@@ -1,0 +1,266 @@
+"""Queue (``scheduling.sharekeeper.io/v1alpha1``; a Volcano Queue reads the same): the model,
+its reading into the share engine's ``QueueSnapshot``, and its status from a ``QueueShare``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from sharekeeper.api.base import (
+    ApiModel,
+    Cel,
+    Conditions,
+    Int32,
+    Int64,
+    Metadata,
+    ResourceList,
+    StatusResources,
+    in_internal_units,
+    read,
+)
+from sharekeeper.api.crds import AGE, Column, Resource, RootModel
+from sharekeeper.engine.shares import QueueShare, QueueSnapshot
+from sharekeeper.engine.shares.snapshot import QueueName
+from sharekeeper.model.conditions import condition
+from sharekeeper.model.quantities import format_resources, to_internal
+
+MAX_WEIGHT = 65535
+
+
+class Guarantee(ApiModel):
+    """Resources reserved for this queue whatever other queues ask for."""
+
+    resource: ResourceList = Field(
+        default_factory=dict,
+        description="Guaranteed minimum per resource. Guarantees are taken from the cluster "
+        "before anything is shared out by weight.",
+    )
+
+
+class QueueSpec(ApiModel):
+    """Desired properties of the queue. Field names and meanings follow Volcano's Queue."""
+
+    __cel__ = (
+        Cel(
+            "!has(self.capability) || !has(self.guarantee) || !has(self.guarantee.resource) || "
+            "self.guarantee.resource.all(k, !(k in self.capability) || "
+            "quantity(string(self.guarantee.resource[k]))"
+            ".compareTo(quantity(string(self.capability[k]))) <= 0)",
+            "guarantee must not exceed capability in any resource",
+            field_path=".guarantee.resource",
+        ),
+    )
+
+    weight: Int32 = Field(
+        1,
+        ge=1,
+        le=MAX_WEIGHT,
+        description="Relative weight when resources are shared out by weight (1 to 65535, "
+        "default 1). A queue with weight 2 deserves twice the elastic share of a queue with "
+        "weight 1.",
+    )
+    capability: ResourceList = Field(
+        default_factory=dict,
+        description="Upper bound on what the queue may deserve or use, per resource (for "
+        'example cpu: "16", memory: 64Gi). A resource that is not listed is unlimited.',
+    )
+    guarantee: Guarantee | None = None
+    deserved: ResourceList = Field(
+        default_factory=dict,
+        description="Static deserved resources, read only by the Capacity sharing policy "
+        "(trimmed to the queue's effective capability, raised to its guarantee).",
+    )
+    priority: Int32 = Field(
+        0, description="Queue priority; higher-priority queues are ordered first by schedulers."
+    )
+    reclaimable: bool = Field(
+        True,
+        description="Whether resources this queue uses beyond its deserved share may be reclaimed.",
+    )
+    state: Literal["Open", "Closed"] = Field(
+        "Open",
+        description="Desired state. A Closed queue admits no new work; status.state shows the "
+        "observed one.",
+    )
+
+    @model_validator(mode="after")
+    def _guarantee_within_capability(self) -> QueueSpec:
+        guarantee = self.guarantee.resource if self.guarantee else {}
+        for name, amount in guarantee.items():
+            if name in self.capability and to_internal(name, amount) > to_internal(
+                name, self.capability[name]
+            ):
+                raise ValueError(
+                    f"guarantee must not exceed capability in any resource ({name}: "
+                    f"{amount} > {self.capability[name]})"
+                )
+        return self
+
+
+class QueueStatus(ApiModel):
+    """What Sharekeeper computed for this queue. Written by the operator only."""
+
+    state: str | None = Field(None, description="Observed state of the queue (Open or Closed).")
+    policy: str | None = Field(
+        None,
+        description="Name of the SchedulerPolicy that governs this queue; empty when none does.",
+    )
+    deserved: StatusResources | None = Field(
+        None, description="Resources this queue deserves under its policy."
+    )
+    guarantee: StatusResources | None = Field(
+        None, description="Effective guarantee, as used by the computation."
+    )
+    real_capability: StatusResources | None = Field(
+        None,
+        description="Most this queue can deserve: the cluster total minus every other queue's "
+        "guarantee, bounded by the queue's capability.",
+    )
+    allocated: StatusResources | None = Field(
+        None, description="Requests of the queue's pods that are bound to a node and not finished."
+    )
+    request: StatusResources | None = Field(
+        None, description="Allocated plus the requests of the queue's pending pods."
+    )
+    inqueue: StatusResources | None = Field(
+        None,
+        description="Resources of Volcano PodGroups admitted (Inqueue) but not yet allocated.",
+    )
+    elastic: StatusResources | None = Field(
+        None,
+        description="Allocated above the minResources of the queue's PodGroups: what could be "
+        "reclaimed without breaking a gang.",
+    )
+    share: str | None = Field(
+        None, description="Largest ratio allocated/deserved over all resources, as a decimal."
+    )
+    overused: bool | None = Field(
+        None, description="True when the queue uses more than it deserves in some resource."
+    )
+    observed_generation: Int64 | None = Field(
+        None, description="The spec generation this status was computed from."
+    )
+    conditions: Conditions | None = Field(
+        None,
+        description="Latest observations: Ready, Overused, GuaranteeUnsatisfiable, NoPolicy, "
+        "Conflict, Enqueueable, Invalid.",
+    )
+
+
+class Queue(RootModel):
+    """Queue is a share of the cluster's resources. Sharekeeper computes how much each queue
+    deserves under the SchedulerPolicy that selects it and publishes it in status."""
+
+    __resource__ = Resource(
+        group="scheduling.sharekeeper.io",
+        kind="Queue",
+        plural="queues",
+        short_names=("skq",),
+        comment="Queue: a share of the cluster, as in Volcano (a Volcano Queue manifest works "
+        "after changing its apiVersion).",
+        columns=(
+            Column("Weight", "integer", ".spec.weight",
+                   "Relative weight when the cluster is shared out."),
+            Column("State", "string", ".status.state", "Observed state (Open or Closed)."),
+            Column("Deserved-CPU", "string", ".status.deserved.cpu",
+                   "CPU this queue deserves under its policy."),
+            Column("Deserved-Mem", "string", ".status.deserved.memory",
+                   "Memory this queue deserves under its policy."),
+            Column("Alloc-CPU", "string", ".status.allocated.cpu",
+                   "CPU requested by the queue's bound pods."),
+            Column("Alloc-Mem", "string", ".status.allocated.memory",
+                   "Memory requested by the queue's bound pods."),
+            Column("Share", "string", ".status.share",
+                   "Largest allocated/deserved ratio over all resources."),
+            Column("Policy", "string", ".status.policy",
+                   "SchedulerPolicy that governs this queue.", priority=1),
+            Column("Overused", "boolean", ".status.overused",
+                   "Whether allocated exceeds deserved.", priority=1),
+            AGE,
+        ),
+    )  # fmt: skip
+
+    metadata: Metadata
+    spec: QueueSpec
+    status: QueueStatus | None = None
+
+
+def queue_snapshot(obj: Mapping[str, Any]) -> QueueSnapshot:
+    """A Queue object as the share engine reads it; ``ObjectError`` when it cannot be read."""
+    queue = read(Queue, obj)
+    spec = queue.spec
+    return QueueSnapshot(
+        name=QueueName(queue.metadata.name),
+        labels=dict(queue.metadata.labels),
+        weight=spec.weight,
+        capability=in_internal_units(spec.capability),
+        guarantee=in_internal_units(spec.guarantee.resource) if spec.guarantee else {},
+        deserved=in_internal_units(spec.deserved),
+        state=spec.state,
+    )
+
+
+# --- status -------------------------------------------------------------------------------------
+
+
+def share_text(share: float) -> str:
+    """``"0.75"``: two decimals at most, trailing zeros dropped."""
+    text = f"{share:.2f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+# Conditions a queue always carries: False (with the reason below) while they do not hold, so a
+# person sees them clear rather than vanish.
+_CLEAR = {
+    "NoPolicy": ("Governed", "exactly one SchedulerPolicy selects this queue"),
+    "Conflict": ("SinglePolicy", "no other SchedulerPolicy selects this queue"),
+    "GuaranteeUnsatisfiable": ("GuaranteesFit", "the guarantees fit in the policy's nodes"),
+}
+
+
+def queue_status(result: QueueShare) -> dict[str, Any]:
+    """``QueueStatus`` as a dict (built directly: 10,000 queues a round), without
+    ``observedGeneration`` and the conditions' times, which the publisher stamps."""
+    kinds = {reason.kind for reason in result.reasons}
+    governed = result.policy is not None
+    conditions = [
+        condition(
+            "Ready",
+            governed,
+            "Computed" if governed else sorted(kinds)[0],
+            "deserved computed" if governed else result.reasons[0].message,
+        ),
+        condition(
+            "Overused",
+            result.overused,
+            "AllocatedAboveDeserved" if result.overused else "WithinDeserved",
+            "allocated exceeds deserved in some resource"
+            if result.overused
+            else "allocated is within deserved",
+        ),
+    ]
+    for kind, (reason, message) in _CLEAR.items():
+        found = [r.message for r in sorted(result.reasons) if r.kind == kind]
+        conditions.append(
+            condition(kind, True, kind, "; ".join(found))
+            if found
+            else condition(kind, False, reason, message)
+        )
+    status: dict[str, Any] = {"state": result.state}
+    if result.policy is not None:
+        status["policy"] = result.policy
+    status |= {
+        "deserved": format_resources(result.deserved),
+        "guarantee": format_resources(result.guarantee),
+        "realCapability": format_resources(result.real_capability),
+        "allocated": format_resources(result.allocated),
+        "request": format_resources(result.request),
+        "inqueue": format_resources(result.inqueue),
+        "elastic": format_resources(result.elastic),
+        "share": share_text(result.share),
+        "overused": result.overused,
+        "conditions": conditions,
+    }
+    return status

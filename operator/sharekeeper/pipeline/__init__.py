@@ -1,0 +1,10 @@
+"""The one sequence from a snapshot to what gets published: engines in, desired statuses, node
+annotations and QoS plans out, as Kubernetes-shaped values.
+
+``loops/`` (the running operator) and ``simulate/`` call the same functions here, so what
+simulate prints is what the operator writes, by construction: ``shares.publication`` for queue
+shares, overcommit and proportional reservation, ``qos.cluster_check`` and its renderers for
+node QoS.
+Does not belong: reading objects (``api``, ``model``), diffing and writing (``publish``), the
+event loop (``loops``). Imports ``api``, ``model``, ``engine``.
+"""

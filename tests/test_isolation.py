@@ -1,0 +1,248 @@
+"""One malformed object never stops anything for anyone else: it is reported on itself (an
+Invalid condition where it has a status; a log line and ``sharekeeper_unreadable_objects``
+in every case) and left out, and the round or the QoS check goes on for every other object.
+
+One test per kind: Queue, SchedulerPolicy, NodeQosEnsurancePolicy (custom resources), a pod's
+``sharekeeper.io/cpu-throttle`` annotation, a Node, and a NodeMetrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client import REGISTRY
+
+from builders import node, pod, policy, queue
+from sharekeeper.cluster.store import ClusterStore
+from sharekeeper.engine.qos import Outcome, QosAction
+from sharekeeper.loops.qos import QosLoop
+from sharekeeper.loops.recompute import Recompute
+from sharekeeper.publish.diffing import Json, Transition
+from sharekeeper.publish.statuses import Kind
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qos-check.yaml"
+NOW = 1_795_000_000
+
+
+def unreadable(kind: str) -> float | None:
+    return REGISTRY.get_sample_value("sharekeeper_unreadable_objects", {"kind": kind})
+
+
+def condition(status: Json, kind: str) -> Json:
+    return next(c for c in status["conditions"] if c["type"] == kind)
+
+
+# --- Queue and SchedulerPolicy: the share round ------------------------------------------------
+
+
+class Writer:
+    def __init__(self) -> None:
+        self.stored: dict[tuple[str, str], Json] = {}
+        self.events: list[tuple[str, str, str]] = []
+
+    async def patch_status(self, kind: Kind, name: str, patch: Json) -> Json | None:
+        merged = {**self.stored.get((kind, name), {}), **patch}
+        self.stored[(kind, name)] = merged
+        return merged
+
+    async def patch_node_annotations(
+        self, name: str, patch: dict[str, str | None]
+    ) -> dict[str, str] | None:
+        return {k: v for k, v in patch.items() if v is not None}
+
+    async def event(self, kind: Kind, name: str, uid: str, transition: Transition) -> None:
+        self.events.append((kind, name, transition.type))
+
+
+def share_round(objects: list[dict[str, Any]]) -> Writer:
+    store = ClusterStore()
+    for obj in objects:
+        obj.setdefault("metadata", {}).setdefault("uid", f"uid-{obj['metadata']['name']}")
+    store.load(objects)
+    writer = Writer()
+    loop = Recompute(writer, store, clock=lambda: NOW)
+
+    async def scenario() -> None:
+        await loop.recompute()
+        await loop.written()
+
+    asyncio.run(scenario())
+    return writer
+
+
+def share_cluster() -> list[dict[str, Any]]:
+    return [
+        node("n1", cpu="8", memory="16Gi"),
+        pod("p1", "a", node="n1", cpu="2", memory="4Gi"),
+        policy("all"),
+        queue("a"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (
+            queue("bad", weight=0),
+            "Queue bad: spec.weight: Input should be greater than or equal to 1 (got 0)",
+        ),
+        (
+            queue("bad", capability={"cpu": "lots"}),
+            "Queue bad: spec.capability.cpu: must be a non-negative Kubernetes quantity",
+        ),
+        (
+            {
+                **queue("bad"),
+                "spec": {"guarantee": {"resource": {"cpu": "9"}}, "capability": {"cpu": "8"}},
+            },
+            "Queue bad: spec: guarantee must not exceed capability",
+        ),
+    ],
+    ids=["weight", "quantity", "guarantee-above-capability"],
+)
+def test_an_unreadable_queue_is_invalid_and_the_others_get_their_shares(
+    bad: dict[str, Any], message: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        writer = share_round([*share_cluster(), bad])
+    invalid = condition(writer.stored[("Queue", "bad")], "Invalid")
+    assert invalid["status"] == "True"
+    assert message in invalid["message"]
+    assert ("Queue", "bad", "Invalid") in writer.events  # an Event on the object
+    assert condition(writer.stored[("Queue", "bad")], "Ready")["status"] == "False"
+    assert writer.stored[("Queue", "a")]["deserved"] == {"cpu": "2", "memory": "4Gi"}
+    assert message in caplog.text
+    assert unreadable("Queue") == 1
+
+
+def test_an_unreadable_scheduler_policy_is_invalid_and_the_others_go_on() -> None:
+    bad = policy("bad", queue_selector={"matchLabels": {"team": "x"}})
+    bad["spec"]["overcommit"] = {"factors": {"cpu": 0.5}}
+    writer = share_round([*share_cluster(), bad])
+    invalid = condition(writer.stored[("SchedulerPolicy", "bad")], "Invalid")
+    assert (
+        "SchedulerPolicy bad: spec.overcommit.factors.cpu: Input should be greater than or "
+        "equal to 1 (got 0.5)" in invalid["message"]
+    )
+    assert writer.stored[("SchedulerPolicy", "all")]["queues"] == 1
+    assert writer.stored[("Queue", "a")]["policy"] == "all"
+    assert unreadable("SchedulerPolicy") == 1
+
+
+# --- the QoS check --------------------------------------------------------------------------------
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.evicted: list[str] = []
+        self.statuses: dict[str, Json] = {}
+
+    async def evict(self, action: QosAction) -> tuple[Outcome, str]:
+        self.evicted.append(str(action.pod))
+        return Outcome.ACCEPTED, "evicted"
+
+    async def set_cpu_limit(self, action: QosAction, cpu_limits: Any) -> tuple[Outcome, str]:
+        return Outcome.ACCEPTED, "resized"
+
+    async def set_taint(self, node: str, present: bool, taints: Any, version: str) -> None:
+        pass
+
+    async def event(self, target: Any, reason: str, message: str, *, warning: bool = False) -> None:
+        pass
+
+    async def patch_status(self, kind: Any, name: str, patch: Json) -> Json:
+        self.statuses[name] = {**self.statuses.get(name, {}), **patch}
+        return self.statuses[name]
+
+    async def patch_node_annotations(self, name: str, patch: dict[str, str | None]) -> Json:
+        return {k: v for k, v in patch.items() if v is not None}
+
+
+class Usage:
+    def __init__(self, docs: list[Json]) -> None:
+        self.docs = docs
+
+    async def node_metrics(self) -> list[Json]:
+        return [d for d in self.docs if d["kind"] == "NodeMetrics"]
+
+    async def pod_metrics(self) -> list[Json]:
+        return [d for d in self.docs if d["kind"] == "PodMetrics"]
+
+
+def example() -> list[Json]:
+    docs = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
+    for doc in docs:
+        doc["metadata"].setdefault("uid", f"uid-{doc['metadata']['name']}")
+    return docs
+
+
+def qos_check(docs: list[Json]) -> Recorder:
+    store = ClusterStore()
+    store.load(d for d in docs if d["kind"] not in ("NodeMetrics", "PodMetrics"))
+    recorder = Recorder()
+    asyncio.run(QosLoop(recorder, recorder, Usage(docs), store, clock=lambda: NOW).check())
+    return recorder
+
+
+def test_the_example_evicts_one_pod() -> None:
+    """The baseline the tests below break one object of."""
+    assert qos_check(example()).evicted == ["batch/batch-0"]
+
+
+def test_an_unreadable_qos_policy_is_invalid_and_the_valid_one_still_acts() -> None:
+    docs = example()
+    bad = copy.deepcopy(next(d for d in docs if d["kind"] == "NodeQosEnsurancePolicy"))
+    bad["metadata"] = {"name": "broken", "uid": "uid-broken"}
+    bad["spec"]["objectiveEnsurances"][0]["actionName"] = "nothing"
+    recorder = qos_check([*docs, bad])
+    assert recorder.evicted == ["batch/batch-0"]
+    invalid = condition(recorder.statuses["broken"], "Invalid")
+    assert invalid["status"] == "True"
+    assert (
+        "NodeQosEnsurancePolicy broken: spec: every objectiveEnsurances[].actionName must "
+        "be the name of an entry in spec.actions (missing: nothing)" in invalid["message"]
+    )
+    assert recorder.statuses["cpu-guard"]["matchedNodes"] == 1
+    assert unreadable("NodeQosEnsurancePolicy") == 1
+
+
+def test_a_pod_with_a_malformed_throttle_annotation_is_left_alone_and_the_check_goes_on() -> None:
+    docs = example()
+    target = next(d for d in docs if d["metadata"]["name"] == "batch-0")
+    target["metadata"]["annotations"] = {"sharekeeper.io/cpu-throttle": "{not json"}
+    recorder = qos_check(docs)
+    assert recorder.evicted, "the check still acts"
+    assert "batch/batch-0" not in recorder.evicted
+    assert unreadable("Pod") == 1
+
+
+def test_an_unreadable_node_is_left_out_and_the_others_are_checked() -> None:
+    docs = example()
+    worker = next(d for d in docs if d["kind"] == "Node")
+    broken = copy.deepcopy(worker)
+    broken["metadata"] = {"name": "worker-9", "labels": {"tier": 1}}  # not a string
+    recorder = qos_check([*docs, broken])
+    assert recorder.evicted == ["batch/batch-0"]
+    assert [n["name"] for n in recorder.statuses["cpu-guard"]["nodes"]] == ["worker-1"]
+    assert unreadable("Node") == 1
+
+
+def test_malformed_node_metrics_make_only_that_nodes_usage_unknown() -> None:
+    docs = example()
+    worker = next(d for d in docs if d["kind"] == "Node")
+    other = copy.deepcopy(worker)
+    other["metadata"] = {"name": "worker-2", "labels": {}}
+    docs.append(other)
+    docs.append(
+        {"kind": "NodeMetrics", "metadata": {"name": "worker-2"}, "usage": {"cpu": "a lot"}}
+    )
+    recorder = qos_check(docs)
+    assert recorder.evicted == ["batch/batch-0"]
+    names = [n["name"] for n in recorder.statuses["cpu-guard"]["nodes"]]
+    assert names == ["worker-1", "worker-2"]
