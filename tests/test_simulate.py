@@ -61,7 +61,7 @@ def test_json_has_queue_and_policy_status(
     )
     assert main(["simulate", "-f", str(path), "-o", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert set(report) == {"queues", "schedulerPolicies", "nodes", "placements"}
+    assert set(report) == {"queues", "schedulerPolicies", "nodes"}
     assert report["queues"]["a"]["deserved"]["cpu"] == "3"
     assert report["queues"]["b"]["deserved"] == {"cpu": "1", "memory": "1Gi"}
     assert report["queues"]["b"]["share"] == "1"
@@ -125,3 +125,26 @@ def test_bad_input_names_object_and_field(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert message in captured.err
+
+
+def test_placements_are_printed_only_when_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The predicate's answer grows with pending pods x nodes: opt-in."""
+    gpu = node("gpu-1", cpu=16, memory="64Gi", gpu=2)
+    reserving = policy("p")
+    reserving["spec"]["proportional"] = {
+        "enable": True,
+        "resources": {"nvidia.com/gpu": {"cpu": "8", "memory": "8Gi"}},
+    }
+    path = _write(
+        tmp_path, reserving, gpu, node("cpu-1", cpu=4), queue("a"), pod("web", "a", cpu=9)
+    )
+    assert main(["simulate", "-f", str(path), "-o", "json"]) == 0
+    assert "placements" not in json.loads(capsys.readouterr().out)
+    assert main(["simulate", "-f", str(path), "-o", "json", "--placements"]) == 0
+    placements = json.loads(capsys.readouterr().out)["placements"]
+    # 16 idle cpu, 16 kept for the two idle GPUs: 9 does not fit; cpu-1 has too little anyway
+    # but refuses nobody for a reservation (it has no GPU).
+    assert placements["ns/web"]["nodes"] == ["cpu-1"]
+    assert list(placements["ns/web"]["refused"]) == ["gpu-1"]

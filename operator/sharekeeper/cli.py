@@ -38,7 +38,8 @@ def _simulate(args: argparse.Namespace) -> int:
     now = time.time() if args.now is None else args.now
     try:
         inputs = read_files(args.files)
-        report = build_report(inputs, Context(now_seconds=now, seed=args.seed))
+        context = Context(now_seconds=now, seed=args.seed, placements=args.placements)
+        report = build_report(inputs, context)
     except ObjectError as error:
         print(f"sharekeeper simulate: {error}", file=sys.stderr)
         return 2
@@ -112,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
         "default: the current time",
     )
     simulate.add_argument("--seed", type=int, default=0, help="seed of the Random elastic order")
+    simulate.add_argument(
+        "--placements",
+        action="store_true",
+        help="also print, for every pending pod, the nodes the proportional predicate lets it "
+        "onto (output grows with pending pods x nodes)",
+    )
     simulate.set_defaults(handler=_simulate)
 
     convert = commands.add_parser(

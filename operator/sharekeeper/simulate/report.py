@@ -33,6 +33,9 @@ from sharekeeper.simulate.reading import Inputs
 class Context:
     now_seconds: float
     seed: int
+    placements: bool = False
+    """Also answer the proportional predicate for every pending pod: O(pending pods x nodes)
+    in output size, so only when asked (``--placements``)."""
 
 
 Contributor = Callable[[Inputs, Context], Mapping[str, Any]]
@@ -53,7 +56,7 @@ def share_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
     pending = [
         PendingPod(f"{pod.namespace}/{pod.name}", pod.request)
         for pod in (record.share for record in inputs.store.pods.records.values())
-        if pod.pending
+        if pod.pending and context.placements
     ]
     published = publication(snapshot_of(inputs, context), inputs.node_policies, pending)
     if published.unknown_queues:
@@ -72,7 +75,7 @@ def share_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
             name: {"annotations": dict(annotations)}
             for name, annotations in sorted(published.nodes.items())
         },
-        "placements": dict(published.placements),
+        **({"placements": dict(published.placements)} if context.placements else {}),
     }
 
 
