@@ -1,0 +1,578 @@
+"""The pod ledger and the store's node index against a from-scratch recount.
+
+Random sequences of watch events and relists go into a ``ClusterStore`` while the test keeps
+its own truth: the objects the API server holds. At the end the running totals, the per-queue
+accounting built on them and ``on_node`` must equal a plain loop over those objects, read here
+with a small quantity table of our own (no ``model``, ``ledger`` or ``accounting`` code).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from sharekeeper.cluster.store import ClusterStore
+from sharekeeper.engine.shares import Charges, GroupPods, PodTotals
+from sharekeeper.engine.shares.accounting import QueueUsage, queue_usage
+from sharekeeper.engine.shares.snapshot import QueueName
+
+Obj = dict[str, Any]
+Key = tuple[str, str]
+Amounts = dict[str, int]
+
+QUEUE_LABEL = "sharekeeper.io/queue"
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+THROTTLE_ANNOTATION = "sharekeeper.io/cpu-throttle"
+
+# Quantity string -> internal units (cpu millicores, memory bytes, GPUs milli-units).
+QUANTITIES: dict[str, dict[str, int]] = {
+    "cpu": {"0": 0, "250m": 250, "1": 1000, "1500m": 1500},
+    "memory": {"0": 0, "100M": 10**8, "512Mi": 2**29, "1Gi": 2**30},
+    "nvidia.com/gpu": {"0": 0, "1": 1000, "2": 2000},
+}
+NAMESPACES = ("ns", "other")
+POD_KEYS = tuple((ns, f"p{i}") for ns in NAMESPACES for i in range(5))
+GROUP_NAMES = ("g0", "g1", "g2")
+GROUP_KEYS = tuple((ns, name) for ns in NAMESPACES for name in GROUP_NAMES)
+NODES = ("n0", "n1", "n2")
+QUEUE_SETS: tuple[tuple[str, ...], ...] = (("q0", "q1"), ("default", "q0", "q1"))
+"""Queues that exist, checked both without and with ``default``; pods also name ``ghost``."""
+NAMED = st.sampled_from([None, None, "", "q0", "q1", "default", "ghost"])
+TERMINAL = ("Succeeded", "Failed")
+GROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
+
+
+# --- what the API server holds ---
+
+
+@dataclass(frozen=True)
+class PodParams:
+    containers: tuple[tuple[tuple[str, str], ...], ...] = ()
+    queue_label: str | None = None
+    queue_annotation: str | None = None
+    group: str | None = None
+    node: str | None = None
+    phase: str | None = "Pending"
+    gated: bool = False
+    unreadable: bool = False
+    """A request no one can read (``cpu: lots``)."""
+    bad_throttle: bool = False
+    """A throttle annotation that is not JSON: the QoS view is lost, the share view is not."""
+    noise: int = 0
+    """An unrelated label and a status condition."""
+
+
+@dataclass(frozen=True)
+class GroupParams:
+    queue: str | None = None
+    phase: str | None = "Pending"
+    min_member: int = 0
+    min_resources: tuple[tuple[str, str], ...] | None = None
+
+
+resource_vectors = st.fixed_dictionaries(
+    {}, optional={name: st.sampled_from(sorted(table)) for name, table in QUANTITIES.items()}
+).map(lambda resources: tuple(sorted(resources.items())))
+
+POD_FIELDS: dict[str, st.SearchStrategy[Any]] = {
+    "containers": st.lists(resource_vectors, max_size=2).map(tuple),
+    "queue_label": NAMED,
+    "queue_annotation": NAMED,
+    "group": st.sampled_from([None, "g0", "g0", "g1", "g2"]),
+    "node": st.sampled_from([None, "", *NODES]),
+    "phase": st.sampled_from([None, "Pending", "Running", *TERMINAL]),
+    "gated": st.booleans(),
+    "unreadable": st.sampled_from([False] * 7 + [True]),  # the exception, not half of them
+    "bad_throttle": st.booleans(),
+    "noise": st.integers(0, 3),
+}
+pod_params = st.builds(PodParams, **POD_FIELDS)
+
+GROUP_FIELDS: dict[str, st.SearchStrategy[Any]] = {
+    "queue": st.sampled_from([None, "", "q0", "q0", "q1", "default", "ghost"]),
+    "phase": st.sampled_from([None, *GROUP_PHASES, "Inqueue", "Running", "Bogus"]),
+    "min_member": st.integers(0, 2),
+    "min_resources": st.sampled_from([None, ()]) | resource_vectors | resource_vectors,
+}
+group_params = st.builds(GroupParams, **GROUP_FIELDS)
+
+
+@dataclass
+class World:
+    """The test's truth: every object the API server holds, readable or not."""
+
+    pods: dict[Key, Obj] = field(default_factory=dict)
+    pod_params: dict[Key, PodParams] = field(default_factory=dict)
+    groups: dict[Key, Obj] = field(default_factory=dict)
+    group_params: dict[Key, GroupParams] = field(default_factory=dict)
+    version: int = 0
+
+    def next_version(self) -> str:
+        self.version += 1
+        return str(self.version)
+
+
+def pod_object(key: Key, params: PodParams, version: str) -> Obj:
+    labels = {"app": f"v{params.noise}"}
+    if params.queue_label is not None:
+        labels[QUEUE_LABEL] = params.queue_label
+    annotations: dict[str, str] = {}
+    if params.queue_annotation is not None:
+        annotations[QUEUE_ANNOTATION] = params.queue_annotation
+    if params.group is not None:
+        annotations[GROUP_ANNOTATION] = params.group
+    if params.bad_throttle:
+        annotations[THROTTLE_ANNOTATION] = "{not json"
+    containers: list[Obj] = [
+        {"name": f"c{index}", "resources": {"requests": dict(requests)}}
+        for index, requests in enumerate(params.containers)
+    ]
+    if params.unreadable:
+        containers.append({"name": "bad", "resources": {"requests": {"cpu": "lots"}}})
+    spec: Obj = {"containers": containers}
+    if params.node is not None:
+        spec["nodeName"] = params.node
+    if params.gated:
+        spec["schedulingGates"] = [{"name": "wait"}]
+    status: Obj = {"conditions": [{"type": "Ready", "status": str(params.noise % 2 == 0)}]}
+    if params.phase is not None:
+        status["phase"] = params.phase
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": key[1],
+            "namespace": key[0],
+            "resourceVersion": version,
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": spec,
+        "status": status,
+    }
+
+
+def group_object(key: Key, params: GroupParams, version: str) -> Obj:
+    spec: Obj = {"minMember": params.min_member}
+    if params.queue is not None:
+        spec["queue"] = params.queue
+    if params.min_resources is not None:
+        spec["minResources"] = dict(params.min_resources)
+    status: Obj = {} if params.phase is None else {"phase": params.phase}
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": key[1], "namespace": key[0], "resourceVersion": version},
+        "spec": spec,
+        "status": status,
+    }
+
+
+# --- the operations ---
+
+
+def _kind(world: World, pods: bool) -> tuple[tuple[Key, ...], dict[Key, Obj], dict[Key, Any]]:
+    """The keys one kind may use, its objects and the parameters they were built from."""
+    if pods:
+        return POD_KEYS, world.pods, world.pod_params
+    return GROUP_KEYS, world.groups, world.group_params
+
+
+def _sink(store: ClusterStore, pods: bool) -> Any:
+    return store.pods if pods else store.pod_groups
+
+
+def _put(world: World, store: ClusterStore, data: st.DataObject, pods: bool) -> None:
+    """An ADDED or MODIFIED event: a fresh object, or one field of an existing one changed."""
+    keys, truth, params = _kind(world, pods)
+    key = data.draw(st.sampled_from(keys), label="key")
+    new = _changed(params.get(key), data, pods)
+    obj = _object(key, new, world.next_version(), pods)
+    kind = "MODIFIED" if key in truth else "ADDED"
+    truth[key], params[key] = obj, new
+    _sink(store, pods).event(kind, obj)
+
+
+def _changed(old: Any, data: st.DataObject, pods: bool) -> Any:
+    """A whole new object, or (for an existing one, mostly) the old one with one field moved."""
+    if old is None or data.draw(st.integers(0, 3), label="fresh") == 0:
+        return data.draw(pod_params if pods else group_params, label="params")
+    strategies = POD_FIELDS if pods else GROUP_FIELDS
+    name = data.draw(st.sampled_from(sorted(strategies)), label="field")
+    return replace(old, **{name: data.draw(strategies[name], label=name)})
+
+
+def _object(key: Key, params: Any, version: str, pods: bool) -> Obj:
+    return pod_object(key, params, version) if pods else group_object(key, params, version)
+
+
+def _delete(world: World, store: ClusterStore, data: st.DataObject, pods: bool) -> None:
+    """A DELETED event, carrying the object's last state (or a bare key when it is unknown)."""
+    keys, truth, params = _kind(world, pods)
+    key = data.draw(st.sampled_from(keys), label="key")
+    obj = truth.pop(key, None) or {"metadata": {"namespace": key[0], "name": key[1]}}
+    params.pop(key, None)
+    _sink(store, pods).event("DELETED", obj)
+
+
+def _relist(world: World, store: ClusterStore, data: st.DataObject, pods: bool) -> None:
+    """A complete LIST in pages: some objects kept, some changed, some gone, some new, a few
+    delivered twice (a LIST restarted after an expired continue token)."""
+    keys, truth, params = _kind(world, pods)
+    listing: list[tuple[Key, Any]] = []
+    for key in keys:
+        action = data.draw(st.sampled_from(["keep", "keep", "change", "drop"]), label="action")
+        if key not in truth and action != "drop":
+            action = data.draw(st.sampled_from(["absent", "new"]), label="new")
+        if action == "keep":
+            listing.append((key, params[key]))
+        elif action in ("change", "new"):
+            listing.append((key, _changed(params.get(key), data, pods)))
+    listing = list(data.draw(st.permutations(listing), label="order"))
+    twice: bool = data.draw(st.booleans(), label="twice")
+    if listing and twice:
+        key, old = data.draw(st.sampled_from(listing), label="again")
+        listing.append((key, _changed(old, data, pods)))
+    objects = [_object(key, new, world.next_version(), pods) for key, new in listing]
+    truth.clear()
+    params.clear()
+    for (key, new), obj in zip(listing, objects, strict=True):
+        truth[key], params[key] = obj, new
+    page = data.draw(st.integers(1, 4), label="page")
+    sink = _sink(store, pods)
+    sink.list_started()
+    for start in range(0, len(objects), page):
+        sink.listed(objects[start : start + page])
+    sink.list_finished()
+
+
+# --- reading the truth, independently ---
+
+
+def _nonzero(amounts: Mapping[str, int]) -> Amounts:
+    return {name: amount for name, amount in amounts.items() if amount}
+
+
+def _plus(into: Amounts, amounts: Mapping[str, int]) -> None:
+    for name, amount in amounts.items():
+        into[name] = into.get(name, 0) + amount
+
+
+def _amounts(resources: Mapping[str, str]) -> Amounts | None:
+    total: Amounts = {}
+    for name, quantity in resources.items():
+        if quantity not in QUANTITIES[name]:
+            return None
+        _plus(total, {name: QUANTITIES[name][quantity]})
+    return total
+
+
+@dataclass(frozen=True)
+class Pod:
+    """A readable, non-terminal pod as the test reads its dict."""
+
+    key: Key
+    request: Amounts
+    node: str | None
+    gated: bool
+    named: str | None
+    group: str | None
+    bad_throttle: bool
+
+
+def live_pods(world: World) -> list[Pod]:
+    pods = []
+    for key, obj in sorted(world.pods.items()):
+        request: Amounts = {}
+        readable = True
+        for container in obj["spec"]["containers"]:
+            amounts = _amounts(container["resources"]["requests"])
+            if amounts is None:
+                readable = False
+                break
+            _plus(request, amounts)
+        if not readable or obj["status"].get("phase") in TERMINAL:
+            continue
+        labels, annotations = obj["metadata"]["labels"], obj["metadata"]["annotations"]
+        pods.append(
+            Pod(
+                key=key,
+                request=request,
+                node=obj["spec"].get("nodeName") or None,
+                gated=bool(obj["spec"].get("schedulingGates")),
+                named=labels.get(QUEUE_LABEL) or annotations.get(QUEUE_ANNOTATION) or None,
+                group=annotations.get(GROUP_ANNOTATION),
+                bad_throttle=THROTTLE_ANNOTATION in annotations,
+            )
+        )
+    return pods
+
+
+def unreadable_pods(world: World) -> set[Key]:
+    return {
+        key
+        for key, obj in world.pods.items()
+        if any(
+            _amounts(container["resources"]["requests"]) is None
+            for container in obj["spec"]["containers"]
+        )
+    }
+
+
+@dataclass(frozen=True)
+class Group:
+    queue: str | None
+    phase: str
+    min_member: int
+    min_resources: Amounts | None
+
+
+def readable_groups(world: World) -> dict[Key, Group]:
+    groups = {}
+    for key, obj in world.groups.items():
+        phase = obj["status"].get("phase", "Pending")
+        minimum = obj["spec"].get("minResources")
+        min_resources = None if minimum is None else _amounts(minimum)
+        if phase not in GROUP_PHASES or (minimum is not None and min_resources is None):
+            continue
+        groups[key] = Group(
+            obj["spec"].get("queue") or None, phase, obj["spec"]["minMember"], min_resources
+        )
+    return groups
+
+
+# --- the recounts ---
+
+
+@dataclass
+class _Charge:
+    allocated: Amounts = field(default_factory=dict)
+    request: Amounts = field(default_factory=dict)
+    pods: int = 0
+
+    def charges(self) -> Charges:
+        return Charges(_nonzero(self.allocated), _nonzero(self.request), self.pods)
+
+
+@dataclass
+class _Members:
+    allocated: Amounts = field(default_factory=dict)
+    allocated_pods: int = 0
+    gated: Amounts = field(default_factory=dict)
+
+
+def recount(pods: list[Pod]) -> PodTotals:
+    named: dict[str, _Charge] = {}
+    grouped: dict[Key, _Charge] = {}
+    unnamed = _Charge()
+    groups: dict[Key, _Members] = {}
+    node_used: dict[str, Amounts] = {}
+    for pod in pods:
+        if pod.named:
+            bucket = named.setdefault(pod.named, _Charge())
+        elif pod.group:
+            bucket = grouped.setdefault((pod.key[0], pod.group), _Charge())
+        else:
+            bucket = unnamed
+        bucket.pods += 1
+        _plus(bucket.request, pod.request)
+        if pod.node:
+            _plus(bucket.allocated, pod.request)
+        if pod.group:
+            members = groups.setdefault((pod.key[0], pod.group), _Members())
+            if pod.node:
+                _plus(members.allocated, pod.request)
+                members.allocated_pods += 1
+            elif pod.gated:
+                _plus(members.gated, pod.request)
+        if pod.node:
+            _plus(node_used.setdefault(pod.node, {}), pod.request)
+    return PodTotals(
+        named={name: charge.charges() for name, charge in named.items()},
+        grouped={key: charge.charges() for key, charge in grouped.items()},
+        unnamed=unnamed.charges(),
+        groups={
+            key: GroupPods(_nonzero(m.allocated), m.allocated_pods, _nonzero(m.gated))
+            for key, m in groups.items()
+        },
+        node_used={name: _nonzero(used) for name, used in node_used.items()},
+    )
+
+
+def without_zeros(totals: PodTotals) -> PodTotals:
+    def charges(value: Charges) -> Charges:
+        return Charges(_nonzero(value.allocated), _nonzero(value.request), value.pods)
+
+    return PodTotals(
+        named={name: charges(value) for name, value in totals.named.items()},
+        grouped={key: charges(value) for key, value in totals.grouped.items()},
+        unnamed=charges(totals.unnamed),
+        groups={
+            key: GroupPods(_nonzero(g.allocated), g.allocated_pods, _nonzero(g.gated))
+            for key, g in totals.groups.items()
+        },
+        node_used={name: _nonzero(used) for name, used in totals.node_used.items()},
+    )
+
+
+@dataclass
+class Usage:
+    allocated: Amounts = field(default_factory=dict)
+    request: Amounts = field(default_factory=dict)
+    inqueue: Amounts = field(default_factory=dict)
+    elastic: Amounts = field(default_factory=dict)
+
+
+def per_queue(
+    queues: tuple[str, ...], pods: list[Pod], groups: dict[Key, Group]
+) -> tuple[dict[str, Usage], dict[str, int]]:
+    """Each queue's usage, one pod and one PodGroup at a time; pods naming missing queues."""
+    usage = {name: Usage() for name in queues}
+    unknown: dict[str, int] = {}
+    default = "default" if "default" in queues else None
+    for pod in pods:
+        queue = pod.named
+        if queue is None and pod.group is not None:
+            group = groups.get((pod.key[0], pod.group))
+            queue = group.queue if group is not None else None
+        queue = queue or default
+        if queue is None:
+            continue
+        if queue not in usage:
+            unknown[queue] = unknown.get(queue, 0) + 1
+            continue
+        _plus(usage[queue].request, pod.request)
+        if pod.node:
+            _plus(usage[queue].allocated, pod.request)
+    for (namespace, name), group in sorted(groups.items()):
+        entry = usage.get(group.queue or "default")
+        if entry is None:
+            continue
+        members = [pod for pod in pods if pod.key[0] == namespace and pod.group == name]
+        allocated: Amounts = {}
+        gated: Amounts = {}
+        for pod in members:
+            if pod.node:
+                _plus(allocated, pod.request)
+            elif pod.gated:
+                _plus(gated, pod.request)
+        minimum = group.min_resources or {}
+        _plus(
+            entry.elastic,
+            {dim: max(amount - minimum.get(dim, 0), 0) for dim, amount in allocated.items()},
+        )
+        allocated_pods = sum(1 for pod in members if pod.node)
+        admitted = group.phase == "Inqueue" or (
+            group.phase == "Running" and allocated_pods >= group.min_member
+        )
+        if group.min_resources is not None and admitted:
+            for dim, amount in group.min_resources.items():
+                missing = max(amount - allocated.get(dim, 0), 0)
+                if missing > 0:
+                    _plus(entry.inqueue, {dim: max(missing - gated.get(dim, 0), 0)})
+    return usage, unknown
+
+
+UNKNOWN_REASON = re.compile(r"(\d+) pods? names? queue '(.*)'")
+
+
+# --- the test ---
+
+
+def observed(store: ClusterStore) -> tuple[PodTotals, object]:
+    return without_zeros(store.totals()), store.pod_groups.snapshots()
+
+
+def check(world: World, store: ClusterStore) -> None:
+    pods = live_pods(world)
+    groups = readable_groups(world)
+    totals = store.totals()
+
+    expected = recount(pods)
+    actual = without_zeros(totals)
+    assert actual.named == expected.named
+    assert actual.grouped == expected.grouped
+    assert actual.unnamed == expected.unnamed
+    assert actual.groups == expected.groups
+    assert actual.node_used == expected.node_used
+
+    event(f"pods counted: {min(len(pods), 5)}+")
+    unreadable = unreadable_pods(world)
+    if unreadable:
+        event("unreadable pods")
+    assert set(store.pods.records) == set(world.pods) - unreadable
+    assert set(store.pod_groups.records) == set(groups)
+    throttled = {pod.key for pod in pods if pod.node and pod.bad_throttle}
+    assert set(store.pods.problems) == unreadable | throttled
+
+    for node in NODES:
+        here = [pod for pod in pods if pod.node == node]
+        records = list(store.pods.on_node(node))
+        assert sorted((r.share.namespace, r.share.name) for r in records) == [p.key for p in here]
+        used: Amounts = {}
+        for record in records:
+            _plus(used, record.share.request)
+        assert _nonzero(used) == _nonzero(totals.node_used.get(node, {}))
+        keys_with_qos = {
+            (view.key.namespace, view.key.name) for view in store.pods.qos_views_on(node)
+        }
+        assert keys_with_qos == {pod.key for pod in here if not pod.bad_throttle}
+
+    for queues in QUEUE_SETS:
+        accounting = queue_usage(
+            [QueueName(name) for name in queues], totals, store.pod_groups.snapshots()
+        )
+        usage, unknown = per_queue(queues, pods, groups)
+        assert set(accounting.usage) <= set(queues)
+        for name in queues:
+            # A queue that uses nothing may be left out of ``usage``.
+            got, want = accounting.usage.get(QueueName(name), QueueUsage()), usage[name]
+            for part in (item.name for item in fields(Usage)):
+                assert _nonzero(getattr(got, part)) == _nonzero(getattr(want, part)), (name, part)
+        if any(entry.inqueue for entry in usage.values()):
+            event("some queue has inqueue")
+        if any(entry.elastic for entry in usage.values()):
+            event("some queue has elastic")
+        if unknown:
+            event("pods name a missing queue")
+        reported: dict[str, int] = {}
+        for reason in accounting.reasons:
+            assert reason.kind == "UnknownQueue"
+            match = UNKNOWN_REASON.fullmatch(reason.message)
+            assert match is not None, reason.message
+            reported[match.group(2)] = int(match.group(1))
+        assert reported == unknown
+
+
+OPERATIONS = ("put", "put", "put", "delete", "relist")
+
+
+@settings(max_examples=200)
+@given(st.data())
+def test_the_totals_equal_a_recount_after_any_events(data: st.DataObject) -> None:
+    world = World()
+    calls: list[None] = []
+    store = ClusterStore()
+    store.on_change = lambda: calls.append(None)
+    # The operator starts with a complete LIST of each kind; then events and relists follow.
+    _relist(world, store, data, pods=False)
+    _relist(world, store, data, pods=True)
+    for _ in range(data.draw(st.integers(0, 28), label="operations")):
+        pods = data.draw(st.sampled_from([True, True, False]), label="pods")
+        operation = data.draw(st.sampled_from(OPERATIONS), label="operation")
+        before, called = observed(store), len(calls)
+        if operation == "put":
+            _put(world, store, data, pods)
+        elif operation == "delete":
+            _delete(world, store, data, pods)
+        else:
+            _relist(world, store, data, pods)
+        if observed(store) != before:
+            assert len(calls) > called, "what a share round reads changed without on_change"
+    check(world, store)

@@ -1,0 +1,416 @@
+"""The cluster store, one behaviour at a time: unreadable objects, what wakes a round, relists,
+deletions and the pods-by-node index."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from builders import node, pod, pod_group
+from sharekeeper.cluster.store import ClusterStore
+from sharekeeper.engine.shares import Charges, PodGroupSnapshot
+from sharekeeper.engine.shares.accounting import QueueUsage, queue_usage
+from sharekeeper.engine.shares.snapshot import QueueName
+
+Obj = dict[str, Any]
+THROTTLE = "sharekeeper.io/cpu-throttle"
+
+
+class Recorder:
+    """A store whose ``on_change`` calls are counted."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.seen: list[tuple[str, str, dict[str, Any]]] = []
+        self.store = ClusterStore()
+        self.store.on_change = self._changed
+        self.store.on_status = self._seen
+
+    def _changed(self) -> None:
+        self.calls += 1
+
+    def _seen(self, kind: str, name: str, value: Any) -> None:
+        self.seen.append((kind, name, dict(value)))
+
+    def woken_by(self, sink: Any, kind: str, obj: Obj) -> bool:
+        """Whether one event called ``on_change``."""
+        before = self.calls
+        sink.event(kind, obj)
+        return self.calls > before
+
+
+def unreadable_gauge(kind: str = "Pod") -> float | None:
+    value: float | None = REGISTRY.get_sample_value(
+        "sharekeeper_unreadable_objects", {"kind": kind}
+    )
+    return value
+
+
+def changed(obj: Obj, path: str, value: Any) -> Obj:
+    """A deep copy of ``obj`` with the dotted ``path`` set to ``value``."""
+    result = copy.deepcopy(obj)
+    *parents, last = path.split(".")
+    target = result
+    for step in parents:
+        target = target.setdefault(step, {})
+    target[last] = value
+    return result
+
+
+def requests_of(obj: Obj, **requests: str) -> Obj:
+    return changed(obj, "spec.containers", [{"name": "main", "resources": {"requests": requests}}])
+
+
+def keys_on(store: ClusterStore, node_name: str) -> set[tuple[str, str]]:
+    return {(r.share.namespace, r.share.name) for r in store.pods.on_node(node_name)}
+
+
+# --- objects that cannot be read ---
+
+
+def test_an_unreadable_pod_is_left_out_and_reported_until_it_is_fixed() -> None:
+    store = ClusterStore()
+    store.pods.event("ADDED", pod("good", "q", node="n", cpu="1"))
+    bad = pod("bad", "q", node="n", cpu="lots")
+
+    store.pods.event("ADDED", bad)
+
+    assert ("ns", "bad") not in store.pods.records
+    assert "lots" in store.pods.problems[("ns", "bad")]
+    assert unreadable_gauge() == 1
+    assert store.totals().named == {"q": Charges({"cpu": 1000}, {"cpu": 1000}, 1)}
+    assert keys_on(store, "n") == {("ns", "good")}
+
+    store.pods.event("MODIFIED", requests_of(bad, cpu="2"))
+
+    assert ("ns", "bad") in store.pods.records
+    assert store.pods.problems == {}
+    assert unreadable_gauge() == 0
+    assert store.totals().named == {"q": Charges({"cpu": 3000}, {"cpu": 3000}, 2)}
+    assert keys_on(store, "n") == {("ns", "good"), ("ns", "bad")}
+
+
+def test_a_pod_that_becomes_unreadable_leaves_the_totals_without_a_stale_value() -> None:
+    recorder = Recorder()
+    store = recorder.store
+    good = pod("p", "q", node="n", group="job", cpu="1", memory="1Gi")
+    store.pods.event("ADDED", good)
+
+    assert recorder.woken_by(store.pods, "MODIFIED", requests_of(good, cpu="1", memory="huge"))
+
+    totals = store.totals()
+    assert totals.named == {}
+    assert totals.groups == {}
+    assert totals.node_used == {}
+    assert list(store.pods.on_node("n")) == []
+    assert set(store.pods.problems) == {("ns", "p")}
+    assert unreadable_gauge() == 1
+
+
+def test_a_relisted_unreadable_pod_is_removed_too() -> None:
+    store = ClusterStore()
+    good = pod("p", "q", cpu="1")
+    store.pods.event("ADDED", good)
+
+    store.pods.list_started()
+    store.pods.listed([requests_of(good, cpu="-1")])
+    store.pods.list_finished()
+
+    assert store.totals().named == {}
+    assert set(store.pods.problems) == {("ns", "p")}
+
+
+def test_a_bound_pod_with_a_malformed_throttle_counts_in_its_queue_but_is_never_acted_on() -> None:
+    store = ClusterStore()
+    broken = pod("broken", "q", node="n", cpu="1")
+    broken["metadata"]["annotations"][THROTTLE] = "not JSON"
+    store.pods.event("ADDED", broken)
+    store.pods.event("ADDED", pod("fine", "q", node="n", cpu="2"))
+
+    record = store.pods.records[("ns", "broken")]
+    assert record.qos is None
+    assert record.problem is not None
+    assert THROTTLE in record.problem
+    assert store.pods.problems == {("ns", "broken"): record.problem}
+    assert unreadable_gauge() == 1
+    # It still counts: in its queue, on its node ...
+    assert store.totals().named == {"q": Charges({"cpu": 3000}, {"cpu": 3000}, 2)}
+    assert store.totals().node_used == {"n": {"cpu": 3000}}
+    usage = queue_usage([QueueName("q")], store.totals(), ()).usage.get(QueueName("q"))
+    assert usage is not None
+    assert usage.allocated == {"cpu": 3000}
+    # ... but the QoS engine sees only the other pod, which it can still act on.
+    assert keys_on(store, "n") == {("ns", "broken"), ("ns", "fine")}
+    assert [view.key.name for view in store.pods.qos_views_on("n")] == ["fine"]
+
+    fixed = copy.deepcopy(broken)  # (a dotted path cannot name a key with dots in it)
+    fixed["metadata"]["annotations"][THROTTLE] = '{"originalLimit": null, "limit": "500m"}'
+    store.pods.event("MODIFIED", fixed)
+
+    assert store.pods.records[("ns", "broken")].qos is not None
+    assert store.pods.problems == {}
+    assert unreadable_gauge() == 0
+
+
+# --- what wakes a round ---
+
+
+def test_a_pod_change_that_shares_read_wakes_a_round() -> None:
+    recorder = Recorder()
+    pods = recorder.store.pods
+    base = pod("p", "q", cpu="1")
+    assert recorder.woken_by(pods, "ADDED", base)
+
+    assert recorder.woken_by(pods, "MODIFIED", requests_of(base, cpu="2"))
+    assert recorder.woken_by(pods, "MODIFIED", changed(base, "metadata.labels", {}))
+    assert recorder.woken_by(
+        pods,
+        "MODIFIED",
+        changed(base, "metadata.annotations", {"scheduling.k8s.io/group-name": "g"}),
+    )
+    assert recorder.woken_by(
+        pods, "MODIFIED", changed(base, "spec.schedulingGates", [{"name": "x"}])
+    )
+    assert recorder.woken_by(pods, "MODIFIED", changed(base, "spec.nodeName", "n"))
+    assert recorder.woken_by(pods, "MODIFIED", changed(base, "status.phase", "Succeeded"))
+    assert recorder.woken_by(pods, "DELETED", base)
+
+
+def test_a_pod_change_that_shares_do_not_read_does_not_wake_a_round() -> None:
+    recorder = Recorder()
+    pods = recorder.store.pods
+    base = pod("p", "q", node="n", phase="Pending", cpu="1")
+    pods.event("ADDED", base)
+
+    ready = changed(base, "status.conditions", [{"type": "Ready", "status": "True"}])
+    assert not recorder.woken_by(pods, "MODIFIED", ready)
+    running = changed(ready, "status.phase", "Running")  # both hold their request
+    assert not recorder.woken_by(pods, "MODIFIED", running)
+    relabelled = changed(running, "metadata.labels", {"sharekeeper.io/queue": "q", "app": "web"})
+    assert not recorder.woken_by(pods, "MODIFIED", relabelled)
+    assert not recorder.woken_by(
+        pods, "MODIFIED", changed(relabelled, "metadata.resourceVersion", "42")
+    )
+    # Unchanged, the store kept the newest record all along.
+    assert recorder.store.pods.records[("ns", "p")].share.node_name == "n"
+
+
+def heartbeat_node(version: str, beat: str) -> Obj:
+    obj = node("n", {"zone": "a"}, cpu="8", memory="16Gi")
+    obj["metadata"]["resourceVersion"] = version
+    obj["metadata"]["annotations"] = {"node.alpha.kubernetes.io/ttl": "0"}
+    obj["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastHeartbeatTime": beat}]
+    return obj
+
+
+def test_a_node_heartbeat_does_not_wake_a_round() -> None:
+    recorder = Recorder()
+    nodes = recorder.store.nodes
+    assert recorder.woken_by(nodes, "ADDED", heartbeat_node("1", "2026-01-01T00:00:00Z"))
+
+    beat = heartbeat_node("2", "2026-01-01T00:00:10Z")
+    assert not recorder.woken_by(nodes, "MODIFIED", beat)
+    other = changed(beat, "metadata.annotations", {"node.alpha.kubernetes.io/ttl": "30"})
+    assert not recorder.woken_by(nodes, "MODIFIED", other)
+    # The record is the newest one: a taint patch must carry this resourceVersion.
+    assert nodes.records["n"].resource_version == "2"
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("status.allocatable", {"cpu": "4", "memory": "16Gi"}),
+        ("metadata.labels", {"zone": "b"}),
+    ],
+    ids=["allocatable", "label"],
+)
+def test_a_node_change_that_shares_read_wakes_a_round(path: str, value: Any) -> None:
+    recorder = Recorder()
+    nodes = recorder.store.nodes
+    nodes.event("ADDED", heartbeat_node("1", "2026-01-01T00:00:00Z"))
+
+    update = changed(heartbeat_node("2", "2026-01-01T00:00:10Z"), path, value)
+    assert recorder.woken_by(nodes, "MODIFIED", update)
+
+
+def test_a_change_of_our_node_annotations_is_handed_over_for_the_echo_check() -> None:
+    """Our own annotation write comes back through the watch: only the recompute loop knows
+    whether it is that echo (no round needed) or someone else's change (restore it)."""
+    recorder = Recorder()
+    nodes = recorder.store.nodes
+    nodes.event("ADDED", heartbeat_node("1", "2026-01-01T00:00:00Z"))
+    annotated = changed(
+        heartbeat_node("2", "2026-01-01T00:00:10Z"),
+        "metadata.annotations",
+        {"node.alpha.kubernetes.io/ttl": "0", "sharekeeper.io/policy": "gpu"},
+    )
+    assert not recorder.woken_by(nodes, "MODIFIED", annotated)
+    assert recorder.seen == [("Node", "n", {"sharekeeper.io/policy": "gpu"})]
+
+
+def test_a_pod_group_wakes_a_round_only_when_it_changes() -> None:
+    recorder = Recorder()
+    groups = recorder.store.pod_groups
+    job = pod_group("job", "q", min_resources={"cpu": "2"})
+    assert recorder.woken_by(groups, "ADDED", job)
+    assert not recorder.woken_by(groups, "MODIFIED", changed(job, "metadata.resourceVersion", "9"))
+    assert recorder.woken_by(groups, "MODIFIED", changed(job, "status.phase", "Inqueue"))
+    assert groups.snapshots() == (PodGroupSnapshot("ns", "job", "q", "Inqueue", 1, {"cpu": 2000}),)
+
+
+# --- relists and deletions ---
+
+
+def test_a_relist_that_omits_an_object_deletes_it() -> None:
+    recorder = Recorder()
+    store = recorder.store
+    kept, gone = pod("kept", "q", node="n", cpu="1"), pod("gone", "q", node="n", cpu="2")
+    unreadable = pod("unreadable", "q", cpu="lots")
+    store.pods.listed([kept, gone, unreadable])
+    store.nodes.listed([node("n", cpu="8"), node("m", cpu="8")])
+    store.pod_groups.listed([pod_group("job", "q")])
+    assert unreadable_gauge() == 1
+
+    for sink, survivors in (
+        (store.pods, [kept]),
+        (store.nodes, [node("n", cpu="8")]),
+        (store.pod_groups, []),
+    ):
+        before = recorder.calls
+        sink.list_started()
+        sink.listed(survivors)
+        sink.list_finished()
+        assert recorder.calls > before
+
+    assert set(store.pods.records) == {("ns", "kept")}
+    assert store.totals().named == {"q": Charges({"cpu": 1000}, {"cpu": 1000}, 1)}
+    assert store.totals().node_used == {"n": {"cpu": 1000}}
+    assert keys_on(store, "n") == {("ns", "kept")}
+    assert set(store.nodes.records) == {"n"}
+    assert store.pod_groups.snapshots() == ()
+    assert store.pods.problems == {}  # the unreadable pod is gone from the API too
+    assert unreadable_gauge() == 0
+
+
+def test_a_relist_of_the_same_objects_changes_nothing() -> None:
+    recorder = Recorder()
+    store = recorder.store
+    objects = [pod("a", "q", node="n", cpu="1"), pod("b", group="job", memory="1Gi")]
+    store.pods.listed(objects)
+    totals, calls = store.totals(), recorder.calls
+
+    store.pods.list_started()
+    store.pods.listed(objects[:1])
+    store.pods.listed(objects[1:])
+    store.pods.list_finished()
+
+    assert store.totals() == totals
+    assert recorder.calls == calls
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pod("stranger", "q", cpu="1"),
+        {"metadata": {"name": "stranger"}},
+        {"metadata": {}},
+        {},
+    ],
+    ids=["unknown pod", "bare key", "no name", "empty"],
+)
+def test_a_deletion_of_an_unknown_object_is_harmless(body: Obj) -> None:
+    recorder = Recorder()
+    store = recorder.store
+    store.pods.event("ADDED", pod("p", "q", node="n", cpu="1"))
+    store.pod_groups.event("ADDED", pod_group("job", "q"))
+    totals, groups, calls = store.totals(), store.pod_groups.snapshots(), recorder.calls
+
+    store.pods.event("DELETED", body)
+    store.pod_groups.event("DELETED", body)
+    store.nodes.event("DELETED", body)
+
+    assert store.totals() == totals
+    assert store.pod_groups.snapshots() == groups
+    assert recorder.calls == calls
+    assert keys_on(store, "n") == {("ns", "p")}
+
+
+def test_a_deletion_removes_the_problem_of_an_unreadable_pod() -> None:
+    store = ClusterStore()
+    bad = pod("bad", "q", cpu="lots")
+    store.pods.event("ADDED", bad)
+    assert unreadable_gauge() == 1
+
+    store.pods.event("DELETED", bad)
+
+    assert store.pods.problems == {}
+    assert unreadable_gauge() == 0
+
+
+# --- the pods on each node ---
+
+
+def test_a_pod_that_moves_between_nodes_moves_in_the_index() -> None:
+    store = ClusterStore()
+    on_a = pod("p", "q", node="a", cpu="1")
+    store.pods.event("ADDED", on_a)
+    store.pods.event("ADDED", pod("neighbour", "q", node="a", cpu="2"))
+    assert keys_on(store, "a") == {("ns", "p"), ("ns", "neighbour")}
+
+    store.pods.event("MODIFIED", changed(on_a, "spec.nodeName", "b"))
+
+    assert keys_on(store, "a") == {("ns", "neighbour")}
+    assert keys_on(store, "b") == {("ns", "p")}
+    assert store.totals().node_used == {"a": {"cpu": 2000}, "b": {"cpu": 1000}}
+    assert [view.key.name for view in store.pods.qos_views_on("b")] == ["p"]
+
+
+def test_a_pod_leaves_its_node_when_it_ends_or_is_unbound() -> None:
+    store = ClusterStore()
+    running = pod("p", "q", node="a", cpu="1")
+    store.pods.event("ADDED", running)
+
+    store.pods.event("MODIFIED", changed(running, "status.phase", "Succeeded"))
+    assert keys_on(store, "a") == set()
+    assert store.totals().node_used == {}
+    assert store.totals().named == {}
+
+    store.pods.event("MODIFIED", running)
+    assert keys_on(store, "a") == {("ns", "p")}
+
+    store.pods.event("MODIFIED", changed(running, "spec.nodeName", None))
+    assert keys_on(store, "a") == set()
+    assert store.totals().named == {"q": Charges({}, {"cpu": 1000}, 1)}
+
+
+def test_pods_of_the_same_name_in_two_namespaces_are_two_pods() -> None:
+    store = ClusterStore()
+    store.pods.event("ADDED", pod("p", "q", node="a", cpu="1"))
+    store.pods.event("ADDED", pod("p", "q", node="a", namespace="other", cpu="1"))
+
+    store.pods.event("DELETED", pod("p", "q", node="a", cpu="1"))
+
+    assert keys_on(store, "a") == {("other", "p")}
+    assert store.totals().named == {"q": Charges({"cpu": 1000}, {"cpu": 1000}, 1)}
+
+
+def test_no_usage_stays_behind_once_every_pod_is_gone() -> None:
+    store = ClusterStore()
+    objects = [
+        pod("a", "q", node="n", cpu="1"),
+        pod("b", group="job", gated=True, memory="1Gi"),
+        pod("c", node="m", gpu="1"),
+    ]
+    for obj in objects:
+        store.pods.event("ADDED", obj)
+    for obj in objects:
+        store.pods.event("DELETED", obj)
+
+    totals = store.totals()
+    assert (totals.named, totals.grouped, totals.groups, totals.node_used) == ({}, {}, {}, {})
+    assert totals.unnamed == Charges()
+    usage = queue_usage([QueueName("default"), QueueName("q")], totals, ()).usage
+    assert all(entry == QueueUsage() for entry in usage.values())
