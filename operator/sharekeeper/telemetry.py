@@ -29,8 +29,13 @@ UNREADABLE = Gauge(
     "Objects (or parts of them) the operator cannot read and leaves out, by kind",
     ["kind"],
 )
+QOS_USAGE_SECONDS = Histogram(
+    "sharekeeper_qos_usage_seconds", "Time a QoS check spends reading usage from metrics.k8s.io",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)  # fmt: skip
 QOS_CHECK_SECONDS = Histogram(
-    "sharekeeper_qos_check_seconds", "Time of one node QoS check of every governed node",
+    "sharekeeper_qos_check_seconds", "Time of one node QoS check of every governed node "
+    "(reading usage, the engine, acting and publishing)",
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )  # fmt: skip
 WATCH_LISTS = Counter(

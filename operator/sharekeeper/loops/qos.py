@@ -114,12 +114,14 @@ class QosLoop:
         # 1. Usage, all at once; unavailable usage is a fact the engine handles, not a crash.
         node_metrics: list[dict[str, Any]] | None = None
         pod_metrics: list[dict[str, Any]] | None = None
+        reading = time.perf_counter()
         try:
             node_metrics = await self.usage.node_metrics()
             pod_metrics = await self.usage.pod_metrics()
         except UsageUnavailable as problem:
             logger.warning("usage unavailable: %s", problem)
             node_metrics = pod_metrics = None
+        telemetry.QOS_USAGE_SECONDS.observe(time.perf_counter() - reading)
         # 2. The engine, per node, from the state persisted in the policies' status: on the
         #    records read on arrival, copied here (the watches keep changing the store), in a
         #    worker thread so the event loop keeps serving watches and probes.
