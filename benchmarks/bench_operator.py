@@ -1,131 +1,835 @@
-"""The operator at scale on the local control plane: how fast a change shows, and what it costs.
+"""The operator's scale curve on the local control plane: what a change costs as the cluster grows.
 
-    .venv/bin/python benchmarks/bench_operator.py [--nodes 1000] [--queues 200] [--pods 5000]
+    .venv/bin/python benchmarks/bench_operator.py --sizes 500,1000,2000,5000 \\
+        --out benchmarks/scale.json --plot benchmarks/scale.png
 
-Starts etcd + kube-apiserver (e2e/controlplane.py), creates the nodes, queues, one policy and
-bound pods, runs `sharekeeper run` as its ServiceAccount, and reports:
+Each size N (nodes) runs in a fresh etcd + kube-apiserver (``e2e/controlplane.py``), torn down
+before the next size starts, so that one size's leftovers (etcd revisions, watch caches, audit
+log) cannot slow the next. The cluster of size N:
 
-- the time from the operator's start until every queue's status is published;
-- the latency from a queue's weight change to its new deserved share in status (several
-  changes, each measured by polling the API server every 20 ms);
-- the operator's writes per change and while idle, from the API server's audit log.
+- N nodes of 32 cpu / 128Gi; every tenth node is a GPU node of 64 cpu / 512Gi / 8 nvidia.com/gpu;
+- 30 pods per node, one container each with cpu/memory requests and a ``sharekeeper.io/queue``
+  label: half are bound (``spec.nodeName``; there is no kubelet, creating them bound is enough),
+  15 per node at 2 cpu / 4Gi, half pending at 8 cpu / 16Gi. A tenth of all pods ask for one
+  nvidia.com/gpu: 6 bound on each GPU node (so 2 GPUs per GPU node stay idle and the
+  proportional reservation has something to keep) and the rest pending;
+- 2 x N queues (weights 1..7), 15 pods each; together the pods ask for about four times the
+  cluster's cpu and twice its memory, so every queue is demand-limited above its share and any
+  weight change moves every queue's deserved share;
+- one SchedulerPolicy over everything with overcommit (factor 1.5) and GPU-proportional
+  reservation (8 cpu / 8Gi per idle GPU);
+- one NodeQosEnsurancePolicy selecting every node with a ``cpu_total_usage`` rule at 1000 cores,
+  which never triggers, so every QoS check examines every node and acts on none. Usage comes from
+  the stand-in metrics-server (``e2e/metrics_server.py``) registered with the real aggregation
+  layer, 2 cpu / 8Gi for every node and none for pods (``--usage none``: no metrics API, and
+  every node is checked as "usage unknown").
 
-Timings are reported, never asserted (tests assert behaviour; this measures it).
+Per size, in this order, it measures (timings are reported, never asserted):
+
+creation
+    nodes, queues and pods POSTed by ``--in-flight`` concurrent requests (httpx2, 32 by default);
+    objects per second per kind.
+floor
+    one paginated LIST (limit 500 + continue) of all pods and of all nodes from Python with the
+    same HTTP library, json-decoding every page: what any controller pays at start.
+start-up
+    from the operator's process start (``sharekeeper run`` as its ServiceAccount) until every
+    Queue has ``status.deserved``, polling a paginated list of queues every 0.5 s (a poll stops
+    at the first queue without a status, so polling while nothing is published costs one page).
+event -> status
+    ``--changes`` times: merge-patch one queue's weight (a different queue each time), then GET
+    that queue every 20 ms until its ``status.deserved.cpu`` differs; the clock starts just
+    before the patch is sent. Before the next change the operator's writes must have stopped
+    for 3 s (from the audit log), so every change starts from a quiet operator. p50 and p99
+    are nearest-rank: with 20 changes p99 is the slowest.
+recompute round
+    the operator's ``sharekeeper_recompute_seconds`` histogram scraped from its metrics port
+    before the first and after the last change: mean of the rounds in between (sum and count
+    deltas) and the upper bound of the highest bucket any of them fell in.
+QoS check
+    likewise ``sharekeeper_qos_check_seconds``, from the first change to the end of the idle
+    window; "n/a" when the operator does not export it (the probe's ``qosChecks`` count is
+    reported either way).
+RSS
+    VmRSS (and the peak, VmHWM) from ``/proc/<pid>/status`` after the idle window.
+idle writes
+    the operator's writes in the API server's audit log during 30 s that start once the last
+    change's writes have stopped.
+simulate
+    on the largest size (``--simulate all`` for every size): nodes, pods, queues, both policy
+    kinds and the NodeMetrics, read by paginated LISTs, ``kind``/``apiVersion`` set on each
+    item and ``managedFields`` dropped (what ``kubectl get -o json`` prints), as one JSON
+    ``List`` file; then ``sharekeeper simulate -f FILE -o json > /dev/null``, timed, with its
+    peak RSS. The operator is stopped first, so the two do not share the two cores.
+
+Results go to ``--out`` as JSON, merged by size with what the file already holds, so sizes can
+be run one at a time; ``--plot`` draws them (``benchmarks/plot_scale.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
+import functools
+import inspect
 import json
-import statistics
+import math
+import os
+import platform
+import signal
+import subprocess
 import sys
 import tempfile
 import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import httpx2 as httpx
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "e2e"))
 
 import controlplane  # noqa: E402
+import kubeapi  # noqa: E402
 from clusters import CRDS, MANIFESTS, Cluster  # noqa: E402
-from objects import node, pod, policy, queue  # noqa: E402
-from operating import eventually, operator_writes, start_operator  # noqa: E402
+from metrics_api import METRICS_SERVICE, register_metrics_api  # noqa: E402
+from metrics_server import MetricsServer  # noqa: E402
+from objects import GROUP, NAMESPACE, node, pod, policy, queue  # noqa: E402
+from operating import SERVICE_ACCOUNT, Operator  # noqa: E402
+
+Json = dict[str, Any]
+
+GPU = "nvidia.com/gpu"
+QOS_GROUP = "ensurance.sharekeeper.io/v1alpha1"
+QUEUES_PATH = kubeapi.collection_path(GROUP, "queues")
+POLICY_NAME = "everything"
+RECOMPUTE_HISTOGRAM = "sharekeeper_recompute_seconds"
+QOS_CHECK_HISTOGRAM = "sharekeeper_qos_check_seconds"
+QOS_USAGE_HISTOGRAM = "sharekeeper_qos_usage_seconds"
+IDLE_WINDOW_SECONDS = 30.0
+QUIET_SECONDS = 3.0
+STARTUP_POLL_SECONDS = 0.5
+CHANGE_POLL_SECONDS = 0.02
 
 
-def create(cluster: Cluster, items: list[dict[str, Any]]) -> float:
-    started = time.perf_counter()
-    for chunk in range(0, len(items), 500):
-        listing = {"apiVersion": "v1", "kind": "List", "items": items[chunk : chunk + 500]}
-        cluster.kubectl("create", "-f", "-", input=json.dumps(listing), timeout=600)
-    return time.perf_counter() - started
+# --- the cluster of one size -------------------------------------------------------------------
 
 
-def deserved_cpu(cluster: Cluster, name: str) -> str | None:
-    status = cluster.get("queue", name).get("status", {})
-    value: str | None = status.get("deserved", {}).get("cpu")
+@dataclass(frozen=True)
+class Workload:
+    """The objects of one size; see the module docstring for the shape and the reasons."""
+
+    nodes: int
+    pods_per_node: int = 30
+    queues_per_node: int = 2
+    gpu_node_every: int = 10
+    gpus_per_gpu_node: int = 8
+    busy_gpus_per_gpu_node: int = 6
+    qos_check_interval_seconds: int = 5
+
+    @property
+    def pods(self) -> int:
+        return self.nodes * self.pods_per_node
+
+    @property
+    def queues(self) -> int:
+        return self.nodes * self.queues_per_node
+
+    @property
+    def gpu_nodes(self) -> int:
+        return sum(1 for i in range(self.nodes) if self.is_gpu_node(i))
+
+    @property
+    def bound_per_node(self) -> int:
+        return self.pods_per_node // 2
+
+    @property
+    def bound_pods(self) -> int:
+        return self.nodes * self.bound_per_node
+
+    @property
+    def gpu_pods(self) -> int:
+        return self.pods // 10
+
+    @property
+    def bound_gpu_pods(self) -> int:
+        return self.gpu_nodes * self.busy_gpus_per_gpu_node
+
+    def is_gpu_node(self, index: int) -> bool:
+        return index % self.gpu_node_every == 0
+
+    def node_name(self, index: int) -> str:
+        return f"n-{index:05d}"
+
+    def node_names(self) -> list[str]:
+        return [self.node_name(i) for i in range(self.nodes)]
+
+    def queue_names(self) -> list[str]:
+        return [f"q-{i:05d}" for i in range(self.queues)]
+
+    def check(self) -> None:
+        if self.busy_gpus_per_gpu_node > min(self.bound_per_node, self.gpus_per_gpu_node):
+            raise ValueError("more busy GPUs per GPU node than bound pods or GPUs on it")
+        if self.bound_gpu_pods > self.gpu_pods:
+            raise ValueError("more bound GPU pods than GPU pods")
+
+    def node_objects(self) -> Iterator[Json]:
+        for index in range(self.nodes):
+            if not self.is_gpu_node(index):
+                yield node(self.node_name(index), "32", "128Gi", **{"sharekeeper.io/pool": "cpu"})
+                continue
+            gpu_node = node(self.node_name(index), "64", "512Gi", **{"sharekeeper.io/pool": "gpu"})
+            for resources in ("capacity", "allocatable"):
+                gpu_node["status"][resources] = {
+                    **gpu_node["status"][resources],
+                    GPU: str(self.gpus_per_gpu_node),
+                }
+            yield gpu_node
+
+    def queue_objects(self) -> Iterator[Json]:
+        for index, name in enumerate(self.queue_names()):
+            yield queue(name, weight=1 + index % 7)
+
+    def pod_objects(self) -> Iterator[Json]:
+        """Bound pods node by node (GPU pods first on GPU nodes), then the pending ones (the
+        remaining GPU pods first); pod i belongs to queue i mod Q."""
+        queues = self.queue_names()
+        index = 0
+
+        def one(node_name: str | None, gpu: bool) -> Json:
+            cpu, memory = ("2", "4Gi") if node_name else ("8", "16Gi")
+            built = pod(f"p-{index:06d}", queues[index % len(queues)], cpu, memory, node_name)
+            if gpu:
+                resources = built["spec"]["containers"][0]["resources"]
+                resources["requests"][GPU] = "1"
+                resources["limits"] = {GPU: "1"}  # extended resources need requests == limits
+            return built
+
+        for node_index in range(self.nodes):
+            busy = self.busy_gpus_per_gpu_node if self.is_gpu_node(node_index) else 0
+            for slot in range(self.bound_per_node):
+                yield one(self.node_name(node_index), gpu=slot < busy)
+                index += 1
+        pending_gpu = self.gpu_pods - self.bound_gpu_pods
+        for slot in range(self.pods - self.bound_pods):
+            yield one(None, gpu=slot < pending_gpu)
+            index += 1
+
+    def scheduler_policy(self) -> Json:
+        return policy(
+            POLICY_NAME,
+            overcommit={"factor": 1.5},
+            proportional={"enable": True, "resources": {GPU: {"cpu": "8", "memory": "8Gi"}}},
+        )
+
+    def qos_policy(self) -> Json:
+        """Every node, a rule that never triggers: each check examines every node."""
+        return {
+            "apiVersion": QOS_GROUP,
+            "kind": "NodeQosEnsurancePolicy",
+            "metadata": {"name": "every-node"},
+            "spec": {
+                "checkIntervalSeconds": self.qos_check_interval_seconds,
+                "objectiveEnsurances": [
+                    {
+                        "name": "cpu-far-above-any-node",
+                        "metricRule": {"name": "cpu_total_usage", "value": "1000"},
+                        "actionName": "throttle",
+                    }
+                ],
+                "actions": [
+                    {
+                        "name": "throttle",
+                        "throttle": {"cpuThrottle": {"minCPURatio": 20, "stepCPURatio": 10}},
+                    }
+                ],
+            },
+        }
+
+    def as_json(self) -> Json:
+        return {
+            "nodes": self.nodes,
+            "gpu_nodes": self.gpu_nodes,
+            "pods": self.pods,
+            "bound_pods": self.bound_pods,
+            "pending_pods": self.pods - self.bound_pods,
+            "gpu_pods": self.gpu_pods,
+            "bound_gpu_pods": self.bound_gpu_pods,
+            "queues": self.queues,
+        }
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Options:
+    changes: int
+    in_flight: int
+    usage: str
+    simulate: bool
+    startup_timeout: float
+    settle_timeout: float
+    log_dir: Path | None
+    apiserver_flags: tuple[str, ...]
+
+
+def progress(size: int, message: str) -> None:
+    stamp = datetime.now().strftime("%H:%M:%S")
+    print(f"[{stamp} bench {size}] {message}", file=sys.stderr, flush=True)
+
+
+def percentile(samples: Sequence[float], fraction: float) -> float:
+    """Nearest rank: the smallest sample with at least ``fraction`` of all samples at or below."""
+    ordered = sorted(samples)
+    return ordered[max(1, math.ceil(fraction * len(ordered))) - 1]
+
+
+def memory_of(pid: int) -> dict[str, float]:
+    """VmRSS and VmHWM (peak RSS) of a process, in MiB."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = round(int(value.split()[0]) / 1024, 1)
+    return {"rss_mib": fields["VmRSS"], "peak_rss_mib": fields["VmHWM"]}
+
+
+@contextlib.contextmanager
+def fresh_control_plane(apiserver_flags: Sequence[str]) -> Iterator[controlplane.ControlPlane]:
+    """A new etcd + kube-apiserver, removed on exit. ``apiserver_flags`` need a controlplane.py
+    whose ``running`` passes extra flags on (``apiserver_flags``)."""
+    if not apiserver_flags:
+        with controlplane.running() as plane:
+            yield plane
+        return
+    if "apiserver_flags" not in inspect.signature(controlplane.running).parameters:
+        raise SystemExit("--apiserver-flag: e2e/controlplane.py's running() takes no extra flags")
+    extra: dict[str, Any] = {"apiserver_flags": list(apiserver_flags)}
+    with controlplane.running(**extra) as plane:
+        yield plane
+
+
+def start_operator(kubeconfig: Path, log: Path) -> tuple[Operator, int]:
+    """``sharekeeper run`` as in ``operating.start_operator``, but the metrics port is known."""
+    liveness, metrics = controlplane.free_port(), controlplane.free_port()
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "sharekeeper.cli", "run",
+             f"--liveness-port={liveness}", f"--metrics-port={metrics}"],
+            env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    return Operator(process, liveness, log), metrics
+
+
+def wait_for(
+    condition: Callable[[], bool],
+    *,
+    timeout: float,
+    interval: float,
+    alive: Callable[[], bool],
+    what: str,
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if not alive():
+            raise RuntimeError(f"the operator exited while waiting for {what}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {what} after {timeout:.0f} s")
+        time.sleep(interval)
+
+
+def every_queue_published(client: httpx.Client, expected: int) -> bool:
+    """Whether every queue has ``status.deserved``; stops reading at the first that has not."""
+    published = 0
+    for page, _ in kubeapi.pages(client, QUEUES_PATH):
+        for item in page.get("items") or []:
+            if not item.get("status", {}).get("deserved"):
+                return False
+            published += 1
+    return published >= expected
+
+
+def deserved_cpu(client: httpx.Client, name: str) -> str | None:
+    response = client.get(f"{QUEUES_PATH}/{name}")
+    response.raise_for_status()
+    value: str | None = response.json().get("status", {}).get("deserved", {}).get("cpu")
     return value
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--queues", type=int, default=200)
-    parser.add_argument("--pods", type=int, default=5000)
-    parser.add_argument("--changes", type=int, default=5)
-    parser.add_argument("--log", type=Path, help="keep the operator's log here")
-    args = parser.parse_args()
+def deserved_cpu_moved(client: httpx.Client, name: str, before: str | None) -> bool:
+    return deserved_cpu(client, name) != before
 
-    with controlplane.running() as plane, tempfile.TemporaryDirectory() as scratch:
+
+def set_weight(client: httpx.Client, name: str, weight: int) -> None:
+    response = client.patch(
+        f"{QUEUES_PATH}/{name}",
+        content=json.dumps({"spec": {"weight": weight}}),
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    response.raise_for_status()
+
+
+def histograms(metrics_url: str) -> tuple[kubeapi.Histogram | None, kubeapi.Histogram | None]:
+    exposition = kubeapi.scrape(metrics_url)
+    return (
+        kubeapi.histogram(exposition, RECOMPUTE_HISTOGRAM),
+        kubeapi.histogram(exposition, QOS_CHECK_HISTOGRAM),
+    )
+
+
+def qos_checks_so_far(operator: Operator) -> int | None:
+    with contextlib.suppress(OSError, ValueError):
+        return int(operator.health().get("qosChecks", 0))
+    return None
+
+
+# --- the simulate figure -----------------------------------------------------------------------
+
+DUMPED = (
+    ("v1", "Node", kubeapi.collection_path("v1", "nodes")),
+    ("v1", "Pod", kubeapi.collection_path("v1", "pods")),
+    (GROUP, "Queue", QUEUES_PATH),
+    (GROUP, "SchedulerPolicy", kubeapi.collection_path(GROUP, "schedulerpolicies")),
+    (QOS_GROUP, "NodeQosEnsurancePolicy",
+     kubeapi.collection_path(QOS_GROUP, "nodeqosensurancepolicies")),
+)  # fmt: skip
+NODE_METRICS = ("metrics.k8s.io/v1beta1", "NodeMetrics", "/apis/metrics.k8s.io/v1beta1/nodes")
+
+
+def dump_cluster(client: httpx.Client, path: Path, *, with_metrics: bool) -> Json:
+    """Every object simulate reads, as one ``List`` file, the way ``kubectl get -o json`` would
+    print them (kind and apiVersion on each item, no managedFields)."""
+    started = time.perf_counter()
+    listing: list[Json] = []
+    for api_version, kind, collection in (*DUMPED, *((NODE_METRICS,) if with_metrics else ())):
+        for item in kubeapi.items(client, collection):
+            item["metadata"].pop("managedFields", None)
+            listing.append({"apiVersion": api_version, "kind": kind, **item})
+    with path.open("w") as out:
+        json.dump({"apiVersion": "v1", "kind": "List", "items": listing}, out)
+    return {
+        "objects": len(listing),
+        "file_mebibytes": round(path.stat().st_size / 2**20, 1),
+        "dump_seconds": round(time.perf_counter() - started, 2),
+    }
+
+
+def time_simulate(path: Path, stderr_file: Path) -> Json:
+    """Wall time and peak RSS of ``sharekeeper simulate -f FILE -o json > /dev/null``."""
+    command = [str(Path(sys.executable).with_name("sharekeeper")), "simulate", "-f", str(path),
+               "-o", "json"]  # fmt: skip
+    with open(os.devnull, "wb") as devnull, stderr_file.open("wb") as errors:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, stdout=devnull, stderr=errors)
+        # wait4, not wait: the child's own resource usage, whatever other children we had.
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        tail = stderr_file.read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"simulate exited {process.returncode}:\n{tail}")
+    return {"seconds": round(seconds, 2), "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}
+
+
+# --- one size ----------------------------------------------------------------------------------
+
+
+def measure(workload: Workload, options: Options) -> Json:
+    """Build the cluster of ``workload`` in a fresh control plane and take every figure."""
+    size = workload.nodes
+    result: Json = {"cluster": workload.as_json(), "phases_seconds": {}}
+    phases: dict[str, float] = result["phases_seconds"]
+    began = time.perf_counter()
+
+    def phase_done(name: str, since: float) -> float:
+        now = time.perf_counter()
+        phases[name] = round(now - since, 1)
+        return now
+
+    with (
+        fresh_control_plane(options.apiserver_flags) as plane,
+        tempfile.TemporaryDirectory(prefix="bench-operator-") as scratch_name,
+    ):
+        scratch = Path(scratch_name)
+        mark = phase_done("control_plane", began)
         cluster = Cluster(kubeconfig=plane.kubeconfig, kubectl_path=str(plane.kubectl), plane=plane)
+        access = kubeapi.ApiAccess.from_kubeconfig(plane.kubeconfig)
         cluster.kubectl("apply", "-f", str(CRDS))
         cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         cluster.kubectl("apply", "-k", str(MANIFESTS))
-        cluster.kubectl("create", "namespace", "team")
-        names = [f"q-{i:04d}" for i in range(args.queues)]
-        setup = create(cluster, [node(f"n-{i:04d}") for i in range(args.nodes)])
-        setup += create(cluster, [queue(q, weight=1 + i % 7) for i, q in enumerate(names)])
-        cluster.apply(policy("all"))
-        # Demand is three times the 8 cpu per node: every queue asks for more than its share,
-        # so every weight change moves deserved.
-        cpu = str(max(1, 24 * args.nodes // args.pods))
-        pods = [
-            pod(f"p-{i:05d}", names[i % len(names)], cpu, "1Gi",
-                node_name=f"n-{i % args.nodes:04d}" if i % 2 else None)
-            for i in range(args.pods)
-        ]  # fmt: skip
-        setup += create(cluster, pods)
-        token = cluster.kubectl(
-            "create", "token", "sharekeeper", "-n", "sharekeeper", "--duration=2h"
-        ).stdout.strip()
-        kubeconfig = controlplane.write_token_kubeconfig(
-            plane, Path(scratch) / "kubeconfig", token, "sharekeeper"
-        )
+        cluster.kubectl("create", "namespace", NAMESPACE)
 
-        started = time.perf_counter()
-        operator = start_operator(kubeconfig, args.log or Path(scratch) / "operator.log")
-        try:
+        with contextlib.ExitStack() as stack:
+            metrics: MetricsServer | None = None
+            if options.usage == "metrics":
+                namespace, name = METRICS_SERVICE
+                metrics = stack.enter_context(
+                    MetricsServer(
+                        scratch / "metrics-server",
+                        hosts=(f"{name}.{namespace}.svc",),
+                        client_ca=plane.front_proxy_ca,
+                    )
+                )
+                register_metrics_api(cluster, metrics)
+                for node_name in workload.node_names():
+                    metrics.set_node(node_name, cpu="2", memory="8Gi")
+            mark = phase_done("setup", mark)
 
-            def all_published() -> bool:
-                items = cluster.get("queues")["items"]
-                return all(i.get("status", {}).get("policy") == "all" for i in items)
+            creation: Json = {}
+            result["creation"] = creation
+            for kind, objects in (
+                ("nodes", workload.node_objects()),
+                ("queues", workload.queue_objects()),
+                ("policies", iter([workload.scheduler_policy(), workload.qos_policy()])),
+                ("pods", workload.pod_objects()),
+            ):
+                progress(size, f"creating {kind}")
+                done = kubeapi.create_all(access, objects, in_flight=options.in_flight)
+                creation[kind] = done.as_json()
+                progress(size, f"created {done.count:,} {kind} in {done.seconds:.1f} s "
+                         f"({done.per_second:,.0f}/s, {done.retries} retries)")  # fmt: skip
+            mark = phase_done("creation", mark)
 
-            eventually(all_published, timeout=600, interval=0.5)
-            first_sync = time.perf_counter() - started
-            time.sleep(3)
-            idle_from = len(operator_writes(plane.audit_log))
-            time.sleep(10)
-            idle_writes = len(operator_writes(plane.audit_log)) - idle_from
+            with access.client() as client:
+                progress(size, "floor: paginated LIST of pods and nodes")
+                pods_list = kubeapi.timed_list(client, kubeapi.collection_path("v1", "pods"))
+                nodes_list = kubeapi.timed_list(client, kubeapi.collection_path("v1", "nodes"))
+                result["floor"] = {
+                    "seconds": round(pods_list.seconds + nodes_list.seconds, 3),
+                    "pods": pods_list.as_json(),
+                    "nodes": nodes_list.as_json(),
+                }
+                mark = phase_done("floor", mark)
+                operator_figures = run_operator(
+                    workload, options, plane=plane, cluster=cluster, client=client, scratch=scratch
+                )
+                result.update(operator_figures)
+                mark = phase_done("operator", mark)
+                if options.simulate:
+                    progress(size, "simulate: dumping the cluster into one file")
+                    dumped = scratch / "cluster.json"
+                    result["simulate"] = dump_cluster(
+                        client, dumped, with_metrics=metrics is not None
+                    )
+                    progress(size, f"simulate -f ({result['simulate']['objects']:,} objects)")
+                    result["simulate"] |= time_simulate(dumped, scratch / "simulate.err")
+                    mark = phase_done("simulate", mark)
+    phase_done("total", began)
+    return result
 
-            latencies, writes = [], []
-            for change in range(args.changes):
-                target = names[change]
-                before = deserved_cpu(cluster, target)
-                written_before = len(operator_writes(plane.audit_log))
-                cluster.kubectl(
-                    "patch", "queue", target, "--type=merge",
-                    "-p", json.dumps({"spec": {"weight": 200 + change}}),
-                )  # fmt: skip
-                changed_at = time.perf_counter()
-                eventually(lambda t=target, b=before: deserved_cpu(cluster, t) != b,
-                           timeout=60, interval=0.02)  # fmt: skip
-                latencies.append(time.perf_counter() - changed_at)
-                time.sleep(3)  # let the round's writes land before counting them
-                writes.append(len(operator_writes(plane.audit_log)) - written_before)
-        finally:
-            operator.stop()
 
-    print(f"cluster: {args.nodes} nodes, {args.queues} queues, {args.pods} pods "
-          f"(created in {setup:.0f} s)")  # fmt: skip
-    print(f"operator start -> every queue status published: {first_sync:.1f} s")
-    print(f"writes in 10 s of an idle cluster: {idle_writes}")
-    print(
-        "weight change -> new deserved in status: "
-        f"median {statistics.median(latencies):.2f} s, max {max(latencies):.2f} s "
-        f"({args.changes} changes)"
+def run_operator(
+    workload: Workload,
+    options: Options,
+    *,
+    plane: controlplane.ControlPlane,
+    cluster: Cluster,
+    client: httpx.Client,
+    scratch: Path,
+) -> Json:
+    """Start the operator, take the operator's figures, stop it."""
+    size = workload.nodes
+    token = cluster.kubectl(
+        "create", "token", "sharekeeper", "-n", "sharekeeper", "--duration=12h"
+    ).stdout.strip()
+    kubeconfig = controlplane.write_token_kubeconfig(
+        plane, scratch / "operator-kubeconfig", token, "sharekeeper"
     )
-    print(f"writes per weight change (every queue's deserved moves): {writes}")
+    log_dir = options.log_dir or scratch
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"operator-{size}.log"
+    audit = kubeapi.AuditTail(plane.audit_log, SERVICE_ACCOUNT)
+    figures: Json = {}
+
+    progress(size, f"starting the operator (log {log})")
+    started = time.perf_counter()
+    operator, metrics_port = start_operator(kubeconfig, log)
+
+    def alive() -> bool:
+        return operator.process.poll() is None
+
+    milestones: dict[str, float] = {}
+    figures["startup_milestones_seconds"] = milestones
+
+    def published() -> bool:
+        """Every queue has a status; on the way, when /readyz turned 200 (every initial list
+        in memory) and when the first round was decided (its writes then follow)."""
+        at = round(time.perf_counter() - started, 2)
+        try:
+            if "ready" not in milestones and operator.ready()[0] == 200:
+                milestones["ready"] = at
+            if "first_round" not in milestones and operator.health().get("recomputeRounds", 0):
+                milestones["first_round"] = at
+        except OSError:
+            pass  # not listening yet
+        return every_queue_published(client, workload.queues)
+
+    try:
+        wait_for(
+            published,
+            timeout=options.startup_timeout, interval=STARTUP_POLL_SECONDS, alive=alive,
+            what="status on every queue",
+        )  # fmt: skip
+        figures["startup_seconds"] = round(time.perf_counter() - started, 2)
+        progress(size, f"every queue published after {figures['startup_seconds']:.1f} s")
+        figures["startup_writes"] = audit.writes()
+        settled_after = audit.wait_quiet(
+            quiet_for=QUIET_SECONDS, timeout=options.settle_timeout, alive=alive
+        )
+        figures["startup_writes"] = audit.writes()
+        figures["startup_settled_seconds"] = round(time.perf_counter() - started, 2)
+        progress(size, f"writes settled {settled_after:.1f} s later "
+                 f"({figures['startup_writes']:,} writes)")  # fmt: skip
+
+        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        recompute_before, qos_before = histograms(metrics_url)
+        usage_before = kubeapi.histogram(kubeapi.scrape(metrics_url), QOS_USAGE_HISTOGRAM)
+        qos_checks_before = qos_checks_so_far(operator)
+        latencies: list[float] = []
+        writes_per_change: list[int] = []
+        writing_seconds: list[float] = []
+        queues = workload.queue_names()
+        for change in range(options.changes):
+            target = queues[change % len(queues)]
+            before = deserved_cpu(client, target)
+            writes_before = audit.writes()
+            sent = time.perf_counter()
+            set_weight(client, target, 200 + change)
+            wait_for(
+                functools.partial(deserved_cpu_moved, client, target, before),
+                timeout=options.settle_timeout, interval=CHANGE_POLL_SECONDS, alive=alive,
+                what=f"new deserved on {target}",
+            )  # fmt: skip
+            latencies.append(time.perf_counter() - sent)
+            waited = audit.wait_quiet(
+                quiet_for=QUIET_SECONDS, timeout=options.settle_timeout, alive=alive
+            )
+            writes_per_change.append(audit.writes() - writes_before)
+            writing_seconds.append(max(0.0, waited - QUIET_SECONDS))
+            progress(size, f"change {change + 1}/{options.changes}: {latencies[-1]:.2f} s, "
+                     f"{writes_per_change[-1]:,} writes")  # fmt: skip
+        recompute_after, _ = histograms(metrics_url)
+
+        progress(size, f"idle for {IDLE_WINDOW_SECONDS:.0f} s")
+        idle_from = audit.writes()
+        time.sleep(IDLE_WINDOW_SECONDS)
+        idle_writes = audit.writes() - idle_from
+        _, qos_after = histograms(metrics_url)
+        usage_after = kubeapi.histogram(kubeapi.scrape(metrics_url), QOS_USAGE_HISTOGRAM)
+        qos_checks_after = qos_checks_so_far(operator)
+        memory = memory_of(operator.process.pid)
+        if not alive():
+            raise RuntimeError("the operator exited during the idle window")
+
+        figures["event_to_status"] = {
+            "changes": len(latencies),
+            "p50_seconds": round(percentile(latencies, 0.5), 3),
+            "p99_seconds": round(percentile(latencies, 0.99), 3),
+            "max_seconds": round(max(latencies), 3),
+            "samples_seconds": [round(x, 3) for x in latencies],
+        }
+        figures["writes_per_change"] = writes_per_change
+        # From the new status showing up to the last write of that change (+- 0.25 s).
+        figures["writes_after_status_seconds"] = [round(x, 2) for x in writing_seconds]
+        figures["recompute_round"] = (
+            None if recompute_after is None else recompute_after.since(recompute_before).as_json()
+        )
+        qos: Json = {"exported": qos_after is not None}
+        if qos_after is not None:
+            qos |= qos_after.since(qos_before).as_json()
+        if usage_after is not None:
+            qos["reading_usage"] = usage_after.since(usage_before).as_json()
+        if qos_checks_before is not None and qos_checks_after is not None:
+            qos["checks_in_window"] = qos_checks_after - qos_checks_before
+        figures["qos_check"] = qos
+        figures["operator_memory"] = memory
+        figures["idle_writes_30s"] = idle_writes
+        figures["writes_by_kind"] = dict(audit.by_resource.most_common())
+    except BaseException:
+        progress(size, f"failed; the operator's log ends:\n{operator.tail(40)}")
+        raise
+    finally:
+        operator.stop(signal.SIGTERM)
+    return figures
+
+
+# --- reporting ---------------------------------------------------------------------------------
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def histogram_text(figure: Json | None, unit: str) -> str:
+    if not figure or not figure.get("observations"):
+        return "n/a"
+    slowest = figure["slowest_at_most_seconds"]
+    bound = "beyond the last bucket" if slowest == "+Inf" else f"all <= {seconds(slowest)}"
+    return f"{seconds(figure['mean_seconds'])} mean ({bound}; {figure['observations']} {unit})"
+
+
+def table_rows(result: Json, usage: str) -> list[tuple[str, str]]:
+    """The figures of one size as (figure, value) rows."""
+    cluster, creation = result["cluster"], result["creation"]
+    floor = result["floor"]
+    latency = result["event_to_status"]
+    qos = result["qos_check"]
+    if qos.get("exported"):
+        qos_text = histogram_text(qos, "checks")
+    else:
+        qos_text = f"n/a (not exported; {qos.get('checks_in_window', '?')} checks ran)"
+    usage_text = "usage from the stand-in" if usage == "metrics" else "no usage"
+    created = ", ".join(
+        f"{kind} {creation[kind]['per_second']:,.0f}" for kind in ("nodes", "queues", "pods")
+    )
+    memory = result["operator_memory"]
+    changes = result["writes_per_change"]
+    rows = [
+        ("cluster", f"{cluster['nodes']:,} nodes ({cluster['gpu_nodes']:,} GPU), "
+                    f"{cluster['pods']:,} pods ({cluster['bound_pods']:,} bound, "
+                    f"{cluster['gpu_pods']:,} GPU), {cluster['queues']:,} queues"),
+        ("creation, objects/s (in flight)", f"{created} ({creation['pods']['in_flight']})"),
+        ("floor: paginated LIST of pods + nodes",
+         f"{seconds(floor['seconds'])} (pods {seconds(floor['pods']['seconds'])}, "
+         f"{floor['pods']['mebibytes']} MiB; nodes {seconds(floor['nodes']['seconds'])})"),
+        ("operator start -> ready (every list in memory)",
+         seconds(result.get("startup_milestones_seconds", {}).get("ready"))),
+        ("operator start -> first round decided",
+         seconds(result.get("startup_milestones_seconds", {}).get("first_round"))),
+        ("operator start -> every queue's status", seconds(result["startup_seconds"])),
+        (f"event -> status, p50 / p99 (n={latency['changes']})",
+         f"{seconds(latency['p50_seconds'])} / {seconds(latency['p99_seconds'])}"),
+        ("one recompute round (during the changes)",
+         histogram_text(result["recompute_round"], "rounds")),
+        (f"one QoS check of every node ({usage_text})", qos_text),
+        ("  of which reading usage from metrics.k8s.io",
+         histogram_text(qos.get("reading_usage"), "checks") if qos.get("reading_usage") else "n/a"),
+        ("operator RSS after settling (peak)",
+         f"{memory['rss_mib']:,.0f} MiB ({memory['peak_rss_mib']:,.0f} MiB)"),
+        ("operator writes in 30 s idle", str(result["idle_writes_30s"])),
+        ("operator writes per weight change, median",
+         f"{sorted(changes)[len(changes) // 2]:,}" if changes else "n/a"),
+    ]  # fmt: skip
+    simulate = result.get("simulate")
+    if simulate:
+        rows.append(
+            ("simulate -f ONE_FILE -o json",
+             f"{seconds(simulate['seconds'])}, peak {simulate['peak_rss_mib']:,.0f} MiB "
+             f"({simulate['objects']:,} objects, {simulate['file_mebibytes']} MiB)")
+        )  # fmt: skip
+    rows.append(("wall time of this size", seconds(result["phases_seconds"]["total"])))
+    return rows
+
+
+def print_table(rows: list[tuple[str, str]]) -> None:
+    width = max(len(figure) for figure, _ in rows)
+    print(f"| {'figure'.ljust(width)} | value |")
+    print(f"|{'-' * (width + 2)}|---|")
+    for figure, value in rows:
+        print(f"| {figure.ljust(width)} | {value} |")
+
+
+def merged(path: Path, results: list[Json], meta: Json) -> Json:
+    """The runs already in ``path``, with the sizes just measured replaced."""
+    runs: dict[int, Json] = {}
+    if path.exists():
+        for run in json.loads(path.read_text()).get("runs", []):
+            runs[run["cluster"]["nodes"]] = run
+    for run in results:
+        runs[run["cluster"]["nodes"]] = {**run, "meta": meta}
+    return {"runs": [runs[size] for size in sorted(runs)]}
+
+
+def run_meta(options: Options, size_list: Sequence[int]) -> Json:
+    def git(*args: str) -> str:
+        command = ["git", *args]
+        return subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False).stdout
+
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "commit": git("rev-parse", "--short", "HEAD").strip(),
+        "dirty": bool(git("status", "--porcelain", "--", "operator").strip()),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "kubernetes": controlplane.KUBERNETES_VERSION,
+        "sizes_in_run": list(size_list),
+        "changes": options.changes,
+        "in_flight": options.in_flight,
+        "usage": options.usage,
+        "apiserver_flags": list(options.apiserver_flags),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="500,1000,2000,5000",
+                        help="node counts, comma-separated (default %(default)s)")  # fmt: skip
+    parser.add_argument("--pods-per-node", type=int, default=30)
+    parser.add_argument("--queues-per-node", type=int, default=2)
+    parser.add_argument("--changes", type=int, default=20, help="weight changes per size")
+    parser.add_argument("--in-flight", type=int, default=32, help="concurrent creates")
+    parser.add_argument("--usage", choices=("metrics", "none"), default="metrics",
+                        help="node usage from the stand-in metrics-server, or none")  # fmt: skip
+    parser.add_argument("--simulate", choices=("top", "all", "none"), default="top",
+                        help="time simulate on the largest size, every size, or none")  # fmt: skip
+    parser.add_argument("--startup-timeout", type=float, default=3600)
+    parser.add_argument("--settle-timeout", type=float, default=1800)
+    parser.add_argument(
+        "--apiserver-flag",
+        action="append",
+        default=[],
+        help="an extra kube-apiserver flag: --apiserver-flag=--max-requests-inflight=800",
+    )
+    parser.add_argument("--log-dir", type=Path, help="keep the operator's logs here")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "scale.json")
+    parser.add_argument("--plot", type=Path, default=REPO / "benchmarks" / "scale.png")
+    args = parser.parse_args()
+
+    size_list = sorted({int(size) for size in args.sizes.split(",")})
+    options = Options(
+        changes=args.changes, in_flight=args.in_flight, usage=args.usage,
+        simulate=False, startup_timeout=args.startup_timeout,
+        settle_timeout=args.settle_timeout, log_dir=args.log_dir,
+        apiserver_flags=tuple(args.apiserver_flag),
+    )  # fmt: skip
+    meta = run_meta(options, size_list)
+    results: list[Json] = []
+    failed = False
+    for size in size_list:
+        workload = Workload(size, args.pods_per_node, args.queues_per_node)
+        workload.check()
+        simulate = args.simulate == "all" or (args.simulate == "top" and size == size_list[-1])
+        try:
+            result = measure(workload, dataclasses.replace(options, simulate=simulate))
+        except Exception:
+            failed = True
+            traceback.print_exc()
+            progress(size, "this size failed; going on with the next")
+            continue
+        results.append(result)
+        print(f"\n== {size:,} nodes")
+        print_table(table_rows(result, options.usage))
+        args.out.write_text(json.dumps(merged(args.out, [result], meta), indent=1) + "\n")
+    if results:
+        print(f"\nfigures in {args.out}")
+        try:
+            import plot_scale
+        except ImportError as missing:  # matplotlib is in the optional "bench" extra
+            print(f"no plot: {missing} (pip install -e '.[bench]')")
+        else:
+            plot_scale.plot(json.loads(args.out.read_text())["runs"], args.plot)
+            print(f"plot in {args.plot}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

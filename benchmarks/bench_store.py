@@ -1,0 +1,155 @@
+"""The operator's in-memory work at a size, without an API server: what a round and a QoS check
+cost once the objects are in the store, and what the store costs to fill and to hold.
+
+    .venv/bin/python benchmarks/bench_store.py [--nodes 5000] [--repeat 5]
+
+The objects are those of ``bench_operator.py`` (30 pods per node, 2 queues per node, one
+SchedulerPolicy with overcommit and proportional reservation, one NodeQosEnsurancePolicy over
+every node), fed to a ``ClusterStore`` the way a complete list would. Reported:
+
+- fill: reading every object into its record (the parse cost of the operator's initial lists,
+  without the HTTP and JSON of the list itself), per pod;
+- memory: the growth of the process's RSS from before the objects were built to after the
+  store was filled and the objects dropped, per pod;
+- one round: snapshot, engines and the diff against statuses as published (the decision; the
+  writes are the API server's business), as in ``loops/recompute.py``, best of ``--repeat``;
+- one round after a weight change: the same, when every queue's share moves;
+- one QoS check: ``cluster_check`` over every node with node usage for each (best of
+  ``--repeat``); reading usage from metrics.k8s.io comes on top in a real cluster.
+
+Timings are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import resource
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "e2e"))
+
+from bench_operator import Workload  # noqa: E402
+from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs  # noqa: E402
+from sharekeeper.cluster.store import ClusterStore  # noqa: E402
+from sharekeeper.loops.recompute import Decision, _decide  # noqa: E402
+from sharekeeper.pipeline.qos import cluster_check  # noqa: E402
+
+STAMP = "2026-01-01T00:00:00Z"
+
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def objects(workload: Workload) -> list[dict[str, Any]]:
+    built = [
+        *workload.node_objects(),
+        *workload.queue_objects(),
+        workload.scheduler_policy(),
+        workload.qos_policy(),
+        *workload.pod_objects(),
+    ]
+    for obj in built:
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("uid", f"uid-{meta['name']}")
+        meta.setdefault("generation", 1)
+    return built
+
+
+def one_round(store: ClusterStore) -> Decision:
+    queues, policies = store.queues.sorted_records(), store.policies.sorted_records()
+    snapshot = share_snapshot(
+        store, specs(queues), [spec.shares for spec in specs(policies)], now_seconds=0.0
+    )
+    nodes = store.nodes.sorted_records()
+    return _decide(snapshot, node_policies(policies), queues, policies, nodes, stamp=STAMP)
+
+
+def published(store: ClusterStore, decision: Decision) -> None:
+    """Every status and annotation as if the writes had landed and the watch brought them back."""
+    for write in decision.statuses:
+        kind = store.queues if write.kind == "Queue" else store.policies
+        kind.records[write.name] = replace(kind.records[write.name], status=write.status)
+    for note in decision.annotations:
+        store.nodes.records[note.node] = replace(
+            store.nodes.records[note.node], annotations=note.annotations
+        )
+
+
+def one_check(store: ClusterStore) -> object:
+    policies = [{**r.spec, "status": r.status} for r in store.qos_policies.sorted_records()]
+    nodes = [r.qos for r in store.nodes.sorted_records() if r.qos is not None]
+    pods = {node.name: store.pods.qos_views_on(node.name) for node in nodes}
+    usage = [
+        {"metadata": {"name": node.name}, "usage": {"cpu": "2", "memory": "8Gi"}} for node in nodes
+    ]
+    return cluster_check(
+        policies, nodes, pods, dict(store.namespaces.records),
+        node_metrics=usage, pod_metrics=[], now=0,
+    )  # fmt: skip
+
+
+def best(run: Callable[[], object], repeat: int) -> float:
+    fastest = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        run()
+        fastest = min(fastest, time.perf_counter() - started)
+    return fastest
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+
+    workload = Workload(nodes=args.nodes)
+    gc.collect()
+    before = rss_mib()
+    built = objects(workload)
+    store = ClusterStore()
+    started = time.perf_counter()
+    store.load(built)
+    filled = time.perf_counter() - started
+    del built
+    gc.collect()
+    gc.freeze()  # as the operator does once its initial lists are in
+    held = rss_mib() - before
+
+    first = one_round(store)
+    published(store, first)
+    steady = best(lambda: one_round(store), args.repeat)
+    assert not one_round(store).statuses, "a settled store must need no write"
+
+    queue = store.queues.sorted_records()[0]
+    assert queue.spec is not None
+    store.queues.records[queue.name] = replace(
+        queue, spec=replace(queue.spec, weight=queue.spec.weight + 50), generation=2
+    )
+    moved = best(lambda: one_round(store), args.repeat)
+    moved_writes = len(one_round(store).statuses)
+    check = best(lambda: one_check(store), args.repeat)
+
+    pods = workload.pods
+    print(f"{args.nodes:,} nodes, {pods:,} pods, {workload.queues:,} queues")
+    print(f"fill the store          {filled:6.2f} s   ({filled / pods * 1e6:.0f} us per pod)")
+    print(f"memory held             {held:6.0f} MiB ({held * 2**20 / pods:.0f} bytes per pod)")
+    print(f"one round, settled      {steady * 1000:6.0f} ms  (0 writes)")
+    print(f"one round, weight moved {moved * 1000:6.0f} ms  ({moved_writes:,} status writes)")
+    print(f"one QoS check           {check * 1000:6.0f} ms  (every node)")
+
+
+if __name__ == "__main__":
+    main()
