@@ -19,10 +19,10 @@ from dataclasses import replace
 
 from sharekeeper.cluster.ledger import PodLedger
 from sharekeeper.engine.shares import (
-    NodeSnapshot,
     PodSnapshot,
     PolicySnapshot,
     QueueSnapshot,
+    ShareNode,
     ShareSnapshot,
     Sharing,
     deserved_shares,
@@ -51,7 +51,7 @@ def _vector(rng: random.Random, scale: int) -> dict[str, int]:
 def cluster(queues: int, seed: int = 1) -> ShareSnapshot:
     rng = random.Random(seed)
     nodes = tuple(
-        NodeSnapshot(NodeName(f"node-{i}"), allocatable=_vector(rng, 200))
+        ShareNode(NodeName(f"node-{i}"), allocatable=_vector(rng, 200))
         for i in range(max(queues // 10, 1))
     )
     queue_snapshots = tuple(

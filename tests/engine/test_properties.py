@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from builders import totals_of
 from sharekeeper.engine.shares import (
-    NodeSnapshot,
     PodSnapshot,
     PolicySnapshot,
     QueueSnapshot,
+    ShareNode,
     ShareResult,
     ShareSnapshot,
     Sharing,
@@ -44,7 +44,7 @@ vectors = st.dictionaries(st.sampled_from(DIMENSIONS), amount, max_size=3)
 @dataclass(frozen=True)
 class Cluster:
     queues: tuple[QueueSnapshot, ...]
-    nodes: tuple[NodeSnapshot, ...]
+    nodes: tuple[ShareNode, ...]
     pods: tuple[PodSnapshot, ...]
     seed: int
 
@@ -57,7 +57,7 @@ class Cluster:
 @st.composite
 def clusters(draw: st.DrawFn) -> Cluster:
     nodes = tuple(
-        NodeSnapshot(NodeName(f"n{i}"), allocatable=draw(vectors))
+        ShareNode(NodeName(f"n{i}"), allocatable=draw(vectors))
         for i in range(draw(st.integers(1, 3)))
     )
     queues = tuple(
@@ -133,7 +133,7 @@ def test_a_met_request_stays_met_when_the_total_grows(
 ) -> None:
     snapshot = cluster.snapshot()
     before = _run(snapshot, SHARINGS[policy])
-    bigger = NodeSnapshot(NodeName("extra"), allocatable=dict.fromkeys(DIMENSIONS, extra))
+    bigger = ShareNode(NodeName("extra"), allocatable=dict.fromkeys(DIMENSIONS, extra))
     after = _run(replace(snapshot, nodes=(*snapshot.nodes, bigger)), SHARINGS[policy])
     for name, share in before.queues.items():
         met = all(_get(share.deserved, d) >= amount for d, amount in share.request.items())

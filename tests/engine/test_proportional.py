@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import reference
 from sharekeeper.engine.proportional import (
     NodeReservation,
-    NodeSnapshot,
+    NodeUsage,
     PendingPod,
     Proportion,
     ProportionalRefusal,
@@ -58,7 +58,7 @@ def test_predicate_reference(case: dict[str, Any]) -> None:
     proportions = proportions_from_volcano(
         case["config"]["resource_strategy_fit_args"]["proportional"]
     )
-    node = NodeSnapshot("n", allocatable=internal(case["node_idle"]), used={})
+    node = NodeUsage("n", allocatable=internal(case["node_idle"]), used={})
     refusals = proportional_fit(internal(case["task_request"]), node, proportions)
     assert (not refusals) is case["expected"]["fit"]
     if error := case["expected"].get("error"):
@@ -78,13 +78,13 @@ POD_8 = {"cpu": 8_000, "memory": 8 * G}
 
 
 def test_second_cpu_pod_is_refused_to_keep_the_gpus_usable() -> None:
-    empty = NodeSnapshot("gpu-1", NODE_74, used={})
+    empty = NodeUsage("gpu-1", NODE_74, used={})
     assert proportional_reservation(empty, EIGHT_PER_GPU) == NodeReservation(
         reserved={"cpu": 64_000, "memory": 64 * G}, available={"cpu": 10_000, "memory": 64 * G}
     )
     assert proportional_fit(POD_8, empty, EIGHT_PER_GPU) == ()
 
-    after_first = NodeSnapshot("gpu-1", NODE_74, used=POD_8)
+    after_first = NodeUsage("gpu-1", NODE_74, used=POD_8)
     assert proportional_reservation(after_first, EIGHT_PER_GPU) == NodeReservation(
         reserved={"cpu": 64_000, "memory": 64 * G}, available={"cpu": 2_000, "memory": 56 * G}
     )
@@ -94,7 +94,7 @@ def test_second_cpu_pod_is_refused_to_keep_the_gpus_usable() -> None:
 
 
 def test_a_gpu_pod_frees_its_share() -> None:
-    one_gpu_used = NodeSnapshot("gpu-1", NODE_74, used={"cpu": 8_000, "memory": 8 * G, GPU: 1_000})
+    one_gpu_used = NodeUsage("gpu-1", NODE_74, used={"cpu": 8_000, "memory": 8 * G, GPU: 1_000})
     reservation = proportional_reservation(one_gpu_used, EIGHT_PER_GPU)
     assert reservation is not None
     assert reservation.reserved == {"cpu": 56_000, "memory": 56 * G}
@@ -103,9 +103,9 @@ def test_a_gpu_pod_frees_its_share() -> None:
 
 def test_placements_list_nodes_and_reasons() -> None:
     nodes = [
-        NodeSnapshot("gpu-1", NODE_74, used=POD_8),
-        NodeSnapshot("cpu-1", {"cpu": 16_000, "memory": 64 * G}, used={}),
-        NodeSnapshot("gpu-2", NODE_74, used={}),
+        NodeUsage("gpu-1", NODE_74, used=POD_8),
+        NodeUsage("cpu-1", {"cpu": 16_000, "memory": 64 * G}, used={}),
+        NodeUsage("gpu-2", NODE_74, used={}),
     ]
     pods = [
         PendingPod("ns/web", POD_8),
@@ -120,20 +120,20 @@ def test_placements_list_nodes_and_reasons() -> None:
 
 
 def test_equality_fits() -> None:
-    node = NodeSnapshot("n", {"cpu": 16_000, "memory": 16 * G, GPU: 1_000}, used={})
+    node = NodeUsage("n", {"cpu": 16_000, "memory": 16 * G, GPU: 1_000}, used={})
     assert proportional_fit({"cpu": 8_000, "memory": 8 * G}, node, EIGHT_PER_GPU) == ()
     refusals = proportional_fit({"cpu": 8_001, "memory": 8 * G + 1}, node, EIGHT_PER_GPU)
     assert [r.dimension for r in refusals] == ["cpu", "memory"]
 
 
 def test_nodes_without_the_resource_get_nothing() -> None:
-    node = NodeSnapshot("cpu-1", {"cpu": 4_000, "memory": 4 * G}, used={})
+    node = NodeUsage("cpu-1", {"cpu": 4_000, "memory": 4 * G}, used={})
     assert proportional_reservation(node, EIGHT_PER_GPU) is None
     assert proportional_fit({"cpu": 4_000}, node, EIGHT_PER_GPU) == ()
 
 
 def test_no_idle_gpus_reserves_nothing() -> None:
-    node = NodeSnapshot("n", NODE_74, used={GPU: 8_000, "cpu": 70_000})
+    node = NodeUsage("n", NODE_74, used={GPU: 8_000, "cpu": 70_000})
     assert proportional_reservation(node, EIGHT_PER_GPU) == NodeReservation(
         reserved={"cpu": 0, "memory": 0}, available={"cpu": 4_000, "memory": 128 * G}
     )
@@ -141,7 +141,7 @@ def test_no_idle_gpus_reserves_nothing() -> None:
 
 def test_several_resources_are_checked_one_by_one() -> None:
     proportions = {**EIGHT_PER_GPU, V100: Proportion(16_000, 16 * G)}
-    node = NodeSnapshot("n", {"cpu": 64_000, "memory": 256 * G, GPU: 2_000, V100: 2_000}, {})
+    node = NodeUsage("n", {"cpu": 64_000, "memory": 256 * G, GPU: 2_000, V100: 2_000}, {})
     reservation = proportional_reservation(node, proportions)
     assert reservation is not None
     assert reservation.reserved == {"cpu": 32_000, "memory": 32 * G}  # the larger, not the sum
@@ -150,7 +150,7 @@ def test_several_resources_are_checked_one_by_one() -> None:
 
 
 def test_fractional_units_round_the_reservation_up() -> None:
-    node = NodeSnapshot("n", {"cpu": 1_000, "memory": G, GPU: 1}, used={})  # 0.001 GPU idle
+    node = NodeUsage("n", {"cpu": 1_000, "memory": G, GPU: 1}, used={})  # 0.001 GPU idle
     reservation = proportional_reservation(node, {GPU: Proportion(1_500, 3)})
     assert reservation is not None
     assert reservation.reserved == {"cpu": 2, "memory": 1}  # 1.5 millicores, 0.003 bytes
@@ -171,7 +171,7 @@ def test_reservation_agrees_with_the_predicate(
     allocatable: dict[str, int], used: dict[str, int], rate: Proportion, request: dict[str, int]
 ) -> None:
     proportions = {GPU: rate}
-    node = NodeSnapshot("n", allocatable, used)
+    node = NodeUsage("n", allocatable, used)
     reservation = proportional_reservation(node, proportions)
     assert reservation is not None
     idle = {d: max(allocatable[d] - used[d], 0) for d in ("cpu", "memory", GPU)}

@@ -26,7 +26,7 @@ from sharekeeper.api.qos import qos_policy_view
 from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.cluster.ledger import PodLedger
 from sharekeeper.engine import qos
-from sharekeeper.engine.shares import NodeSnapshot, PodGroupSnapshot, PodTotals
+from sharekeeper.engine.shares import PodGroupSnapshot, PodTotals, ShareNode
 from sharekeeper.model.nodes import node_record
 from sharekeeper.model.objects import Obj, ObjectError, fail, labels_of
 from sharekeeper.model.pods import pod_group_snapshot, pod_record
@@ -169,7 +169,7 @@ class NodeStore(KindStore[str, NodeRecord]):
     def sorted_records(self) -> list[NodeRecord]:
         return [self.records[name] for name in sorted(self.records)]
 
-    def snapshots(self) -> tuple[NodeSnapshot, ...]:
+    def snapshots(self) -> tuple[ShareNode, ...]:
         return tuple(record.snapshot for record in self.sorted_records())
 
 

@@ -64,7 +64,7 @@ def admission_facts(
         if policy is None:
             continue
         settings = node_policies[policy]
-        view = proportional.NodeSnapshot(node.name, node.allocatable, used.get(node.name, {}))
+        view = proportional.NodeUsage(node.name, node.allocatable, used.get(node.name, {}))
         nodes[node.name] = NodeAdmission(
             policy=policy,
             overcommit=overcommit.node_overcommit(node.allocatable, settings.overcommit),
@@ -171,7 +171,7 @@ def placements(
         if not settings.proportions:
             continue
         views = [
-            proportional.NodeSnapshot(name, by_name[name].allocatable, used.get(name, {}))
+            proportional.NodeUsage(name, by_name[name].allocatable, used.get(name, {}))
             for name, node_facts in sorted(facts.nodes.items())
             if node_facts.policy == policy
         ]

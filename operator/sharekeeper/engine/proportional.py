@@ -45,7 +45,7 @@ class Proportion:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeSnapshot:
+class NodeUsage:
     """A node's allocatable and the Σ requests of its bound, non-terminal pods."""
 
     name: str
@@ -58,7 +58,7 @@ def idle_amount(allocatable: int, used: int) -> int:
     return max(allocatable - used, 0)
 
 
-def idle_resources(node: NodeSnapshot) -> dict[str, int]:
+def idle_resources(node: NodeUsage) -> dict[str, int]:
     """Every dimension of the node's allocatable, minus what its pods use."""
     return {
         name: idle_amount(node.allocatable[name], node.used.get(name, 0))
@@ -96,7 +96,7 @@ def reservations_by_resource(
 
 
 def proportional_reservation(
-    node: NodeSnapshot, proportions: Mapping[str, Proportion]
+    node: NodeUsage, proportions: Mapping[str, Proportion]
 ) -> NodeReservation | None:
     """The node's reservation, or ``None`` when it advertises no configured resource.
 
@@ -136,7 +136,7 @@ def is_unrestricted(request: Mapping[str, int], proportions: Mapping[str, Propor
 
 
 def proportional_fit(
-    request: Mapping[str, int], node: NodeSnapshot, proportions: Mapping[str, Proportion]
+    request: Mapping[str, int], node: NodeUsage, proportions: Mapping[str, Proportion]
 ) -> tuple[ProportionalRefusal, ...]:
     """Why ``node`` refuses a pod with ``request``; empty when the pod may go there."""
     if is_unrestricted(request, proportions):
@@ -172,7 +172,7 @@ class PodPlacement:
 
 def proportional_placements(
     pods: Iterable[PendingPod],
-    nodes: Iterable[NodeSnapshot],
+    nodes: Iterable[NodeUsage],
     proportions: Mapping[str, Proportion],
 ) -> dict[str, PodPlacement]:
     """The predicate for every pending pod that requests no configured resource, by pod name.

@@ -9,7 +9,7 @@ from typing import Any
 
 from sharekeeper.engine.admission import NodeAdmission
 from sharekeeper.engine.overcommit import factor_number
-from sharekeeper.engine.shares import NodeSnapshot
+from sharekeeper.engine.shares import ShareNode
 from sharekeeper.engine.shares.snapshot import NodeName
 from sharekeeper.model import qos
 from sharekeeper.model.objects import (
@@ -41,8 +41,8 @@ def node_record(obj: Obj) -> NodeRecord:
         raise of_kind("Node", error) from None
 
 
-def node_snapshot(obj: Obj) -> NodeSnapshot:
-    return NodeSnapshot(
+def node_snapshot(obj: Obj) -> ShareNode:
+    return ShareNode(
         name=NodeName(name_of(obj)),
         labels=labels_of(obj),
         allocatable=resources_at(obj, "status.allocatable"),

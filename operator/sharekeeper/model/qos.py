@@ -16,9 +16,9 @@ from typing import Any
 
 from sharekeeper.engine.qos import (
     REGISTRY,
-    NodeSnapshot,
     PodKey,
     PodSnapshot,
+    QosNode,
     ThrottleState,
     Waterline,
 )
@@ -219,11 +219,11 @@ def with_pod_usage(pod: PodSnapshot, metrics: Mapping[str, object]) -> PodSnapsh
     return replace(pod, cpu_usage_milli=cpu, memory_usage_bytes=memory)
 
 
-def node_view(node: Mapping[str, object]) -> NodeSnapshot:
+def node_view(node: Mapping[str, object]) -> QosNode:
     """A Node as engine input, without pods and usage: what the cluster store keeps."""
     name = str(_meta(node).get("name", "?"))
     capacity = mapping_at(node, "status.capacity")
-    return NodeSnapshot(
+    return QosNode(
         name=name,
         labels=_strings(node, "metadata.labels", "Node"),
         cpu_capacity_milli=_amount(node, capacity, "cpu", "status.capacity", "Node"),
@@ -240,12 +240,12 @@ def _amount(
 
 
 def with_usage(
-    node: NodeSnapshot,
+    node: QosNode,
     pods: Iterable[PodSnapshot],
     node_metrics: Mapping[str, object] | None = None,
     pod_metrics: Mapping[PodKey, Mapping[str, object]] | None = None,
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
-) -> NodeSnapshot:
+) -> QosNode:
     """``node`` with its pods (sorted) and the usage of both, for one check. Raises
     ``ObjectError`` for a NodeMetrics or PodMetrics that cannot be read."""
     usage = mapping_at(node_metrics, "usage") if node_metrics else None
@@ -270,7 +270,7 @@ def node_from_dicts(
     node_metrics: Mapping[str, object] | None = None,
     pod_metrics: Mapping[PodKey, Mapping[str, object]] | None = None,
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
-) -> NodeSnapshot:
+) -> QosNode:
     """A Node, the pods bound to it (terminal ones are dropped) and their usage."""
     views = [pod_view(raw) for raw in pods if not is_terminal(raw)]
     return with_usage(node_view(node), views, node_metrics, pod_metrics, namespace_labels)

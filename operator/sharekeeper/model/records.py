@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 
 from sharekeeper.engine import qos
 from sharekeeper.engine.admission import NodePolicy
-from sharekeeper.engine.shares import NodeSnapshot, PodSnapshot, PolicySnapshot, QueueSnapshot
+from sharekeeper.engine.shares import PodSnapshot, PolicySnapshot, QueueSnapshot, ShareNode
 from sharekeeper.model.objects import ObjectError
 
 SpecT = TypeVar("SpecT")
@@ -69,9 +69,9 @@ PolicyRecord = OwnRecord[PolicySpec]
 class NodeRecord:
     """A node: what the engines read, and the ``sharekeeper.io/`` annotations it carries."""
 
-    snapshot: NodeSnapshot
+    snapshot: ShareNode
     annotations: Mapping[str, str] = field(default_factory=dict)
-    qos: qos.NodeSnapshot | None = None
+    qos: qos.QosNode | None = None
     """The QoS engine's view, without pods and usage (added per check)."""
     taints: tuple[Mapping[str, Any], ...] = ()
     resource_version: str = ""

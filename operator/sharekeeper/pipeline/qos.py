@@ -26,10 +26,10 @@ from sharekeeper.api.qos import (
 )
 from sharekeeper.engine.qos import (
     NodeCheckResult,
-    NodeSnapshot,
     PlanReport,
     PodSnapshot,
     QosAction,
+    QosNode,
     QosPolicy,
     check_node,
 )
@@ -52,7 +52,7 @@ Json = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class NodeCheck:
-    node: NodeSnapshot
+    node: QosNode
     result: NodeCheckResult
     policies: tuple[str, ...]
     """The policies that select the node, sorted."""
@@ -104,7 +104,7 @@ class Outcomes:
 
 def cluster_check(
     policies: Sequence[Obj],
-    nodes: Sequence[NodeSnapshot],
+    nodes: Sequence[QosNode],
     pods: Mapping[str, Sequence[PodSnapshot]],
     namespace_labels: Mapping[str, Mapping[str, str]],
     *,

@@ -7,10 +7,10 @@ from sharekeeper.engine.qos import (
     Candidates,
     CpuThrottle,
     Eviction,
-    NodeSnapshot,
     Objective,
     PodKey,
     PodSnapshot,
+    QosNode,
     QosPolicy,
     Strategy,
     ThrottleState,
@@ -61,8 +61,8 @@ def node(
     cpu_capacity: int | None = 16_000,
     memory_capacity: int | None = 64 * 2**30,
     labels: dict[str, str] | None = None,
-) -> NodeSnapshot:
-    return NodeSnapshot(
+) -> QosNode:
+    return QosNode(
         name=name,
         labels=labels or {},
         cpu_capacity_milli=cpu_capacity,

@@ -19,10 +19,10 @@ from sharekeeper.engine.qos import (
     CpuThrottle,
     NodeCheckResult,
     NodeQosState,
-    NodeSnapshot,
     Objective,
     Outcome,
     PodSnapshot,
+    QosNode,
     accept_all,
     check_node,
     node_actions,
@@ -278,7 +278,7 @@ def test_gap_case_g7_missing_used_metric_waits_unless_opted_in() -> None:
 
 def evict_case(
     case: dict[str, Any], metric_rule: Callable[[], Objective], n_kwargs: dict[str, Any]
-) -> tuple[NodeCheckResult, NodeSnapshot]:
+) -> tuple[NodeCheckResult, QosNode]:
     pods = [crane_pod(p) for p in case["pods"]]
     n = node(*pods, **n_kwargs)
     result = check_node([policy(metric_rule())], n, NodeQosState(), now=0)

@@ -11,10 +11,10 @@ from sharekeeper.engine.qos import (
     CpuThrottle,
     NodeCheckResult,
     NodeQosState,
-    NodeSnapshot,
     Observation,
     Outcome,
     PodSnapshot,
+    QosNode,
     RuleState,
     accept_all,
     check_node,
@@ -43,7 +43,7 @@ pods_strategy = st.lists(
 
 def evict_check(
     pods: list[PodSnapshot], usage: int, line: int = 6_000
-) -> tuple[NodeCheckResult, NodeSnapshot]:
+) -> tuple[NodeCheckResult, QosNode]:
     n = node(*pods, cpu=usage)
     return check_node([policy(rule("r", "cpu_total_usage", line))], n, NodeQosState(), 0), n
 

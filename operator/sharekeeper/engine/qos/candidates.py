@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from sharekeeper.engine.qos.inputs import (
     SYSTEM_CLUSTER_CRITICAL,
     Candidates,
-    NodeSnapshot,
     PodSnapshot,
+    QosNode,
 )
 
 PROTECTED_NAMESPACES = frozenset({"kube-system"})
@@ -34,7 +34,7 @@ def protected(pod: PodSnapshot) -> bool:
     )
 
 
-def allowed(rules: Candidates, pod: PodSnapshot, node: NodeSnapshot) -> bool:
+def allowed(rules: Candidates, pod: PodSnapshot, node: QosNode) -> bool:
     # The API server labels every namespace with its own name; match on it even when the
     # caller knows nothing else about the namespace.
     namespace_labels = {
@@ -49,7 +49,7 @@ def allowed(rules: Candidates, pod: PodSnapshot, node: NodeSnapshot) -> bool:
     )
 
 
-def candidate_pods(rules: Iterable[Candidates], node: NodeSnapshot) -> tuple[PodSnapshot, ...]:
+def candidate_pods(rules: Iterable[Candidates], node: QosNode) -> tuple[PodSnapshot, ...]:
     """Pods allowed by any of ``rules`` (the policies behind one waterline), in key order."""
     rule_list = tuple(rules)
     pods = (p for p in node.pods if any(allowed(r, p, node) for r in rule_list))

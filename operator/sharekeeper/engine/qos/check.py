@@ -22,7 +22,7 @@ from sharekeeper.engine.qos.hysteresis import (
     observe,
     scheduling_state,
 )
-from sharekeeper.engine.qos.inputs import NodeSnapshot, Objective, QosPolicy, Strategy
+from sharekeeper.engine.qos.inputs import Objective, QosNode, QosPolicy, Strategy
 from sharekeeper.engine.qos.metrics import REGISTRY, ActionClass, MetricRegistry
 from sharekeeper.engine.qos.planning import Flow, MetricPlan, actions, metric_plans
 from sharekeeper.engine.qos.waterlines import (
@@ -107,7 +107,7 @@ def _contributions(
 
 def check_node(
     policies: Iterable[QosPolicy],
-    node: NodeSnapshot,
+    node: QosNode,
     state: NodeQosState,
     now: int,
     metrics: MetricRegistry = REGISTRY,
@@ -177,6 +177,6 @@ def check_node(
     )
 
 
-def node_actions(result: NodeCheckResult, node: NodeSnapshot, *, preview: bool = False) -> Flow:
+def node_actions(result: NodeCheckResult, node: QosNode, *, preview: bool = False) -> Flow:
     """The flow of actions for a checked node (``preview=True``: what Preview rules would do)."""
     return actions(result.preview_plans if preview else result.plans, node)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from sharekeeper.engine.qos.inputs import NodeSnapshot
+from sharekeeper.engine.qos.inputs import QosNode
 from sharekeeper.engine.qos.metrics import MetricSpec, absolute, node_usage
 
 
@@ -105,7 +105,7 @@ class RuleStep:
     restored_now: bool
 
 
-def observe(spec: MetricSpec | None, value: int, node: NodeSnapshot) -> Observation:
+def observe(spec: MetricSpec | None, value: int, node: QosNode) -> Observation:
     """HOT iff usage is strictly above the rule value (equality is calm, crane case A5)."""
     if spec is None:
         return Observation.MISSING

@@ -62,7 +62,9 @@ class PodSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeSnapshot:
+class QosNode:
+    """A node for one QoS check: capacity, usage, and its pods with their usage."""
+
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
     cpu_capacity_milli: int | None = None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
-from sharekeeper.engine.qos.inputs import NodeSnapshot, PodSnapshot
+from sharekeeper.engine.qos.inputs import PodSnapshot, QosNode
 from sharekeeper.engine.qos.sorting import CPU_SORTER, GENERAL_SORTER, MEMORY_SORTER, Sorter
 
 Resource = Literal["cpu", "memory"]
@@ -108,11 +108,11 @@ REGISTRY = registry(
 )
 
 
-def node_usage(resource: Resource, node: NodeSnapshot) -> int | None:
+def node_usage(resource: Resource, node: QosNode) -> int | None:
     return node.cpu_usage_milli if resource == "cpu" else node.memory_usage_bytes
 
 
-def node_capacity(resource: Resource, node: NodeSnapshot) -> int | None:
+def node_capacity(resource: Resource, node: QosNode) -> int | None:
     capacity = node.cpu_capacity_milli if resource == "cpu" else node.memory_capacity_bytes
     return capacity if capacity else None
 
@@ -121,7 +121,7 @@ def pod_usage(resource: Resource, pod: PodSnapshot) -> int | None:
     return pod.cpu_usage_milli if resource == "cpu" else pod.memory_usage_bytes
 
 
-def absolute(spec: MetricSpec, value: int, node: NodeSnapshot) -> int | None:
+def absolute(spec: MetricSpec, value: int, node: QosNode) -> int | None:
     """A rule value in the resource's absolute unit; None if a utilization lacks capacity.
 
     Rounds down, so a waterline never sits above the value the user wrote.

@@ -29,7 +29,7 @@ from enum import Enum
 from typing import Literal
 
 from sharekeeper.engine.qos.candidates import candidate_pods
-from sharekeeper.engine.qos.inputs import CpuThrottle, NodeSnapshot, PodKey, PodSnapshot
+from sharekeeper.engine.qos.inputs import CpuThrottle, PodKey, PodSnapshot, QosNode
 from sharekeeper.engine.qos.metrics import (
     ActionClass,
     MetricRegistry,
@@ -123,13 +123,13 @@ def _grace(waterline: Waterline) -> int | None:
     return min(graces, default=None)
 
 
-def _throttled(node: NodeSnapshot) -> tuple[PodSnapshot, ...]:
+def _throttled(node: QosNode) -> tuple[PodSnapshot, ...]:
     # Restoring is always safe, so every throttled pod qualifies, even one a policy no
     # longer selects (it would otherwise stay throttled forever).
     return tuple(p for p in node.pods if p.throttle is not None and not p.terminating)
 
 
-def _eviction_plan(w: Waterline, g: Gap, spec: MetricSpec | None, node: NodeSnapshot) -> MetricPlan:
+def _eviction_plan(w: Waterline, g: Gap, spec: MetricSpec | None, node: QosNode) -> MetricPlan:
     sorter = spec.sorter if spec else GENERAL_SORTER
     resource: Resource = spec.resource if spec else "cpu"
     grace = _grace(w)
@@ -172,7 +172,7 @@ def _eviction_plan(w: Waterline, g: Gap, spec: MetricSpec | None, node: NodeSnap
 def _throttle_plans(
     action_class: ActionClass,
     lines: list[tuple[Waterline, Gap, MetricSpec | None]],
-    node: NodeSnapshot,
+    node: QosNode,
 ) -> list[MetricPlan]:
     params = _merged_throttle(w for w, _, _ in lines)
 
@@ -236,7 +236,7 @@ def _throttle_plans(
 def metric_plans(
     waterlines: Iterable[Waterline],
     gaps: Iterable[Gap],
-    node: NodeSnapshot,
+    node: QosNode,
     metrics: MetricRegistry,
 ) -> tuple[MetricPlan, ...]:
     """How each class will act this check, in class order (waterlines come ordered)."""
@@ -301,7 +301,7 @@ def _eviction(plan: MetricPlan, pod: PodSnapshot, node: str) -> QosAction | None
     )
 
 
-def _limit_action(plan: MetricPlan, pod: PodSnapshot, node: NodeSnapshot) -> QosAction | None:
+def _limit_action(plan: MetricPlan, pod: PodSnapshot, node: QosNode) -> QosAction | None:
     if plan.action_class is ActionClass.THROTTLE_DOWN:
         change = throttle_step(pod, plan.throttle)
         kind: ActionKind = "throttle"
@@ -325,7 +325,7 @@ def _limit_action(plan: MetricPlan, pod: PodSnapshot, node: NodeSnapshot) -> Qos
     )
 
 
-def actions(plans: Iterable[MetricPlan], node: NodeSnapshot) -> Flow:
+def actions(plans: Iterable[MetricPlan], node: QosNode) -> Flow:
     """Yield the next action; send back its outcome; the return value is the report.
 
     Drive it with ``first = next(flow)`` then ``flow.send(outcome)`` until ``StopIteration``

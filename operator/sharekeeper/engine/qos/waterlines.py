@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from sharekeeper.engine.qos.inputs import Action, Candidates, NodeSnapshot
+from sharekeeper.engine.qos.inputs import Action, Candidates, QosNode
 from sharekeeper.engine.qos.metrics import (
     ActionClass,
     MetricRegistry,
@@ -99,7 +99,7 @@ def _with_excess(raw: int, excess_percent: int) -> int:
     return -(-scaled // 100)  # ceiling division
 
 
-def gap(waterline: Waterline, spec: MetricSpec | None, node: NodeSnapshot) -> Gap:
+def gap(waterline: Waterline, spec: MetricSpec | None, node: QosNode) -> Gap:
     if spec is None:
         return Gap(waterline.action_class, waterline.metric, None, None, None)
     usage = node_usage(spec.resource, node)
@@ -117,6 +117,6 @@ def gap(waterline: Waterline, spec: MetricSpec | None, node: NodeSnapshot) -> Ga
 
 
 def gaps(
-    waterlines: Iterable[Waterline], metrics: Mapping[str, MetricSpec], node: NodeSnapshot
+    waterlines: Iterable[Waterline], metrics: Mapping[str, MetricSpec], node: QosNode
 ) -> tuple[Gap, ...]:
     return tuple(gap(w, metrics.get(w.metric), node) for w in waterlines)

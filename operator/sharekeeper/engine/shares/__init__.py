@@ -13,7 +13,6 @@ from sharekeeper.engine.shares.computing import deserved_shares
 from sharekeeper.engine.shares.snapshot import (
     Charges,
     GroupPods,
-    NodeSnapshot,
     PodGroupSnapshot,
     PodSnapshot,
     PodTotals,
@@ -22,6 +21,7 @@ from sharekeeper.engine.shares.snapshot import (
     QueueShare,
     QueueSnapshot,
     Reason,
+    ShareNode,
     ShareResult,
     ShareSnapshot,
     Sharing,
@@ -30,7 +30,6 @@ from sharekeeper.engine.shares.snapshot import (
 __all__ = [
     "Charges",
     "GroupPods",
-    "NodeSnapshot",
     "PodGroupSnapshot",
     "PodSnapshot",
     "PodTotals",
@@ -39,6 +38,7 @@ __all__ = [
     "QueueShare",
     "QueueSnapshot",
     "Reason",
+    "ShareNode",
     "ShareResult",
     "ShareSnapshot",
     "Sharing",

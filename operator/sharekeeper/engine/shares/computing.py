@@ -37,7 +37,6 @@ from sharekeeper.engine.shares.guarantee_quota import guarantee_quota_deserved, 
 from sharekeeper.engine.shares.proportion import proportion_deserved
 from sharekeeper.engine.shares.proportion_optimize import proportion_optimize_deserved
 from sharekeeper.engine.shares.snapshot import (
-    NodeSnapshot,
     PolicyName,
     PolicyShare,
     PolicySnapshot,
@@ -45,6 +44,7 @@ from sharekeeper.engine.shares.snapshot import (
     QueueShare,
     QueueSnapshot,
     Reason,
+    ShareNode,
     ShareResult,
     ShareSnapshot,
     Sharing,
@@ -104,7 +104,7 @@ def deserved_shares(snapshot: ShareSnapshot) -> ShareResult:
 def share_problem(
     policy: PolicySnapshot,
     governed: Sequence[QueueSnapshot],
-    nodes: Sequence[NodeSnapshot],
+    nodes: Sequence[ShareNode],
     usage: Mapping[QueueName, QueueUsage],
 ) -> ShareProblem:
     """The dense problem of one policy: its queues (sorted by name) over its dimensions."""
@@ -156,7 +156,7 @@ def _policy_shares(
     snapshot: ShareSnapshot,
     policy: PolicySnapshot,
     governed: Sequence[QueueSnapshot],
-    nodes: Sequence[NodeSnapshot],
+    nodes: Sequence[ShareNode],
     usage: Mapping[QueueName, QueueUsage],
 ) -> tuple[dict[QueueName, QueueShare], PolicyShare]:
     sharing = policy.sharing

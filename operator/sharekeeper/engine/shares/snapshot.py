@@ -60,7 +60,9 @@ class QueueSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeSnapshot:
+class ShareNode:
+    """A node as the share engine reads it: labels for node selectors, and allocatable."""
+
     name: NodeName
     labels: Mapping[str, str] = field(default_factory=dict)
     allocatable: Amounts = field(default_factory=dict)
@@ -151,7 +153,7 @@ class PodTotals:
 class ShareSnapshot:
     policies: tuple[PolicySnapshot, ...] = ()
     queues: tuple[QueueSnapshot, ...] = ()
-    nodes: tuple[NodeSnapshot, ...] = ()
+    nodes: tuple[ShareNode, ...] = ()
     totals: PodTotals = PodTotals()
     pod_groups: tuple[PodGroupSnapshot, ...] = ()
     now_seconds: float = 0.0
