@@ -93,6 +93,21 @@ def test_an_unreadable_pod_is_left_out_and_reported_until_it_is_fixed() -> None:
     assert keys_on(store, "n") == {("ns", "good"), ("ns", "bad")}
 
 
+def test_each_distinct_problem_of_an_object_is_reported_once() -> None:
+    """What the operator turns into one Warning Event per problem, not one per watch event."""
+    store = ClusterStore()
+    reported: list[tuple[str, object, str]] = []
+    store.pods.on_problem = lambda kind, key, problem: reported.append((kind, key, problem))
+    bad = requests_of(pod("p", "q"), cpu="lots")
+    store.pods.event("ADDED", bad)
+    store.pods.event("MODIFIED", changed(bad, "metadata.resourceVersion", "2"))
+    worse = requests_of(pod("p", "q"), cpu="1", memory="plenty")
+    store.pods.event("MODIFIED", worse)
+    assert [(kind, key) for kind, key, _ in reported] == [("Pod", ("ns", "p"))] * 2
+    assert "cpu" in reported[0][2]
+    assert "memory" in reported[1][2]
+
+
 def test_a_pod_that_becomes_unreadable_leaves_the_totals_without_a_stale_value() -> None:
     recorder = Recorder()
     store = recorder.store

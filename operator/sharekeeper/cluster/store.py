@@ -122,11 +122,17 @@ class KindStore(Generic[K, R]):
         if old is not None:
             self.changed(old, None)
 
+    on_problem: Callable[[str, Hashable, str], None] | None = None
+    """Told once per distinct problem of an object (kind, key, problem): the operator posts a
+    Warning Event on it, since Pods and Nodes have no status of ours to carry a condition."""
+
     def _problem(self, key: K, problem: str) -> None:
         if self._problems.get(key) != problem:
             logger.warning("cannot be read: %s", problem)  # the problem names the object
             self._problems[key] = problem
             telemetry.UNREADABLE.labels(self.kind).set(len(self._problems))
+            if self.on_problem is not None:
+                self.on_problem(self.kind, key, problem)
 
     def _forget_problem(self, key: K) -> None:
         if self._problems.pop(key, None) is not None:

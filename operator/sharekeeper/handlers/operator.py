@@ -14,6 +14,7 @@ import contextlib
 import gc
 import logging
 import os
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import kopf
@@ -27,7 +28,7 @@ from sharekeeper.handlers.probes import Probes
 from sharekeeper.loops.qos import QosLoop
 from sharekeeper.loops.recompute import Recompute
 from sharekeeper.publish.actions import KubeActuator
-from sharekeeper.publish.kubernetes import KubeWriter
+from sharekeeper.publish.kubernetes import KubeWriter, post_event
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     store.on_change = recompute.wake
     store.on_status = recompute.status_seen
     qos_loop = memo["qos"] = QosLoop(KubeActuator(client), writer, MetricsApiUsage(client), store)
+    for kind_store in (store.nodes, store.pods, store.pod_groups):
+        kind_store.on_problem = _unreadable_events(client, memo)
     watch_settings = _settings()
     sinks: dict[Resource, Sink] = {
         NODES: store.nodes,
@@ -94,6 +97,30 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     port = memo.get("liveness_port")
     if port:
         await probes.start(memo.get("probe_host", "0.0.0.0"), port)
+
+
+API_VERSIONS = {"Node": "v1", "Pod": "v1", "PodGroup": "scheduling.volcano.sh/v1beta1"}
+
+
+def _unreadable_events(
+    client: AsyncClient, memo: kopf.Memo
+) -> Callable[[str, Hashable, str], None]:
+    """A Warning Event on an object the store cannot read, once per distinct problem."""
+    posting: set[asyncio.Task[None]] = memo.setdefault("event_tasks", set())
+
+    def report(kind: str, key: Hashable, problem: str) -> None:
+        namespace, name = key if isinstance(key, tuple) else ("", key)
+        target = {
+            "apiVersion": API_VERSIONS[kind],
+            "kind": kind,
+            "name": str(name),
+            "namespace": str(namespace),
+        }
+        task = asyncio.create_task(post_event(client, target, "Unreadable", problem, warning=True))
+        posting.add(task)  # held until done: the loop keeps only weak references to tasks
+        task.add_done_callback(posting.discard)
+
+    return report
 
 
 async def _synced(watches: Any, recompute: Recompute, qos_loop: QosLoop) -> None:
