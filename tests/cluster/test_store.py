@@ -93,6 +93,18 @@ def test_an_unreadable_pod_is_left_out_and_reported_until_it_is_fixed() -> None:
     assert keys_on(store, "n") == {("ns", "good"), ("ns", "bad")}
 
 
+@pytest.mark.parametrize("path", ["spec.containers", "spec.initContainers"])
+def test_a_container_that_is_not_a_mapping_makes_its_pod_unreadable_not_the_page(
+    path: str,
+) -> None:
+    store = ClusterStore()
+    bad = changed(pod("p", "q", cpu="1"), path, ["c"])
+    store.pods.listed([bad, pod("later", "q", cpu="1")])
+    assert ("ns", "p") not in store.pods.records
+    assert "must be a mapping" in store.pods.problems[("ns", "p")]
+    assert ("ns", "later") in store.pods.records  # the rest of the page is read
+
+
 def test_each_distinct_problem_of_an_object_is_reported_once() -> None:
     """What the operator turns into one Warning Event per problem, not one per watch event."""
     store = ClusterStore()

@@ -104,9 +104,11 @@ class KindStore(Generic[K, R]):
         try:
             record = self._read(obj)
         except ObjectError as error:
-            self._problem(key, str(error))
-            self._delete(key)  # a record we can no longer read is not kept at its old value
-            return key
+            return self._unreadable(key, str(error))
+        except Exception as error:  # a reader's bug must not stop the watch of everyone else
+            named = "/".join(key) if isinstance(key, tuple) else str(key)
+            logger.exception("reading %s %s failed", self.kind, named)
+            return self._unreadable(key, f"{self.kind} {named}: cannot be read: {error!r}")
         problem = self.problem_of(record)
         if problem is None:
             self._forget_problem(key)
@@ -121,6 +123,11 @@ class KindStore(Generic[K, R]):
         old = self.records.pop(key, None)
         if old is not None:
             self.changed(old, None)
+
+    def _unreadable(self, key: K, problem: str) -> K:
+        self._problem(key, problem)
+        self._delete(key)  # a record we can no longer read is not kept at its old value
+        return key
 
     on_problem: Callable[[str, Hashable, str], None] | None = None
     """Told once per distinct problem of an object (kind, key, problem): the operator posts a

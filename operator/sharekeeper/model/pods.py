@@ -7,6 +7,7 @@ plus the sidecars started before it; then plus ``spec.overhead``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import get_args
 
 from sharekeeper.engine.resources import add, at_least
@@ -71,7 +72,7 @@ def effective_request(obj: Obj) -> dict[str, int]:
     containers = sum_requests(obj, "spec.containers")
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
-    for index, init in enumerate(at(obj, "spec.initContainers") or []):
+    for index, init in enumerate(_containers(obj, "spec.initContainers")):
         request = _requests(obj, init, f"spec.initContainers[{index}]")
         if init.get("restartPolicy") == "Always":
             sidecars = add(sidecars, request)
@@ -82,14 +83,27 @@ def effective_request(obj: Obj) -> dict[str, int]:
 
 def sum_requests(obj: Obj, path: str) -> dict[str, int]:
     total: dict[str, int] = {}
-    for index, container in enumerate(at(obj, path) or []):
+    for index, container in enumerate(_containers(obj, path)):
         total = add(total, _requests(obj, container, f"{path}[{index}]"))
     return total
 
 
+def _containers(obj: Obj, path: str) -> list[Obj]:
+    """The container entries at ``path``, each checked to be a mapping."""
+    entries = at(obj, path) or []
+    if not isinstance(entries, list):
+        raise fail(obj, path, "must be a list", entries)
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, Mapping):
+            raise fail(obj, f"{path}[{index}]", "must be a mapping", entry)
+    return entries
+
+
 def _requests(obj: Obj, container: Obj, path: str) -> dict[str, int]:
-    requests = (container.get("resources") or {}).get("requests") or {}
-    return resource_list(obj, requests, f"{path}.resources.requests")
+    resources = container.get("resources") or {}
+    if not isinstance(resources, Mapping):
+        raise fail(obj, f"{path}.resources", "must be a mapping", resources)
+    return resource_list(obj, resources.get("requests") or {}, f"{path}.resources.requests")
 
 
 def pod_group_snapshot(obj: Obj) -> PodGroupSnapshot:
