@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from sharekeeper.cluster.watching import ListWatch
+from sharekeeper.cluster.watching import ListWatch, all_synced
 
 
 class Probes:
@@ -49,6 +49,6 @@ class Probes:
 
     async def _ready(self, _: web.Request) -> web.Response:
         lists = {name: watch.synced.is_set() for name, watch in self._watches.items()}
-        ready = all(lists.values())
+        ready = all_synced(self._watches.values())
         body: dict[str, Any] = {"ready": ready, "lists": lists}
         return web.json_response(body, status=200 if ready else 503)

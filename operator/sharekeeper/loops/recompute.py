@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from sharekeeper import telemetry
 from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs
@@ -87,7 +87,7 @@ class Recompute:
         echo = (
             self._annotations.is_echo(name, value)
             if kind == "Node"
-            else self._statuses.is_echo((kind, name), value)  # type: ignore[arg-type]
+            else self._statuses.is_echo((cast(Kind, kind), name), value)
         )
         if not echo:
             self.wake()
