@@ -279,6 +279,8 @@ class AuditTail:
         if not self.path.exists():
             return self.count
         with self.path.open("rb") as log:
+            if self.path.stat().st_size < self._offset:
+                raise RuntimeError(f"{self.path} was rotated: writes can no longer be counted")
             log.seek(self._offset)
             chunk = log.read()
         self._offset += len(chunk)

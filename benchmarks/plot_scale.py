@@ -43,6 +43,11 @@ def _figure(path: str) -> Callable[[Json], float | None]:
 
 TIMES = (
     ("operator start -> every queue's status", _figure("startup_seconds"), "o-"),
+    (
+        "operator start -> ready (every list in memory)",
+        _figure("startup_milestones_seconds.ready"),
+        "D-",
+    ),
     ("floor: paginated LIST of pods + nodes", _figure("floor.seconds"), "s--"),
     ("event -> status, p99", _figure("event_to_status.p99_seconds"), "^-"),
     ("one recompute round, mean", _figure("recompute_round.mean_seconds"), "v:"),
