@@ -215,8 +215,8 @@ server's limit (1.5 MiB by default; 5,000 entries measured 2.6 MB and every writ
 
 def _at_rest(entry: Json) -> bool:
     """Nothing to report and nothing to remember: every rule calm, observed calm (usage known),
-    no hot check counted, no taint, no recent action, no message. Such a node's state reads back as the zero state
-    (``state_from_status``), so it needs no entry."""
+    no hot check counted, no taint, no recent action, no message. Such a node's state reads
+    back as the zero state (``state_from_status``), so it needs no entry."""
     scheduling = entry.get("scheduling") or {}
     return (
         not scheduling.get("disabled")
