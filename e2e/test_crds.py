@@ -220,51 +220,23 @@ def test_explain_describes_the_fields(crds: Cluster) -> None:
     )
 
 
-MINIMAL_QOS: dict[str, Any] = {
-    "apiVersion": "ensurance.sharekeeper.io/v1alpha1",
-    "kind": "NodeQosEnsurancePolicy",
-    "metadata": {"name": "minimal-guard"},
-    "spec": {
-        "objectiveEnsurances": [
-            {
-                "name": "cpu-throttle",
-                "metricRule": {"name": "cpu_total_usage", "value": "6"},
-                "actionName": "throttle",
-            }
-        ],
-        "actions": [{"name": "throttle", "throttle": {}}],
-    },
-}
-MINIMAL_POLICY: dict[str, Any] = {
-    "apiVersion": "scheduling.sharekeeper.io/v1alpha1",
-    "kind": "SchedulerPolicy",
-    "metadata": {"name": "minimal"},
-}
-MINIMAL_QUEUE: dict[str, Any] = {
-    "apiVersion": "scheduling.sharekeeper.io/v1alpha1",
-    "kind": "Queue",
-    "metadata": {"name": "minimal"},
-    "spec": {},
-}
-
-
 def test_simulate_plans_the_same_for_a_hand_written_policy_and_the_api_defaulted_one(
     crds: Cluster,
 ) -> None:
     """Defaults come from one place: the hand-written objects (read by simulate's models) and
     the same objects as the API server returns them (defaulted by the generated CRDs) give
     the same statuses and the same QoS plan, which throttles in the CRD's 10 % steps."""
-    ours = [MINIMAL_QOS, MINIMAL_POLICY, MINIMAL_QUEUE]
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    ours = [d for d in yaml.safe_load_all((examples / "minimal.yaml").read_text()) if d]
     crds.apply(*ours)
     stored = [crds.get(obj["kind"].lower(), obj["metadata"]["name"]) for obj in ours]
     assert stored[0]["spec"]["actions"][0]["throttle"]["cpuThrottle"] == {
         "minCPURatio": 10,
         "stepCPURatio": 10,
     }
-    example = Path(__file__).resolve().parent.parent / "examples" / "qos-check.yaml"
     cluster = [
         d
-        for d in yaml.safe_load_all(example.read_text())
+        for d in yaml.safe_load_all((examples / "qos-check.yaml").read_text())
         if d and d["kind"] != "NodeQosEnsurancePolicy"
     ]
     context = Context(now_seconds=1_767_225_600, seed=0)

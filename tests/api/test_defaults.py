@@ -22,32 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "qos-check.yaml"
 
 MINIMAL: list[dict[str, Any]] = [
-    {
-        "apiVersion": "ensurance.sharekeeper.io/v1alpha1",
-        "kind": "NodeQosEnsurancePolicy",
-        "metadata": {"name": "cpu-guard"},
-        "spec": {
-            "objectiveEnsurances": [
-                {
-                    "name": "cpu-throttle",
-                    "metricRule": {"name": "cpu_total_usage", "value": "6"},
-                    "actionName": "throttle",
-                }
-            ],
-            "actions": [{"name": "throttle", "throttle": {}}],
-        },
-    },
-    {
-        "apiVersion": "scheduling.sharekeeper.io/v1alpha1",
-        "kind": "SchedulerPolicy",
-        "metadata": {"name": "all"},
-    },
-    {
-        "apiVersion": "scheduling.sharekeeper.io/v1alpha1",
-        "kind": "Queue",
-        "metadata": {"name": "batch"},
-        "spec": {},
-    },
+    d for d in yaml.safe_load_all((ROOT / "examples" / "minimal.yaml").read_text()) if d
 ]
 
 
