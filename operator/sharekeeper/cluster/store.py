@@ -17,8 +17,8 @@ Does not belong: talking to the API server (``cluster.watching``), computing (``
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, Generic, Protocol, TypeVar
 
 from sharekeeper import telemetry
 from sharekeeper.api.policy import policy_spec
@@ -34,7 +34,14 @@ from sharekeeper.model.records import NodeRecord, OwnRecord, PodRecord, own_reco
 
 logger = logging.getLogger(__name__)
 
-K = TypeVar("K", bound=Hashable)
+
+class _Key(Hashable, Protocol):
+    """A name, or a namespace and name: hashable and ordered."""
+
+    def __lt__(self, other: Any, /) -> bool: ...
+
+
+K = TypeVar("K", bound=_Key)
 R = TypeVar("R")
 PodKey = tuple[str, str]
 
@@ -55,6 +62,9 @@ class KindStore(Generic[K, R]):
     """One kind's records by key; a watch sink. Subclasses react to changes in ``changed``."""
 
     kind = "object"
+    on_problem: Callable[[str, Hashable, str], None] | None = None
+    """Told once per distinct problem of an object (kind, key, problem): the operator posts a
+    Warning Event on it, since Pods and Nodes have no status of ours to carry a condition."""
 
     def __init__(self, read: Callable[[Obj], R], key: Callable[[Obj], K]) -> None:
         self._read = read
@@ -129,10 +139,6 @@ class KindStore(Generic[K, R]):
         self._delete(key)  # a record we can no longer read is not kept at its old value
         return key
 
-    on_problem: Callable[[str, Hashable, str], None] | None = None
-    """Told once per distinct problem of an object (kind, key, problem): the operator posts a
-    Warning Event on it, since Pods and Nodes have no status of ours to carry a condition."""
-
     def _problem(self, key: K, problem: str) -> None:
         if self._problems.get(key) != problem:
             logger.warning("cannot be read: %s", problem)  # the problem names the object
@@ -157,6 +163,10 @@ class KindStore(Generic[K, R]):
     def changed(self, old: R | None, new: R | None) -> None:
         """Called after every add, update and removal (``None`` for absent)."""
 
+    def sorted_records(self) -> list[R]:
+        """Every record, in key order: what a round reads, the same order every time."""
+        return [self.records[key] for key in sorted(self.records)]
+
 
 class NodeStore(KindStore[str, NodeRecord]):
     """Nodes. A change of what the engines read calls ``on_change``; a change of our
@@ -178,9 +188,6 @@ class NodeStore(KindStore[str, NodeRecord]):
             self._on_change()
         elif old.annotations != new.annotations:
             self._on_annotations(self.kind, new.snapshot.name, new.annotations)
-
-    def sorted_records(self) -> list[NodeRecord]:
-        return [self.records[name] for name in sorted(self.records)]
 
     def snapshots(self) -> tuple[ShareNode, ...]:
         return tuple(record.snapshot for record in self.sorted_records())
@@ -224,9 +231,9 @@ class PodStore(KindStore[PodKey, PodRecord]):
         if not on_node:
             del self._by_node[node]
 
-    def on_node(self, node: str) -> Iterator[PodRecord]:
+    def on_node(self, node: str) -> list[PodRecord]:
         """The non-terminal pods bound to ``node``."""
-        return iter(list(self._by_node.get(node, {}).values()))
+        return list(self._by_node.get(node, {}).values())
 
     def qos_views_on(self, node: str) -> list[qos.PodSnapshot]:
         return [record.qos for record in self.on_node(node) if record.qos is not None]
@@ -244,7 +251,7 @@ class PodGroupStore(KindStore[PodKey, PodGroupSnapshot]):
             self._on_change()
 
     def snapshots(self) -> tuple[PodGroupSnapshot, ...]:
-        return tuple(self.records[key] for key in sorted(self.records))
+        return tuple(self.sorted_records())
 
 
 class NamespaceStore(KindStore[str, Mapping[str, str]]):
@@ -281,9 +288,6 @@ class OwnStore(KindStore[str, OwnRecord[Any]]):
 
     def problem_of(self, record: OwnRecord[Any]) -> str | None:
         return record.error
-
-    def sorted_records(self) -> list[OwnRecord[Any]]:
-        return [self.records[name] for name in sorted(self.records)]
 
 
 def _spec_view(record: OwnRecord[Any]) -> tuple[Any, ...]:
