@@ -19,7 +19,8 @@ class Echoes(Generic[K, V]):
         self._sending: dict[K, V] = {}
 
     def current(self, key: K, seen: V) -> V:
-        """The value to diff against: what we wrote, until the index shows it."""
+        """The value to diff against: what we wrote, until the index shows it (``seen`` itself,
+        the same object, when we wrote nothing since)."""
         written = self._written.get(key)
         if written is None:
             return seen

@@ -83,7 +83,7 @@ class QosLoop:
     clock: Callable[[], float] = time.time
     checks: int = 0
     # The persisted state is in these statuses: never read back an older one than we wrote.
-    _statuses: Echoes[str, dict[str, Any]] = field(default_factory=Echoes)
+    _statuses: Echoes[str, Mapping[str, Any]] = field(default_factory=Echoes)
     store_synced: asyncio.Event = field(default_factory=asyncio.Event)
     """Set by the owner once every initial list is in the store."""
 
@@ -147,7 +147,8 @@ class QosLoop:
         return check
 
     def _with_written(self, record: OwnRecord[Obj]) -> OwnRecord[Obj]:
-        return replace(record, status=self._statuses.current(record.name, dict(record.status)))
+        status = self._statuses.current(record.name, record.status)
+        return record if status is record.status else replace(record, status=status)
 
     async def _act(self, node_check: NodeCheck) -> Outcomes:
         flow = node_actions(node_check.result, node_check.node)

@@ -71,8 +71,8 @@ class Recompute:
         self._woken = asyncio.Event()
         self.store_synced = asyncio.Event()
         """Set by the owner once every initial list is in the store."""
-        self._statuses: Echoes[tuple[Kind, str], Json] = Echoes()
-        self._annotations: Echoes[str, dict[str, str]] = Echoes()
+        self._statuses: Echoes[tuple[Kind, str], Mapping[str, Any]] = Echoes()
+        self._annotations: Echoes[str, Mapping[str, str]] = Echoes()
         self._outbox: Outbox[tuple[str, str], StatusWrite | AnnotationWrite] = Outbox(
             self._send, self._retry_later
         )
@@ -176,16 +176,22 @@ class Recompute:
         return decided.publication
 
     def _with_written(self, kind: Kind, records: Iterable[OwnRecord[Any]]) -> list[OwnRecord[Any]]:
-        return [
-            replace(r, status=self._statuses.current((kind, r.name), dict(r.status)))
-            for r in records
-        ]
+        """The records with the status we wrote where the watch has not shown it yet; at 10,000
+        queues a round copies only those."""
+        result = []
+        for record in records:
+            status = self._statuses.current((kind, record.name), record.status)
+            result.append(record if status is record.status else replace(record, status=status))
+        return result
 
     def _with_written_annotations(self, records: Iterable[NodeRecord]) -> list[NodeRecord]:
-        return [
-            replace(r, annotations=self._annotations.current(r.snapshot.name, dict(r.annotations)))
-            for r in records
-        ]
+        result = []
+        for record in records:
+            notes = self._annotations.current(record.snapshot.name, record.annotations)
+            result.append(
+                record if notes is record.annotations else replace(record, annotations=notes)
+            )
+        return result
 
     async def _send(self, write: StatusWrite | AnnotationWrite) -> None:
         if isinstance(write, StatusWrite):
