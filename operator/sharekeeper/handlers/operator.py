@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable, Hashable
 from typing import Any
 
+import httpx2 as httpx  # lightkube's HTTP client
 import kopf
 import prometheus_client
 from lightkube import AsyncClient
@@ -46,6 +47,7 @@ QOS_POLICIES = Resource(
     "nodeqosensurancepolicies", "ensurance.sharekeeper.io", "v1alpha1", "nodeqosensurancepolicies"
 )
 
+PROBE_HOST = "0.0.0.0"  # the kubelet probes the pod's IP
 DISCOVERY_INTERVAL_ENV = "SHAREKEEPER_DISCOVERY_INTERVAL"
 """Seconds between looks for the Volcano PodGroup CRD (default 30)."""
 
@@ -69,8 +71,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     store.on_change = recompute.wake
     store.on_status = recompute.status_seen
     qos_loop = memo["qos"] = QosLoop(KubeActuator(client), writer, MetricsApiUsage(client), store)
+    report_unreadable = _unreadable_events(client, memo)
     for kind_store in (store.nodes, store.pods, store.pod_groups):
-        kind_store.on_problem = _unreadable_events(client, memo)
+        kind_store.on_problem = report_unreadable
     watch_settings = _settings()
     sinks: dict[Resource, Sink] = {
         NODES: store.nodes,
@@ -96,7 +99,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     )
     port = memo.get("liveness_port")
     if port:
-        await probes.start(memo.get("probe_host", "0.0.0.0"), port)
+        await probes.start(PROBE_HOST, port)
 
 
 API_VERSIONS = {"Node": "v1", "Pod": "v1", "PodGroup": "scheduling.volcano.sh/v1beta1"}
@@ -147,10 +150,12 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
     probes: Probes | None = memo.get("probes")
     if probes is not None:
         await probes.stop()
-    for name in ("client", "http"):
-        closing = memo.get(name)
-        if closing is not None:
-            await (closing.close() if name == "client" else closing.aclose())
+    client: AsyncClient | None = memo.get("client")
+    if client is not None:
+        await client.close()
+    http: httpx.AsyncClient | None = memo.get("http")
+    if http is not None:
+        await http.aclose()
 
 
 def run(*, standalone: bool, liveness_port: int, metrics_port: int, verbose: bool) -> int:
