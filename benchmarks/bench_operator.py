@@ -99,7 +99,7 @@ from clusters import CRDS, MANIFESTS, Cluster  # noqa: E402
 from metrics_api import METRICS_SERVICE, register_metrics_api  # noqa: E402
 from metrics_server import MetricsServer  # noqa: E402
 from objects import GROUP, NAMESPACE, node, pod, policy, queue  # noqa: E402
-from operating import SERVICE_ACCOUNT, Operator  # noqa: E402
+from operating import SERVICE_ACCOUNT, Operator, start_operator  # noqa: E402
 
 Json = dict[str, Any]
 
@@ -308,19 +308,6 @@ def fresh_control_plane(apiserver_flags: Sequence[str]) -> Iterator[controlplane
     flags = [f"--audit-log-maxsize={AUDIT_LOG_MAX_MB}", *apiserver_flags]
     with controlplane.running(apiserver_flags=flags) as plane:
         yield plane
-
-
-def start_operator(kubeconfig: Path, log: Path) -> tuple[Operator, int]:
-    """``sharekeeper run`` as in ``operating.start_operator``, but the metrics port is known."""
-    liveness, metrics = controlplane.free_port(), controlplane.free_port()
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "sharekeeper.cli", "run",
-             f"--liveness-port={liveness}", f"--metrics-port={metrics}"],
-            env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-    return Operator(process, liveness, log), metrics
 
 
 def wait_for(
@@ -545,7 +532,7 @@ def run_operator(
 
     progress(size, f"starting the operator (log {log})")
     started = time.perf_counter()
-    operator, metrics_port = start_operator(kubeconfig, log)
+    operator = start_operator(kubeconfig, log)
 
     def alive() -> bool:
         return operator.process.poll() is None
@@ -583,7 +570,7 @@ def run_operator(
         progress(size, f"writes settled {settled_after:.1f} s later "
                  f"({figures['startup_writes']:,} writes)")  # fmt: skip
 
-        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        metrics_url = f"http://127.0.0.1:{operator.metrics_port}/metrics"
         recompute_before, qos_before = histograms(metrics_url)
         usage_before = kubeapi.histogram(kubeapi.scrape(metrics_url), QOS_USAGE_HISTOGRAM)
         qos_checks_before = qos_checks_so_far(operator)

@@ -27,7 +27,6 @@ import gc
 import resource
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO / "e2e"))
 
 from bench_operator import Workload  # noqa: E402
+from bench_shares import best_seconds  # noqa: E402
 from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs  # noqa: E402
 from sharekeeper.cluster.store import ClusterStore  # noqa: E402
 from sharekeeper.loops.recompute import Decision, _decide  # noqa: E402
@@ -100,15 +100,6 @@ def one_check(store: ClusterStore) -> object:
     )  # fmt: skip
 
 
-def best(run: Callable[[], object], repeat: int) -> float:
-    fastest = float("inf")
-    for _ in range(repeat):
-        started = time.perf_counter()
-        run()
-        fastest = min(fastest, time.perf_counter() - started)
-    return fastest
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=5000)
@@ -130,7 +121,7 @@ def main() -> None:
 
     first = one_round(store)
     published(store, first)
-    steady = best(lambda: one_round(store), args.repeat)
+    steady = best_seconds(lambda: one_round(store), args.repeat)
     assert not one_round(store).statuses, "a settled store must need no write"
 
     queue = store.queues.sorted_records()[0]
@@ -138,9 +129,9 @@ def main() -> None:
     store.queues.records[queue.name] = replace(
         queue, spec=replace(queue.spec, weight=queue.spec.weight + 50), generation=2
     )
-    moved = best(lambda: one_round(store), args.repeat)
+    moved = best_seconds(lambda: one_round(store), args.repeat)
     moved_writes = len(one_round(store).statuses)
-    check = best(lambda: one_check(store), args.repeat)
+    check = best_seconds(lambda: one_check(store), args.repeat)
 
     pods = workload.pods
     print(f"{args.nodes:,} nodes, {pods:,} pods, {workload.queues:,} queues")
