@@ -47,7 +47,8 @@ def pod_record(obj: Obj) -> PodRecord:
     if not share.allocated:
         return PodRecord(share)
     try:
-        return PodRecord(share, qos.pod_view(obj), qos.container_cpu_limits(obj))
+        limits = qos.container_cpu_limits(obj)
+        return PodRecord(share, qos.pod_view(obj, limits), limits)
     except ObjectError as error:
         return PodRecord(share, problem=str(of_kind("Pod", error)))
 

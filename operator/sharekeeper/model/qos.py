@@ -152,15 +152,16 @@ def pod_from_dict(
     return pod if metrics is None else with_pod_usage(pod, metrics)
 
 
-def pod_view(obj: Mapping[str, object]) -> PodSnapshot:
-    """A Pod as engine input, usage unknown: what the cluster store keeps per bound pod."""
+def pod_view(obj: Mapping[str, object], cpu_limits: Mapping[str, int] | None = None) -> PodSnapshot:
+    """A Pod as engine input, usage unknown: what the cluster store keeps per bound pod.
+    ``cpu_limits``: ``container_cpu_limits(obj)``, when the caller has read it already."""
     kind = "Pod"
     meta = _meta(obj)
     key = PodKey(str(meta.get("namespace", "default")), str(meta.get("name", "?")))
     spec, status = mapping_at(obj, "spec"), mapping_at(obj, "status")
     annotations = _strings(obj, "metadata.annotations", kind)
     owners = _list(obj, meta.get("ownerReferences"), "metadata.ownerReferences", kind)
-    limits = container_cpu_limits(obj)
+    limits = container_cpu_limits(obj) if cpu_limits is None else cpu_limits
     containers = _list(obj, spec.get("containers"), "spec.containers", kind)
     requests, ext = 0, 0
     for i, item in enumerate(containers):
