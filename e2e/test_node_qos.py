@@ -212,18 +212,40 @@ def test_throttling_lowers_the_cpu_limit_by_resize_and_restores_it(
         return pod_state(hot_node, "d")["spec"]["containers"][0]["resources"]["limits"]["cpu"]
 
     eventually(lambda: limit() != "2", timeout=30)
-    annotation = json.loads(
-        pod_state(hot_node, "d")["metadata"]["annotations"]["sharekeeper.io/cpu-throttle"]
+    # The record is ours, in the policy's status, by UID; the pod itself is never patched.
+    uid = pod_state(hot_node, "d")["metadata"]["uid"]
+    eventually(lambda: node_entry(hot_node, "calm-down").get("throttled"), timeout=30)
+    (record,) = node_entry(hot_node, "calm-down")["throttled"]
+    assert (record["pod"], record["uid"], record["originalLimit"]) == (f"{NAMESPACE}/d", uid, "2")
+    assert "sharekeeper.io/cpu-throttle" not in pod_state(hot_node, "d")["metadata"].get(
+        "annotations", {}
     )
-    assert annotation["originalLimit"] == "2"
     throttled = limit()
     metrics.set_node("w1", cpu="3", memory="8Gi")
     metrics.set_pod(NAMESPACE, "d", {"main": {"cpu": "200m", "memory": "100Mi"}})
     eventually(lambda: limit() == "2", timeout=40)
-    assert "sharekeeper.io/cpu-throttle" not in pod_state(hot_node, "d")["metadata"].get(
-        "annotations", {}
-    )
+    eventually(lambda: "throttled" not in node_entry(hot_node, "calm-down"), timeout=30)
     assert throttled != "2"
+
+
+def test_a_forged_throttle_annotation_does_not_raise_a_limit(
+    hot_node: Cluster, metrics: MetricsServer, operator: Operator
+) -> None:
+    """Found: ``{"limit": "2", "originalLimit": "64"}`` written by the tenant on its own pod made
+    the operator "restore" the pod's CPU limit to 64 cores (the tenant gets 403 on resize)."""
+    forged = json.dumps({"originalLimit": "64", "limit": "1"})
+    hot_node.kubectl(
+        "annotate", "pod", "d", "-n", NAMESPACE, f"sharekeeper.io/cpu-throttle={forged}"
+    )
+    metrics.set_node("w1", cpu="1", memory="8Gi")  # calm: a restore would run now
+    throttle = {"name": "throttle", "throttle": {"cpuThrottle": {"stepCPURatio": 20}}}
+    candidates = {"podSelector": {"matchLabels": {"app": "d"}}}
+    hot_node.apply(qos_policy("forged", action=throttle, restore=1, candidates=candidates))
+    checks = int(operator.health()["qosChecks"])
+    eventually(lambda: int(operator.health()["qosChecks"]) >= checks + 3, timeout=30)
+    limits = pod_state(hot_node, "d")["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["cpu"] == "2"
+    assert "lastActions" not in node_entry(hot_node, "forged")
 
 
 def test_the_taint_comes_with_the_trigger_and_goes_after_the_cool_down(

@@ -3,7 +3,7 @@ Invalid condition where it has a status; a log line and ``sharekeeper_unreadable
 in every case) and left out, and the round or the QoS check goes on for every other object.
 
 One test per kind: Queue, SchedulerPolicy, NodeQosEnsurancePolicy (custom resources), a pod's
-``sharekeeper.io/cpu-throttle`` annotation, a Node, and a NodeMetrics.
+QoS field (its start time), a Node, and a NodeMetrics.
 """
 
 from __future__ import annotations
@@ -103,8 +103,11 @@ def share_cluster() -> list[dict[str, Any]]:
             },
             "Queue bad: spec: guarantee must not exceed capability",
         ),
+        # Found: 9Ei overflowed int64 and froze every queue's status.
+        (queue("bad", capability={"cpu": "9Ei"}), "Queue bad: spec.capability.cpu:"),
+        (queue("bad", guarantee={"memory": "8Ei"}), "Queue bad: spec.guarantee.resource.memory:"),
     ],
-    ids=["weight", "quantity", "guarantee-above-capability"],
+    ids=["weight", "quantity", "guarantee-above-capability", "huge-capability", "huge-guarantee"],
 )
 def test_an_unreadable_queue_is_invalid_and_the_others_get_their_shares(
     bad: dict[str, Any], message: str, caplog: pytest.LogCaptureFixture
@@ -119,6 +122,28 @@ def test_an_unreadable_queue_is_invalid_and_the_others_get_their_shares(
     assert writer.stored[("Queue", "a")]["deserved"] == {"cpu": "2", "memory": "4Gi"}
     assert message in caplog.text
     assert unreadable("Queue") == 1
+
+
+@pytest.mark.parametrize("request_", [{"cpu": "10P"}, {"memory": "8Ei"}])
+def test_a_pod_beyond_the_quantity_bound_is_left_out_and_every_queue_still_computes(
+    request_: dict[str, str],
+) -> None:
+    """Found: one tenant pod requesting ``cpu: 10P`` overflowed int64, every share round failed
+    and every queue kept a stale ``Ready=True``."""
+    writer = share_round([*share_cluster(), pod("greedy", "a", **request_)])
+    assert writer.stored[("Queue", "a")]["deserved"] == {"cpu": "2", "memory": "4Gi"}
+    assert condition(writer.stored[("Queue", "a")], "Ready")["status"] == "True"
+    assert unreadable("Pod") == 1
+
+
+def test_guarantees_summing_beyond_int64_do_not_wrap_around() -> None:
+    """Found: two ``4Ei`` guarantees gave ``totalGuarantee: -8Ei`` and "GuaranteesFit". At the
+    bound (4P each), three cpu guarantees sum beyond int64: the sum saturates instead."""
+    queues = [queue(f"g{i}", guarantee={"cpu": "4P"}) for i in range(3)]
+    writer = share_round([*share_cluster(), *queues])
+    status = writer.stored[("SchedulerPolicy", "all")]
+    assert not status["totalGuarantee"]["cpu"].startswith("-")
+    assert condition(status, "GuaranteeUnsatisfiable")["status"] == "True"
 
 
 def test_an_unreadable_scheduler_policy_is_invalid_and_the_others_go_on() -> None:
@@ -212,10 +237,10 @@ def test_an_unreadable_qos_policy_is_invalid_and_the_valid_one_still_acts() -> N
     assert unreadable("NodeQosEnsurancePolicy") == 1
 
 
-def test_a_pod_with_a_malformed_throttle_annotation_is_left_alone_and_the_check_goes_on() -> None:
+def test_a_pod_with_a_malformed_qos_field_is_left_alone_and_the_check_goes_on() -> None:
     docs = example()
-    target = next(d for d in docs if d["metadata"]["name"] == "batch-0")
-    target["metadata"]["annotations"] = {"sharekeeper.io/cpu-throttle": "{not json"}
+    target = next(d for d in docs if d["kind"] == "Pod" and d["metadata"]["name"] == "batch-0")
+    target["status"]["startTime"] = "not a time"
     recorder = qos_check(docs)
     assert recorder.evicted, "the check still acts"
     assert "batch/batch-0" not in recorder.evicted

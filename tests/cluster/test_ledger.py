@@ -28,7 +28,6 @@ Amounts = dict[str, int]
 QUEUE_LABEL = "sharekeeper.io/queue"
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-THROTTLE_ANNOTATION = "sharekeeper.io/cpu-throttle"
 
 # Quantity string -> internal units (cpu millicores, memory bytes, GPUs milli-units).
 QUANTITIES: dict[str, dict[str, int]] = {
@@ -62,7 +61,7 @@ class PodParams:
     gated: bool = False
     unreadable: bool = False
     """A request no one can read (``cpu: lots``)."""
-    bad_throttle: bool = False
+    bad_start_time: bool = False
     """A throttle annotation that is not JSON: the QoS view is lost, the share view is not."""
     noise: int = 0
     """An unrelated label and a status condition."""
@@ -89,7 +88,7 @@ POD_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "phase": st.sampled_from([None, "Pending", "Running", *TERMINAL]),
     "gated": st.booleans(),
     "unreadable": st.sampled_from([False] * 7 + [True]),  # the exception, not half of them
-    "bad_throttle": st.booleans(),
+    "bad_start_time": st.booleans(),
     "noise": st.integers(0, 3),
 }
 pod_params = st.builds(PodParams, **POD_FIELDS)
@@ -127,8 +126,6 @@ def pod_object(key: Key, params: PodParams, version: str) -> Obj:
         annotations[QUEUE_ANNOTATION] = params.queue_annotation
     if params.group is not None:
         annotations[GROUP_ANNOTATION] = params.group
-    if params.bad_throttle:
-        annotations[THROTTLE_ANNOTATION] = "{not json"
     containers: list[Obj] = [
         {"name": f"c{index}", "resources": {"requests": dict(requests)}}
         for index, requests in enumerate(params.containers)
@@ -143,6 +140,8 @@ def pod_object(key: Key, params: PodParams, version: str) -> Obj:
     status: Obj = {"conditions": [{"type": "Ready", "status": str(params.noise % 2 == 0)}]}
     if params.phase is not None:
         status["phase"] = params.phase
+    if params.bad_start_time:
+        status["startTime"] = "not a time"  # the QoS view cannot be read; the share view can
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -283,7 +282,7 @@ class Pod:
     gated: bool
     named: str | None
     group: str | None
-    bad_throttle: bool
+    bad_start_time: bool
 
 
 def live_pods(world: World) -> list[Pod]:
@@ -308,7 +307,7 @@ def live_pods(world: World) -> list[Pod]:
                 gated=bool(obj["spec"].get("schedulingGates")),
                 named=labels.get(QUEUE_LABEL) or annotations.get(QUEUE_ANNOTATION) or None,
                 group=annotations.get(GROUP_ANNOTATION),
-                bad_throttle=THROTTLE_ANNOTATION in annotations,
+                bad_start_time=obj["status"].get("startTime") == "not a time",
             )
         )
     return pods
@@ -523,8 +522,8 @@ def check(world: World, store: ClusterStore) -> int:
         event("unreadable pods")
     assert set(store.pods.records) == set(world.pods) - unreadable
     assert set(store.pod_groups.records) == set(groups)
-    throttled = {pod.key for pod in pods if pod.node and pod.bad_throttle}
-    assert set(store.pods.problems) == unreadable | throttled
+    qos_unreadable = {pod.key for pod in pods if pod.node and pod.bad_start_time}
+    assert set(store.pods.problems) == unreadable | qos_unreadable
 
     for node in NODES:
         here = [pod for pod in pods if pod.node == node]
@@ -537,7 +536,7 @@ def check(world: World, store: ClusterStore) -> int:
         keys_with_qos = {
             (view.key.namespace, view.key.name) for view in store.pods.qos_views_on(node)
         }
-        assert keys_with_qos == {pod.key for pod in here if not pod.bad_throttle}
+        assert keys_with_qos == {pod.key for pod in here if not pod.bad_start_time}
 
     for queues in QUEUE_SETS:
         accounting = queue_usage(

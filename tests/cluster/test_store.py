@@ -16,7 +16,6 @@ from sharekeeper.engine.shares.accounting import QueueUsage, queue_usage
 from sharekeeper.engine.shares.snapshot import QueueName
 
 Obj = dict[str, Any]
-THROTTLE = "sharekeeper.io/cpu-throttle"
 
 
 class Recorder:
@@ -150,17 +149,17 @@ def test_a_relisted_unreadable_pod_is_removed_too() -> None:
     assert set(store.pods.problems) == {("ns", "p")}
 
 
-def test_a_bound_pod_with_a_malformed_throttle_counts_in_its_queue_but_is_never_acted_on() -> None:
+def test_a_bound_pod_with_a_malformed_qos_field_counts_in_its_queue_but_is_never_acted_on() -> None:
     store = ClusterStore()
     broken = pod("broken", "q", node="n", cpu="1")
-    broken["metadata"]["annotations"][THROTTLE] = "not JSON"
+    broken["status"]["startTime"] = "not a time"
     store.pods.event("ADDED", broken)
     store.pods.event("ADDED", pod("fine", "q", node="n", cpu="2"))
 
     record = store.pods.records[("ns", "broken")]
     assert record.qos is None
     assert record.problem is not None
-    assert THROTTLE in record.problem
+    assert "status.startTime" in record.problem
     assert store.pods.problems == {("ns", "broken"): record.problem}
     assert unreadable_gauge() == 1
     # It still counts: in its queue, on its node ...
@@ -173,8 +172,8 @@ def test_a_bound_pod_with_a_malformed_throttle_counts_in_its_queue_but_is_never_
     assert keys_on(store, "n") == {("ns", "broken"), ("ns", "fine")}
     assert [view.key.name for view in store.pods.qos_views_on("n")] == ["fine"]
 
-    fixed = copy.deepcopy(broken)  # (a dotted path cannot name a key with dots in it)
-    fixed["metadata"]["annotations"][THROTTLE] = '{"originalLimit": null, "limit": "500m"}'
+    fixed = copy.deepcopy(broken)
+    fixed["status"]["startTime"] = "2026-01-01T00:00:00Z"
     store.pods.event("MODIFIED", fixed)
 
     assert store.pods.records[("ns", "broken")].qos is not None

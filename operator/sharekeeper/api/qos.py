@@ -39,17 +39,19 @@ from sharekeeper.engine.qos import (
     NodeQosState,
     Objective,
     Phase,
+    PodKey,
     QosAction,
     QosPolicy,
     RuleKey,
     RuleState,
     SchedulingState,
     Strategy,
+    ThrottleState,
 )
 from sharekeeper.engine.selectors import MATCH_ALL
 from sharekeeper.model.objects import rfc3339
 from sharekeeper.model.qos import metric_resource, waterlines_annotation
-from sharekeeper.model.quantities import to_internal, to_quantity
+from sharekeeper.model.quantities import CPU, QuantityError, to_internal, to_quantity
 
 MetricName = Literal[
     "cpu_total_usage", "cpu_total_utilization", "memory_total_usage", "memory_total_utilization"
@@ -306,6 +308,21 @@ class LastAction(ApiModel):
 Waterlines = dict[str, Annotated[str, Field(description="The waterline, in the metric's unit.")]]
 
 
+class ThrottledPod(ApiModel):
+    """A pod whose CPU limit the operator lowered: the record a restore goes back to. Kept
+    here, where tenants cannot write, and never read from the pod."""
+
+    pod: str = Field(max_length=317, description="namespace/name of the pod.")
+    uid: str = Field("", max_length=128, description="The pod's UID: a new pod starts afresh.")
+    original_limit: str | None = Field(
+        None,
+        max_length=64,
+        description="The pod's CPU limit before the first throttle; absent if it had none. A "
+        "restore never goes above it.",
+    )
+    limit: str = Field(max_length=64, description="The CPU limit the operator set last.")
+
+
 class NodeStatus(ApiModel):
     """This policy's view of one node."""
 
@@ -336,6 +353,12 @@ class NodeStatus(ApiModel):
         None,
         max_length=100,
         description="Actions of the last check that acted, in execution order.",
+    )
+    throttled: Annotated[list[ThrottledPod], Atomic] | None = Field(
+        None,
+        max_length=1000,
+        description="Pods on the node whose CPU limit this policy's checks lowered and have not "
+        "restored yet.",
     )
 
 
@@ -505,6 +528,63 @@ def state_from_status(policies: Iterable[NodeQosEnsurancePolicy], node: str) -> 
                 if not scheduling.disabled or candidate.calm_since is None:
                     scheduling = candidate
     return NodeQosState(rules, scheduling)
+
+
+def throttles_from_status(
+    policies: Iterable[NodeQosEnsurancePolicy], node: str
+) -> dict[str, ThrottleState]:
+    """What the policies' ``status.nodes[].throttled`` remember of ``node``'s pods, by
+    ``throttle_key``. Copies in several policies agree unless a write was lost; then the lower
+    limits win, so a restore can only stop short, never overshoot."""
+    found: dict[str, ThrottleState] = {}
+    for policy in policies:
+        for entry in policy.status.nodes if policy.status is not None else ():
+            if entry.name != node:
+                continue
+            for pod in entry.throttled or ():
+                state = _throttle_state(pod)
+                if state is None:
+                    continue
+                key = throttle_key(pod.uid, pod.pod)
+                found[key] = state if key not in found else _lower(found[key], state)
+    return found
+
+
+def throttle_key(uid: str, pod: str) -> str:
+    """How a throttled pod is found again: its UID (a re-created pod is a new pod)."""
+    return uid or pod
+
+
+def _throttle_state(pod: ThrottledPod) -> ThrottleState | None:
+    try:
+        original = None if pod.original_limit is None else to_internal(CPU, pod.original_limit)
+        return ThrottleState(original, to_internal(CPU, pod.limit))
+    except QuantityError:
+        return None  # not ours (we write only valid quantities): forget it
+
+
+def _lower(left: ThrottleState, right: ThrottleState) -> ThrottleState:
+    originals = [
+        o for o in (left.original_limit_milli, right.original_limit_milli) if o is not None
+    ]
+    return ThrottleState(
+        min(originals, default=None),
+        min(left.current_limit_milli, right.current_limit_milli),
+    )
+
+
+def throttled_entry(key: PodKey, uid: str, state: ThrottleState) -> dict[str, object]:
+    """A ``ThrottledPod`` status entry."""
+    original = state.original_limit_milli
+    entry: dict[str, object] = {
+        "pod": str(key),
+        "limit": to_quantity(CPU, state.current_limit_milli),
+    }
+    if uid:
+        entry["uid"] = uid
+    if original is not None:
+        entry["originalLimit"] = to_quantity(CPU, original)
+    return entry
 
 
 def _epoch(value: str | None) -> int | None:

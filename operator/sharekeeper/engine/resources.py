@@ -26,7 +26,13 @@ Amounts = Mapping[str, int]
 Vectors = npt.NDArray[np.int64]
 
 UNLIMITED: Final = 2**62
-"""No bound. Far below int64's limit, so adding a few bounded amounts to it cannot overflow."""
+"""No bound. Far below int64's limit, so adding a few bounded amounts to it cannot overflow.
+
+Also the ceiling of every dense amount: one quantity read is at most 4 x 10^18 internal units
+(``model.quantities.MAX_QUANTITY``), but sums over many objects (a cluster's allocatable, a
+queue's requests, every guarantee) are not, so dense rows and sums over rows saturate here
+instead of wrapping around int64."""
+_INT64_MAX: Final = 2**63 - 1
 
 CPU: Final = "cpu"
 MEMORY: Final = "memory"
@@ -87,12 +93,61 @@ def dimensions(vectors: Iterable[Amounts]) -> tuple[str, ...]:
 
 
 def dense(rows: Sequence[Amounts], names: Sequence[str], *, missing: int = 0) -> Vectors:
-    """Sparse rows as a ``len(rows) x len(names)`` integer matrix."""
+    """Sparse rows as a ``len(rows) x len(names)`` integer matrix, saturated at ``UNLIMITED``."""
     defaults = [missing] * len(names)
     # map(dict.get, names, defaults) is the fastest per-row gather CPython offers here; most
     # queues set no guarantee or capability, and an empty row needs no gather at all.
     table = [list(map(amounts.get, names, defaults)) if amounts else defaults for amounts in rows]
-    return np.array(table, dtype=np.int64).reshape(len(rows), len(names))
+    try:
+        matrix = np.array(table, dtype=np.int64).reshape(len(rows), len(names))
+    except OverflowError:  # a sum beyond int64: saturate in Python first (never in practice)
+        table = [[min(amount, UNLIMITED) for amount in row] for row in table]
+        matrix = np.array(table, dtype=np.int64).reshape(len(rows), len(names))
+    if matrix.size and int(matrix.max()) > UNLIMITED:
+        np.minimum(matrix, UNLIMITED, out=matrix)
+    return matrix
+
+
+def column_sums(matrix: Vectors) -> Vectors:
+    """Σ over rows per column, saturated at ``UNLIMITED``: exact where int64 cannot overflow
+    (every realistic input), in Python integers otherwise."""
+    if _fits(matrix):
+        summed: Vectors = np.minimum(matrix.sum(axis=0, dtype=np.int64), UNLIMITED)
+        return summed
+    return np.array(
+        [min(sum(column), UNLIMITED) for column in matrix.T.tolist()], dtype=np.int64
+    ).reshape(matrix.shape[1:])
+
+
+def running_sums(matrix: Vectors) -> Vectors:
+    """Cumulative sums over rows, saturated at ``UNLIMITED`` (as ``column_sums``)."""
+    if _fits(matrix):
+        summed: Vectors = np.minimum(np.cumsum(matrix, axis=0), UNLIMITED)
+        return summed
+    columns = []
+    for column in matrix.T.tolist():
+        total, running = 0, []
+        for amount in column:
+            total = min(total + amount, UNLIMITED)
+            running.append(total)
+        columns.append(running)
+    return np.array(columns, dtype=np.int64).T.reshape(matrix.shape)
+
+
+def total_of(vector: Vectors) -> int:
+    """The exact sum of a vector, as a Python integer."""
+    if _fits(vector):
+        return int(vector.sum())
+    return sum(vector.tolist())
+
+
+def _fits(matrix: Vectors) -> bool:
+    """Whether summing ``matrix`` over its rows cannot overflow int64."""
+    if matrix.size == 0:
+        return True
+    rows: int = matrix.shape[0]
+    peak = max(int(matrix.max()), -int(matrix.min()))
+    return peak <= _INT64_MAX // max(rows, 1)
 
 
 def sparse_rows(matrix: Vectors, names: Sequence[str]) -> list[dict[str, int]]:

@@ -1,5 +1,10 @@
 """Pods, Nodes and metrics.k8s.io usage -> the node QoS engine's views; the node annotation
-``sharekeeper.io/qos-waterlines`` and the pod annotation ``sharekeeper.io/cpu-throttle``.
+``sharekeeper.io/qos-waterlines``.
+
+Nothing a pod says about itself grants it anything: exemptions come only from what a tenant
+cannot forge (the kubelet's mirror-pod annotation, a DaemonSet controller reference, the
+priority the API server resolved from the PriorityClass), and the throttle state lives in the
+policies' status, not on the pod.
 
 A fast trimmed reader (the cluster store reads up to 150,000 pods with it): plain dict access,
 no model objects; every error is an ``ObjectError`` naming the object, the field and the value.
@@ -8,7 +13,6 @@ NodeQosEnsurancePolicies are read by ``api.qos``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -19,7 +23,6 @@ from sharekeeper.engine.qos import (
     PodKey,
     PodSnapshot,
     QosNode,
-    ThrottleState,
     Waterline,
 )
 from sharekeeper.engine.qos.inputs import QosClass
@@ -27,7 +30,8 @@ from sharekeeper.model.objects import Obj, at, fail, mapping_at
 from sharekeeper.model.quantities import QuantityError, to_internal, to_quantity
 
 WATERLINES_ANNOTATION = "sharekeeper.io/qos-waterlines"
-THROTTLE_ANNOTATION = "sharekeeper.io/cpu-throttle"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+"""Set by the kubelet on the API copy of a static pod, and immutable once the pod exists."""
 TAINT_KEY = "sharekeeper.io/interference"
 TAINT = {"key": TAINT_KEY, "effect": "PreferNoSchedule"}
 EXT_CPU_RESOURCE = "gocrane.io/cpu"
@@ -107,43 +111,6 @@ def _qos_class(status: Mapping[str, object]) -> QosClass:
     return next((c for c in _QOS_CLASSES if c == value), "")
 
 
-_THROTTLE_PATH = f"metadata.annotations[{THROTTLE_ANNOTATION}]"
-
-
-def parse_throttle_annotation(pod: Obj, value: str) -> ThrottleState:
-    """``{"originalLimit": "2" | null, "limit": "1600m"}`` (the annotation of ``pod``) ->
-    ThrottleState."""
-    try:
-        body = json.loads(value)
-    except json.JSONDecodeError as error:
-        raise fail(pod, _THROTTLE_PATH, f"not JSON: {error}", value, kind="Pod") from error
-    if not isinstance(body, Mapping):
-        raise fail(pod, _THROTTLE_PATH, "must be a JSON object", value, kind="Pod")
-    original = body.get("originalLimit")
-    return ThrottleState(
-        original_limit_milli=None
-        if original is None
-        else _quantity(pod, "cpu", original, f"{_THROTTLE_PATH}.originalLimit", "Pod"),
-        current_limit_milli=_quantity(
-            pod, "cpu", body.get("limit"), f"{_THROTTLE_PATH}.limit", "Pod"
-        ),
-    )
-
-
-def throttle_annotation(state: ThrottleState | None) -> str | None:
-    """The annotation value for a throttle state; None means "remove the annotation"."""
-    if state is None:
-        return None
-    original = state.original_limit_milli
-    return json.dumps(
-        {
-            "originalLimit": None if original is None else to_quantity("cpu", original),
-            "limit": to_quantity("cpu", state.current_limit_milli),
-        },
-        sort_keys=True,
-    )
-
-
 def pod_from_dict(
     obj: Mapping[str, object], metrics: Mapping[str, object] | None = None
 ) -> PodSnapshot:
@@ -180,10 +147,10 @@ def pod_view(obj: Mapping[str, object], cpu_limits: Mapping[str, int] | None = N
         priority = 0
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise fail(obj, "spec.priority", "must be an integer", priority, kind=kind)
-    throttle = annotations.get(THROTTLE_ANNOTATION)
     unlimited = len(limits) < len(containers) or not containers
     return PodSnapshot(
         key=key,
+        uid=str(meta.get("uid") or ""),
         qos_class=_qos_class(status),
         priority=priority,
         labels=_strings(obj, "metadata.labels", kind),
@@ -191,11 +158,30 @@ def pod_view(obj: Mapping[str, object], cpu_limits: Mapping[str, int] | None = N
         cpu_request_milli=requests,
         cpu_limit_milli=None if unlimited else sum(limits.values()),
         ext_cpu_limit_milli=ext,
-        throttle=None if throttle is None else parse_throttle_annotation(obj, throttle),
-        mirror_or_static="kubernetes.io/config.mirror" in annotations
-        or annotations.get("kubernetes.io/config.source", "api") != "api",
-        daemonset=any(isinstance(o, Mapping) and o.get("kind") == "DaemonSet" for o in owners),
+        # ``kubernetes.io/config.source`` is not read: any pod author can write it.
+        mirror_or_static=MIRROR_ANNOTATION in annotations
+        and any(_owned_by_node(owner, spec.get("nodeName")) for owner in owners),
+        daemonset=any(_controlled_by_daemonset(owner) for owner in owners),
         terminating=meta.get("deletionTimestamp") is not None,
+    )
+
+
+def _owned_by_node(owner: object, node: object) -> bool:
+    """The kubelet makes the Node the owner of a static pod's mirror."""
+    return (
+        isinstance(owner, Mapping)
+        and owner.get("kind") == "Node"
+        and owner.get("apiVersion") == "v1"
+        and owner.get("name") == node
+    )
+
+
+def _controlled_by_daemonset(owner: object) -> bool:
+    return (
+        isinstance(owner, Mapping)
+        and owner.get("kind") == "DaemonSet"
+        and str(owner.get("apiVersion", "")).startswith("apps/")
+        and owner.get("controller") is True
     )
 
 
@@ -308,7 +294,6 @@ def waterlines_annotation(lines: Iterable[Waterline]) -> dict[str, str]:
 
 __all__ = [
     "TAINT",
-    "THROTTLE_ANNOTATION",
     "WATERLINES_ANNOTATION",
     "container_cpu_limits",
     "is_terminal",
@@ -317,12 +302,10 @@ __all__ = [
     "node_from_dicts",
     "node_metrics_by_name",
     "node_view",
-    "parse_throttle_annotation",
     "pod_from_dict",
     "pod_metrics_by_key",
     "pod_usage",
     "pod_view",
-    "throttle_annotation",
     "waterlines_annotation",
     "with_pod_usage",
     "with_usage",

@@ -9,6 +9,10 @@ epsilon and comparison rules keep their meaning:
 - everything else (``ephemeral-storage``, ``nvidia.com/gpu``, hugepages, ...): milli-units.
 
 Fractions of an internal unit round up, as Kubernetes does for ``MilliValue()``/``Value()``.
+
+Every quantity read is at most ``MAX_QUANTITY`` (4P) Kubernetes units, so one amount is at most
+4 x 10^18 internal units, below ``2^62``: no single value a tenant writes can overflow the
+engines' 64-bit arithmetic, and their sums are saturated there (``engine.resources``).
 """
 
 from __future__ import annotations
@@ -29,8 +33,14 @@ _DECIMAL_SUFFIXES = (("E", 10**18), ("P", 10**15), ("T", 10**12), ("G", 10**9), 
                      ("k", 10**3))  # fmt: skip
 
 
+MAX_QUANTITY = 4 * 10**15
+"""The largest quantity read, in Kubernetes units ("4P"): 4 x 10^15 cores, bytes or units."""
+MAX_QUANTITY_TEXT = "4P"
+
+
 class QuantityError(ValueError):
-    """A quantity that is malformed or negative; the message names the value."""
+    """A quantity that is malformed, negative or above ``MAX_QUANTITY``; the message names the
+    value."""
 
 
 def scale(resource: str) -> int:
@@ -53,6 +63,8 @@ def to_internal(resource: str, quantity: str | int | float) -> int:
         raise QuantityError(f"{quantity!r} is not a Kubernetes quantity")
     if value < 0:
         raise QuantityError(f"{quantity!r} is negative")
+    if value > MAX_QUANTITY:
+        raise QuantityError(f"{quantity!r} is above {MAX_QUANTITY_TEXT}, the largest quantity read")
     scaled = value * scale(resource)
     return int(scaled.to_integral_value(rounding=decimal.ROUND_CEILING))
 

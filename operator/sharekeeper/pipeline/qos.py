@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sharekeeper.api.qos import (
@@ -23,6 +23,9 @@ from sharekeeper.api.qos import (
     qos_policy,
     read_policy,
     state_from_status,
+    throttle_key,
+    throttled_entry,
+    throttles_from_status,
 )
 from sharekeeper.engine.qos import (
     NodeCheckResult,
@@ -31,6 +34,7 @@ from sharekeeper.engine.qos import (
     QosAction,
     QosNode,
     QosPolicy,
+    ThrottleState,
     check_node,
 )
 from sharekeeper.model.conditions import condition
@@ -135,7 +139,8 @@ def cluster_check(
         )
         if not selecting:
             continue
-        on_node = pods.get(node.name, ())
+        throttles = throttles_from_status(read.values(), node.name)
+        on_node = _with_throttles(pods.get(node.name, ()), throttles)
         try:
             snapshot = with_usage(node, on_node, usage.get(node.name), pod_usage, namespace_labels)
         except ObjectError as error:
@@ -151,6 +156,32 @@ def cluster_check(
         invalid=invalid,
         usage_missing=None if node_metrics is not None else "metrics.k8s.io is not available",
     )
+
+
+def _with_throttles(
+    pods: Sequence[PodSnapshot], throttles: Mapping[str, ThrottleState]
+) -> Sequence[PodSnapshot]:
+    """The pods with our record of throttling them; whatever a pod says of itself is not read."""
+    if not throttles:
+        return pods
+    return [
+        replace(pod, throttle=throttles.get(throttle_key(pod.uid, str(pod.key)))) for pod in pods
+    ]
+
+
+def _throttled_after(node: QosNode, outcomes: Outcomes) -> list[Json]:
+    """The throttled pods of ``node`` once this check's accepted actions took effect: what
+    the next check (and a restarted operator) restores from."""
+    states = {pod.key: pod.throttle for pod in node.pods}
+    for action in outcomes.done:
+        if action.throttle is not None:
+            states[action.pod] = action.throttle.throttle
+    uids = {pod.key: pod.uid for pod in node.pods}
+    return [
+        throttled_entry(key, uids.get(key, ""), state)
+        for key, state in sorted(states.items())
+        if state is not None
+    ]
 
 
 def policy_statuses(
@@ -177,6 +208,9 @@ def policy_statuses(
                 entry["lastActions"] = actions
             elif "lastActions" in old:
                 entry["lastActions"] = old["lastActions"]
+            throttled = _throttled_after(node_check.node, done)
+            if throttled:
+                entry["throttled"] = throttled
             message = "; ".join((*node_check.result.notes, *done.waiting))
             if message:
                 entry["message"] = message
@@ -221,6 +255,7 @@ def _at_rest(entry: Json) -> bool:
     return (
         not scheduling.get("disabled")
         and "lastActions" not in entry
+        and "throttled" not in entry
         and "message" not in entry
         and all(
             rule["phase"] == "Calm"
@@ -241,9 +276,11 @@ def _listed(entries: list[Json]) -> list[Json]:
     return kept
 
 
-def _urgency(entry: Json) -> tuple[int, int, int, str]:
+def _urgency(entry: Json) -> tuple[int, int, int, int, str]:
     rules = entry["rules"]
     return (
+        # A node holding throttle records is never left out: they are the only way back.
+        -int("throttled" in entry),
         -sum(1 for rule in rules if rule["phase"] == "Triggered"),
         -int((entry.get("scheduling") or {}).get("disabled", False)),
         -max((rule["hotStreak"] for rule in rules), default=0),

@@ -2,8 +2,9 @@
 
 Evictions go through the Eviction API, so PodDisruptionBudgets decide; a refusal is reported
 back to the planner, which then moves to the next pod without counting the refused one.
-Throttling publishes the target in the pod annotation ``sharekeeper.io/cpu-throttle`` and,
-where the pod's containers have CPU limits, changes them in place through ``pods/resize``.
+Throttling changes the CPU limits of the pod's containers in place through ``pods/resize``
+(which can change resources and nothing else); the throttle record lives in the policy's status,
+so the operator never patches a pod itself.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from lightkube.types import PatchType
 
 from sharekeeper import telemetry
 from sharekeeper.engine.qos import Outcome, QosAction
-from sharekeeper.model.qos import TAINT, THROTTLE_ANNOTATION, throttle_annotation
+from sharekeeper.model.qos import TAINT
 from sharekeeper.model.quantities import to_quantity
 from sharekeeper.publish.kubernetes import post_event
 
@@ -67,39 +68,34 @@ class KubeActuator:
     async def set_cpu_limit(
         self, action: QosAction, cpu_limits: Mapping[str, int]
     ) -> tuple[Outcome, str]:
+        """Resize the containers that have a CPU limit. A pod without one has nothing to
+        resize (adding a limit would change its QoS class): its target is only recorded in
+        the policy's status, for a node agent to enforce."""
         namespace, name = action.pod.namespace, action.pod.name
-        change = action.throttle
-        annotation = throttle_annotation(change.throttle if change is not None else None)
+        parts = (
+            split_cpu_limit(cpu_limits, action.cpu_limit_milli)
+            if action.cpu_limit_milli is not None
+            else {}
+        )
+        if not parts:
+            return Outcome.ACCEPTED, "recorded (no CPU limit to resize)"
+        resize = [
+            {"name": c, "resources": {"limits": {"cpu": to_quantity("cpu", milli)}}}
+            for c, milli in parts.items()
+        ]
         try:
             await self._client.patch(
-                Pod,
+                Pod.Resize,
                 name,
-                {"metadata": {"annotations": {THROTTLE_ANNOTATION: annotation}}},
+                {"spec": {"containers": resize}},
                 namespace=namespace,
-                patch_type=PatchType.MERGE,
+                patch_type=PatchType.STRATEGIC,
             )
-            parts = (
-                split_cpu_limit(cpu_limits, action.cpu_limit_milli)
-                if action.cpu_limit_milli is not None
-                else {}
-            )
-            if parts:
-                resize = [
-                    {"name": c, "resources": {"limits": {"cpu": to_quantity("cpu", milli)}}}
-                    for c, milli in parts.items()
-                ]
-                await self._client.patch(
-                    Pod.Resize,
-                    name,
-                    {"spec": {"containers": resize}},
-                    namespace=namespace,
-                    patch_type=PatchType.STRATEGIC,
-                )
         except ApiError as error:
             telemetry.WRITES.labels("Pod", "error").inc()
             return Outcome.REFUSED, f"{error.status.code}: {error.status.message}"
         telemetry.WRITES.labels("Pod", "ok").inc()
-        return Outcome.ACCEPTED, "resized" if parts else "annotated"
+        return Outcome.ACCEPTED, "resized"
 
     async def set_taint(
         self, node: str, present: bool, taints: Sequence[Mapping[str, Any]], resource_version: str

@@ -18,16 +18,15 @@ from sharekeeper.engine.qos import (
     NodeQosState,
     PodKey,
     Strategy,
-    ThrottleState,
     accept_all,
     check_node,
     node_actions,
 )
+from sharekeeper.engine.qos.candidates import protected
 from sharekeeper.model.objects import ObjectError
 from sharekeeper.model.qos import (
     node_from_dicts,
-    parse_throttle_annotation,
-    throttle_annotation,
+    pod_view,
     waterlines_annotation,
 )
 
@@ -123,7 +122,12 @@ def test_pod_and_node_from_dicts_with_metrics() -> None:
             "2",
             annotations={"sharekeeper.io/cpu-throttle": '{"originalLimit": "2", "limit": "1600m"}'},
         ),
-        k8s_pod("ds", ownerReferences=[{"kind": "DaemonSet", "name": "x"}]),
+        k8s_pod(
+            "ds",
+            ownerReferences=[
+                {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "x", "controller": True}
+            ],
+        ),
         {**k8s_pod("done"), "status": {"phase": "Succeeded"}},
     ]
     node = {
@@ -139,24 +143,36 @@ def test_pod_and_node_from_dicts_with_metrics() -> None:
     snapshot = node_from_dicts(node, pods, metrics, pod_metrics)
     assert (snapshot.cpu_usage_milli, snapshot.memory_capacity_bytes) == (7_000, 16 * 2**30)
     a, ds = snapshot.pods
-    assert (a.cpu_usage_milli, a.cpu_limit_milli, a.throttle) == (
-        1_500,
-        2_000,
-        ThrottleState(2_000, 1_600),
-    )
+    # The annotation is not ours to trust (finding: a forged one raised a limit to 64 cores).
+    assert (a.cpu_usage_milli, a.cpu_limit_milli, a.throttle) == (1_500, 2_000, None)
     assert a.start_time == 1_767_225_600
     assert ds.daemonset
     assert ds.cpu_usage_milli is None  # no PodMetrics: unknown, not zero
 
 
-def test_throttle_annotation_round_trip() -> None:
-    for state in (ThrottleState(2_000, 1_600), ThrottleState(None, 300)):
-        value = throttle_annotation(state)
-        assert value is not None
-        assert parse_throttle_annotation(k8s_pod("p"), value) == state
-    assert throttle_annotation(None) is None
-    with pytest.raises(ObjectError, match=r"Pod default/p: .*cpu-throttle"):
-        parse_throttle_annotation(k8s_pod("p"), "{")
+@pytest.mark.parametrize(
+    ("metadata", "protected_pod"),
+    [
+        # Anyone who creates a pod can write these: they exempt nothing.
+        ({"annotations": {"kubernetes.io/config.source": "file"}}, False),
+        ({"annotations": {"kubernetes.io/config.mirror": "x"}}, False),
+        ({"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "x"}]}, False),
+        ({"annotations": {"kubernetes.io/config.mirror": "x"},
+          "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "elsewhere"}]}, False),
+        # What the kubelet and the DaemonSet controller write.
+        ({"annotations": {"kubernetes.io/config.mirror": "x"},
+          "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n1"}]}, True),
+        ({"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "x",
+                               "controller": True}]}, True),
+    ],
+)  # fmt: skip
+def test_exemptions_come_only_from_fields_a_tenant_cannot_forge(
+    metadata: dict[str, Any], protected_pod: bool
+) -> None:
+    obj = k8s_pod("p")
+    obj["metadata"].update(metadata)
+    obj["spec"]["nodeName"] = "n1"
+    assert protected(pod_view(obj)) is protected_pod
 
 
 def test_outputs_and_state_round_trip_through_status() -> None:

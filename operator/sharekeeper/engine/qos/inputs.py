@@ -32,7 +32,9 @@ class PodKey:
 
 @dataclass(frozen=True, slots=True)
 class ThrottleState:
-    """What the ``sharekeeper.io/cpu-throttle`` annotation remembers about a throttled pod.
+    """What we remember about a pod we throttled, kept where tenants cannot write it (the
+    NodeQosEnsurancePolicy status, keyed by pod UID): a restore never goes above this
+    ``original_limit_milli``, whatever the pod says about itself.
 
     ``original_limit_milli`` is None when the pod had no CPU limit before we throttled it.
     """
@@ -44,6 +46,7 @@ class ThrottleState:
 @dataclass(frozen=True, slots=True)
 class PodSnapshot:
     key: PodKey
+    uid: str = ""
     qos_class: QosClass = "BestEffort"
     priority: int = 0
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -56,8 +59,11 @@ class PodSnapshot:
     ext_cpu_limit_milli: int = 0
     """Elastic (extended-resource) CPU the pod borrows; 0 when it uses none."""
     throttle: ThrottleState | None = None
+    """Our record of throttling this pod (from the policies' status), None if we did not."""
     mirror_or_static: bool = False
+    """A static pod's mirror (the kubelet's ``kubernetes.io/config.mirror`` annotation)."""
     daemonset: bool = False
+    """Controlled by a DaemonSet (its controller owner reference)."""
     terminating: bool = False
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from sharekeeper.engine.resources import Vectors
+from sharekeeper.engine.resources import Vectors, column_sums, total_of
 
 Floats = npt.NDArray[np.float64]
 
@@ -50,8 +50,7 @@ class ShareProblem:
 
     @property
     def total_guarantee(self) -> Vectors:
-        summed: Vectors = self.guarantee.sum(axis=0, dtype=np.int64)
-        return summed
+        return column_sums(self.guarantee)
 
     @property
     def real_capability(self) -> Vectors:
@@ -82,9 +81,10 @@ def _fill_column(total: int, weights: Floats, floors: Vectors, caps: Vectors) ->
     # A queue without weight never rises above its floor.
     highs = np.where(weights > 0, np.maximum(floors, caps), floors)
     # Step 2: the two ends need no level.
-    if int(floors.sum()) >= total:
+    floor_sum = total_of(floors)
+    if floor_sum >= total:
         return floors.copy()
-    if int(highs.sum()) <= total:
+    if total_of(highs) <= total:
         return highs.copy()
     # Step 3: breakpoints of F, from the queues that can rise.
     rising = highs > floors
@@ -98,7 +98,7 @@ def _fill_column(total: int, weights: Floats, floors: Vectors, caps: Vectors) ->
     slope_after = np.cumsum(slopes)
     widths = np.diff(positions, prepend=0.0)
     slope_before = np.concatenate(([0.0], slope_after[:-1]))
-    filled_at = float(floors.sum()) + np.cumsum(slope_before * widths)
+    filled_at = float(floor_sum) + np.cumsum(slope_before * widths)
     # The first breakpoint where F reaches ``total`` ends the piece that holds the level.
     piece = min(int(np.searchsorted(filled_at, total, side="left")), positions.shape[0] - 1) - 1
     level = positions[piece] + (total - filled_at[piece]) / slope_after[piece]
@@ -112,7 +112,7 @@ def hamilton(exact: Floats, target: int, lows: Vectors, highs: Vectors) -> Vecto
     ``[lows, highs]``; the largest fractional parts round up (ties: lower index)."""
     rounded = np.clip(np.floor(exact).astype(np.int64), lows, highs)
     remainders = exact - rounded
-    missing = target - int(rounded.sum())
+    missing = target - total_of(rounded)
     if missing > 0:
         candidates = np.flatnonzero(rounded < highs)
         ranked = candidates[np.argsort(-remainders[candidates], kind="stable")]

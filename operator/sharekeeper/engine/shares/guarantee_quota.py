@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sharekeeper.engine.resources import Vectors
+from sharekeeper.engine.resources import Vectors, column_sums, running_sums
 from sharekeeper.engine.shares.common import ShareProblem, water_fill
 from sharekeeper.engine.shares.snapshot import ElasticOrder
 
@@ -45,7 +45,7 @@ def guarantee_quota_deserved(
     given = guarantee + kept
     extra = _handed_out(
         problem,
-        pool - kept.sum(axis=0),
+        pool - column_sums(kept),
         demand - given,
         given=given,
         demand=demand,
@@ -93,7 +93,7 @@ def _greedy(pool: Vectors, wanted: Vectors, rows: Sequence[int]) -> Vectors:
     """Serve ``rows`` in order, each taking what it wants while the pool lasts (all
     dimensions at once): queue k gets ``min(wanted_k, max(pool - Σ_{j<k} wanted_j, 0))``."""
     ordered = wanted[list(rows)]
-    before = np.cumsum(ordered, axis=0) - ordered
+    before = running_sums(ordered) - ordered
     taken = np.minimum(ordered, np.maximum(pool[np.newaxis, :] - before, 0))
     result = np.zeros_like(wanted)
     result[list(rows)] = taken

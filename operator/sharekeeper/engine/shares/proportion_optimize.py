@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sharekeeper.engine.resources import Vectors
+from sharekeeper.engine.resources import Vectors, total_of
 from sharekeeper.engine.shares.common import Floats, ShareProblem, water_fill
 from sharekeeper.engine.shares.snapshot import PriorityType
 
@@ -71,7 +71,7 @@ def raised_weights(problem: ShareProblem) -> Floats:
 def _topped_up(problem: ShareProblem, deserved: Vectors) -> Vectors:
     result = deserved.copy()
     for d in range(problem.total.shape[0]):
-        left = int(problem.total[d]) - int(result[:, d].sum())
+        left = int(problem.total[d]) - total_of(result[:, d])
         deficits = problem.guarantee[:, d] - result[:, d]
         # Smallest deficit first; ties by queue name (rows are sorted by name).
         short = sorted(np.flatnonzero(deficits > 0).tolist(), key=lambda q: (deficits[q], q))

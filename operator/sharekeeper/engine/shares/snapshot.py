@@ -57,6 +57,8 @@ class QueueSnapshot:
     deserved: Amounts = field(default_factory=dict)
     """``spec.deserved``: read by the Capacity policy only."""
     state: QueueState = "Open"
+    namespaces: LabelSelector = MATCH_ALL
+    """Over namespace labels: pods of other namespaces that name the queue are not charged."""
 
 
 @dataclass(frozen=True, slots=True)
