@@ -139,3 +139,35 @@ def test_a_restart_continues_the_episode_from_status() -> None:
     # A new loop (a restarted operator) that only has what the first one persisted.
     asyncio.run(loop_for(docs, second, status=first.statuses["cpu-guard"]).check())
     assert second.evicted == ["batch/batch-2"]  # still triggered: no three new hot checks needed
+
+
+def test_a_failing_check_marks_the_policy_stale_until_a_check_succeeds() -> None:
+    class BrokenUsage(Usage):
+        broken = True
+
+        async def node_metrics(self) -> list[dict[str, Any]]:
+            if self.broken:
+                raise RuntimeError("metrics adapter returned garbage")
+            return await super().node_metrics()
+
+    docs = example()
+    recorder = Recorder()
+    loop = loop_for(docs, recorder)
+    usage = BrokenUsage(docs)
+    loop.usage = usage
+
+    async def scenario() -> None:
+        loop.store_synced.set()
+        task = asyncio.create_task(loop.run())
+        await asyncio.sleep(0.05)
+        conditions = {c["type"]: c for c in recorder.statuses["cpu-guard"]["conditions"]}
+        assert conditions["Stale"]["status"] == "True"
+        assert "RuntimeError: metrics adapter returned garbage" in conditions["Stale"]["message"]
+        assert conditions["Ready"]["status"] == "False"
+        usage.broken = False
+        await loop.check()  # what the next interval does
+        task.cancel()
+
+    asyncio.run(scenario())
+    types = {c["type"] for c in recorder.statuses["cpu-guard"]["conditions"]}
+    assert "Stale" not in types

@@ -12,7 +12,7 @@ from builders import node, pod, policy, queue
 from sharekeeper.api.policy import policy_spec
 from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.cluster.store import ClusterStore
-from sharekeeper.loops.recompute import Recompute
+from sharekeeper.loops.recompute import LoopSettings, Recompute
 from sharekeeper.model.records import OwnRecord
 from sharekeeper.publish.diffing import Json, Transition
 from sharekeeper.publish.statuses import Kind
@@ -170,3 +170,62 @@ def test_a_burst_of_wakes_costs_one_round() -> None:
         return loop.rounds
 
     assert asyncio.run(scenario()) == 1
+
+
+def condition_of(status: Json, kind: str) -> Json:
+    return next(c for c in status.get("conditions", []) if c["type"] == kind)
+
+
+def test_failing_rounds_mark_every_object_stale_and_the_next_good_round_clears_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found: when every round failed, statuses froze with ``Ready=True`` and nothing told."""
+    import sharekeeper.loops.recompute as recompute_module
+
+    working = recompute_module.publication
+    broken = {"now": False}
+
+    def maybe_failing(*args: Any, **kwargs: Any) -> Any:
+        if broken["now"]:
+            raise OverflowError("Python int too large to convert to C long")
+        return working(*args, **kwargs)
+
+    monkeypatch.setattr(recompute_module, "publication", maybe_failing)
+    writer = RecordingWriter()
+    settings = LoopSettings(quiet_seconds=0.01, max_delay_seconds=0.05, error_backoff_seconds=0.05)
+
+    async def scenario() -> None:
+        loop = Recompute(
+            writer, cluster([record(queue("a"), queue_snapshot)], [one_policy()]), settings
+        )
+        loop.store_synced.set()
+        task = asyncio.create_task(loop.run())
+        while loop.rounds == 0:
+            await asyncio.sleep(0.01)
+        await loop.written()
+        assert condition_of(writer.stored[("Queue", "a")], "Ready")["status"] == "True"
+        good = writer.stored[("Queue", "a")]["deserved"]
+
+        broken["now"] = True
+        loop.wake()
+        await asyncio.sleep(0.2)
+        await loop.written()
+        for key in (("Queue", "a"), ("SchedulerPolicy", "all")):
+            stale = condition_of(writer.stored[key], "Stale")
+            assert stale["status"] == "True"
+            assert "OverflowError: Python int too large" in stale["message"]
+            assert condition_of(writer.stored[key], "Ready")["status"] == "False"
+        assert writer.stored[("Queue", "a")]["deserved"] == good  # the last good numbers stay
+        assert ("Queue", "a", "Stale") in writer.events
+        assert loop.health.error is not None
+
+        broken["now"] = False
+        await asyncio.sleep(0.2)
+        await loop.written()
+        task.cancel()
+        status = writer.stored[("Queue", "a")]
+        assert "Stale" not in {c["type"] for c in status["conditions"]}
+        assert condition_of(status, "Ready")["status"] == "True"
+        assert loop.health.stale() is None
+
+    asyncio.run(scenario())

@@ -27,6 +27,7 @@ from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.cluster.usage import UsageSource, UsageUnavailable
 from sharekeeper.engine.qos import Outcome, PlanReport, QosAction, accept_all, node_actions
 from sharekeeper.loops.echoes import Echoes
+from sharekeeper.loops.health import LoopHealth
 from sharekeeper.model.objects import rfc3339
 from sharekeeper.model.qos import TAINT, WATERLINES_ANNOTATION
 from sharekeeper.model.records import OwnRecord
@@ -39,7 +40,7 @@ from sharekeeper.pipeline.qos import (
     policy_statuses,
 )
 from sharekeeper.publish.annotations import annotation_writes
-from sharekeeper.publish.statuses import own_writes
+from sharekeeper.publish.statuses import own_writes, stale_writes
 
 logger = logging.getLogger(__name__)
 
@@ -86,16 +87,37 @@ class QosLoop:
     _statuses: Echoes[str, Mapping[str, Any]] = field(default_factory=Echoes)
     store_synced: asyncio.Event = field(default_factory=asyncio.Event)
     """Set by the owner once every initial list is in the store."""
+    health: LoopHealth = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.health = LoopHealth("qos", self._interval)
 
     async def run(self) -> None:
         await self.store_synced.wait()
         while True:
             started = time.monotonic()
+            self.health.started()
             try:
                 await self.check()
-            except Exception:
+            except Exception as error:
                 logger.exception("QoS check failed; retrying at the next interval")
+                self.health.failed(error)
+                await self._report_stale()
+            else:
+                self.health.succeeded()
             await asyncio.sleep(max(0.0, self._interval() - (time.monotonic() - started)))
+
+    async def _report_stale(self) -> None:
+        """``Stale`` on every policy: what their status shows is the last good check's."""
+        problem = f"the last QoS check failed, nothing was checked: {self.health.error}"
+        stamp = rfc3339(self.clock())
+        records = [self._with_written(r) for r in self.store.qos_policies.sorted_records()]
+        try:
+            for write in stale_writes("NodeQosEnsurancePolicy", records, problem, now=stamp):
+                stored = await self.writer.patch_status(write.kind, write.name, write.patch)
+                self._statuses.wrote(write.name, stored)
+        except Exception:
+            logger.exception("could not report the failed check on the policies")
 
     def _interval(self) -> float:
         intervals = [

@@ -23,6 +23,7 @@ from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.shares import ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName
 from sharekeeper.loops.echoes import Echoes
+from sharekeeper.loops.health import LoopHealth
 from sharekeeper.loops.outbox import Outbox
 from sharekeeper.model.nodes import SHARE_ANNOTATIONS
 from sharekeeper.model.objects import rfc3339
@@ -31,7 +32,13 @@ from sharekeeper.model.records import NodeRecord, OwnRecord
 from sharekeeper.pipeline.shares import Publication, publication
 from sharekeeper.publish.annotations import AnnotationWrite, annotation_writes
 from sharekeeper.publish.diffing import Json, Transition
-from sharekeeper.publish.statuses import Kind, StatusWrite, policy_writes, queue_writes
+from sharekeeper.publish.statuses import (
+    Kind,
+    StatusWrite,
+    policy_writes,
+    queue_writes,
+    stale_writes,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +84,10 @@ class Recompute:
             self._send, self._retry_later
         )
         self.rounds = 0
+        self.health = LoopHealth(
+            "recompute",
+            lambda: max(self._settings.error_backoff_seconds, self._settings.max_delay_seconds),
+        )
 
     def wake(self) -> None:
         self._woken.set()
@@ -101,16 +112,36 @@ class Recompute:
             while True:
                 await self._woken.wait()
                 await self._settle()
+                self.health.started()
                 try:
                     await self.recompute()
-                except Exception:
+                except Exception as error:
                     logger.exception(
                         "recompute failed; retrying in %.0fs", self._settings.error_backoff_seconds
                     )
+                    self.health.failed(error)
+                    self._report_stale()
                     await asyncio.sleep(self._settings.error_backoff_seconds)
                     self._woken.set()
+                else:
+                    self.health.succeeded()
         finally:
             await self._outbox.close()
+
+    def _report_stale(self) -> None:
+        """``Stale`` on every queue and policy: their numbers are the last good round's."""
+        problem = f"the last share round failed, the numbers shown are older: {self.health.error}"
+        stamp = rfc3339(self._clock())
+        store = self._store
+        writes: dict[tuple[str, str], StatusWrite | AnnotationWrite] = {}
+        kinds: tuple[tuple[Kind, list[OwnRecord[Any]]], ...] = (
+            ("Queue", store.queues.sorted_records()),
+            ("SchedulerPolicy", store.policies.sorted_records()),
+        )
+        for kind, records in kinds:
+            for write in stale_writes(kind, self._with_written(kind, records), problem, now=stamp):
+                writes[(write.kind, write.name)] = write
+        self._outbox.replace(writes)
 
     async def written(self) -> None:
         """Until every write of the rounds so far has been sent."""

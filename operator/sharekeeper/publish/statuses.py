@@ -7,7 +7,7 @@ from ``diffing`` against the status the object has. Nothing here calls the API.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from sharekeeper.model.conditions import condition
@@ -83,6 +83,35 @@ def invalid_status(record: OwnRecord[Any]) -> Json:
             condition("Invalid", True, "Invalid", message),
         ]
     }
+
+
+def stale_writes(
+    kind: Kind, records: Iterable[OwnRecord[Any]], problem: str, *, now: str
+) -> list[StatusWrite]:
+    """What to write when rounds fail: every other field stays as the last good round left it,
+    ``Ready`` turns False and ``Stale`` says why, until a round succeeds and rewrites the
+    conditions whole."""
+    writes = []
+    for record in records:
+        current = dict(record.status)
+        kept = [c for c in current.get("conditions") or [] if c.get("type") not in _STALE_TYPES]
+        desired = {
+            **current,
+            "conditions": [
+                *kept,
+                condition("Ready", False, "Stale", problem),
+                condition("Stale", True, "RoundFailed", problem),
+            ],
+        }
+        # The numbers are the last good round's: so is the generation they observed.
+        observed = replace(record, generation=current.get("observedGeneration", record.generation))
+        write = status_write(kind, observed, desired, {"Stale"}, now=now)
+        if write is not None:
+            writes.append(write)
+    return writes
+
+
+_STALE_TYPES = frozenset({"Ready", "Stale"})
 
 
 def status_write(
