@@ -10,10 +10,15 @@ import pytest
 import yaml
 
 from clusters import MANIFESTS, Cluster
+from sharekeeper.api.base import read
+from sharekeeper.api.crds import resources
+from sharekeeper.model.objects import ObjectError
 from sharekeeper.simulate.reading import parse_objects
 from sharekeeper.simulate.report import Context, build_report
 
 SAMPLES = sorted((MANIFESTS / "samples").glob("*.yaml"))
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+MODELS = {model.__resource__.kind: model for model in resources()}
 
 QUEUE: dict[str, Any] = {
     "apiVersion": "scheduling.sharekeeper.io/v1alpha1",
@@ -125,7 +130,139 @@ INVALID = {
         edited(QOS, "spec.objectiveEnsurances.1", QOS["spec"]["objectiveEnsurances"][0]),
         "spec.objectiveEnsurances[1]: Duplicate value",
     ),
+    # Issue 15, finding 8: resource names, label selectors, priority, a zero threshold and
+    # quantities above 4P were accepted.
+    "queue-capability-name-with-space": (
+        edited(QUEUE, "spec.capability", {"has space": "1"}),
+        'spec.capability: Invalid value: "object": must be a qualified name',
+    ),
+    "queue-guarantee-name-without-prefix": (
+        edited(QUEUE, "spec.guarantee", {"resource": {"/gpu": "1"}}),
+        'spec.guarantee.resource: Invalid value: "object": must be a qualified name',
+    ),
+    "queue-deserved-name-with-two-slashes": (
+        edited(QUEUE, "spec.deserved", {"a/b/c": "1"}),
+        'spec.deserved: Invalid value: "object": must be a qualified name',
+    ),
+    "policy-factors-name-starting-with-dash": (
+        edited(POLICY, "spec.overcommit.factors", {"-cpu": 1.5}),
+        'spec.overcommit.factors: Invalid value: "object": must be a qualified name',
+    ),
+    "policy-proportional-empty-name": (
+        edited(POLICY, "spec.proportional", {"resources": {"": {"cpu": "1", "memory": "1Gi"}}}),
+        'spec.proportional.resources: Invalid value: "object": must be a qualified name',
+    ),
+    "queue-namespaces-empty-label-key": (
+        edited(QUEUE, "spec.namespaces", {"matchLabels": {"": "a"}}),
+        'spec.namespaces.matchLabels: Invalid value: "object": must be a qualified name',
+    ),
+    "policy-selector-bad-label-value": (
+        edited(POLICY, "spec.nodeSelector", {"matchLabels": {"pool": "-gpu"}}),
+        "spec.nodeSelector.matchLabels.pool in body should match",
+    ),
+    "policy-selector-label-value-too-long": (
+        edited(POLICY, "spec.queueSelector", {"matchLabels": {"team": "a" * 64}}),
+        "spec.queueSelector.matchLabels.team: Too long: may not be more than 63 bytes",
+    ),
+    "policy-selector-too-many-labels": (
+        edited(POLICY, "spec.queueSelector", {"matchLabels": {f"k{i}": "v" for i in range(33)}}),
+        "spec.queueSelector.matchLabels: Too many: 33: must have at most 32 items",
+    ),
+    "qos-selector-empty-expression-key": (
+        edited(
+            QOS,
+            "spec.candidates",
+            {"podSelector": {"matchExpressions": [{"key": "", "operator": "Exists"}]}},
+        ),
+        'spec.candidates.podSelector.matchExpressions[0].key: Invalid value: "string": must be '
+        "a qualified name",
+    ),
+    "qos-selector-bad-expression-value": (
+        edited(
+            QOS,
+            "spec.nodeSelector",
+            {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a b"]}]},
+        ),
+        "spec.nodeSelector.matchExpressions[0].values[0] in body should match",
+    ),
+    "qos-selector-too-many-values": (
+        edited(
+            QOS,
+            "spec.nodeSelector",
+            {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["v"] * 129}]},
+        ),
+        "spec.nodeSelector.matchExpressions[0].values: Too many: 129: must have at most 128 items",
+    ),
+    "queue-priority-2^40": (
+        edited(QUEUE, "spec.priority", 2**40),
+        "spec.priority in body should be less than or equal to 2147483647",
+    ),
+    "qos-max-priority-2^31": (
+        edited(QOS, "spec.candidates", {"maxPriority": 2**31}),
+        "spec.candidates.maxPriority in body should be less than or equal to 2147483647",
+    ),
+    "qos-grace-period-2^63": (
+        edited(QOS, "spec.actions.0.eviction", {"terminationGracePeriodSeconds": 2**63}),
+        "spec.actions[0].eviction.terminationGracePeriodSeconds in body must be of type integer",
+    ),
+    "qos-metric-value-zero": (
+        edited(QOS, "spec.objectiveEnsurances.0.metricRule.value", "0"),
+        'spec.objectiveEnsurances[0].metricRule.value: Invalid value: "": must be a positive '
+        "Kubernetes quantity of at most 4P",
+    ),
+    "qos-metric-value-above-4P": (
+        edited(QOS, "spec.objectiveEnsurances.0.metricRule.value", "5P"),
+        "must be a positive Kubernetes quantity of at most 4P",
+    ),
+    "queue-capability-9Ei": (
+        edited(QUEUE, "spec.capability.cpu", "9Ei"),
+        'spec.capability[cpu]: Invalid value: "": must be a non-negative Kubernetes quantity of '
+        "at most 4P",
+    ),
+    "queue-guarantee-8Ei": (
+        edited(QUEUE, "spec.guarantee", {"resource": {"memory": "8Ei"}}),
+        'spec.guarantee.resource[memory]: Invalid value: "": must be a non-negative Kubernetes '
+        "quantity of at most 4P",
+    ),
+    "policy-per-unit-above-4P": (
+        edited(
+            POLICY,
+            "spec.proportional",
+            {"resources": {"nvidia.com/gpu": {"cpu": 4 * 10**15 + 1, "memory": "1Gi"}}},
+        ),
+        "must be a non-negative Kubernetes quantity of at most 4P",
+    ),
+    "policy-factor-above-100": (
+        edited(POLICY, "spec.overcommit.factor", 100.5),
+        "spec.overcommit.factor in body should be less than or equal to 100",
+    ),
 }
+
+PREFIX_253 = ".".join(["a" * 63] * 4)[:253]
+VALID = {
+    "queue-edge-values": edited(QUEUE, "spec", {
+        "priority": 2**31 - 1,
+        "capability": {"cpu": "4P", "nvidia.com/gpu": 8, "hugepages-2Mi": "1Gi",
+                       f"{PREFIX_253}/{'r' * 63}": "1"},
+        "guarantee": {"resource": {"memory": 4 * 10**15}},
+        "namespaces": {
+            "matchLabels": {"kubernetes.io/metadata.name": "team-a", "empty": ""},
+            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a" * 63, "b"]}],
+        },
+    }),
+    "policy-edge-values": edited(POLICY, "spec", {
+        "queueSelector": {"matchLabels": {f"k{i}": "v" for i in range(32)}},
+        "overcommit": {"factor": 100, "factors": {"example.com/a_b.C": 1}},
+        "proportional": {"enable": True, "resources": {"nvidia.com/gpu": {
+            "cpu": "4P", "memory": "4P"}}},
+    }),
+    "qos-edge-values": edited(
+        edited(QOS, "spec.objectiveEnsurances.0.metricRule.value", "4P"),
+        "spec.candidates",
+        {"maxPriority": -(2**31), "podSelector": {"matchExpressions": [
+            {"key": "app.kubernetes.io/name", "operator": "NotIn", "values": ["v"] * 128}]}},
+    ),
+}  # fmt: skip
 
 
 def test_crds_are_served_with_short_names_and_category(crds: Cluster) -> None:
@@ -190,6 +327,34 @@ def test_the_valid_base_objects_are_accepted(crds: Cluster) -> None:
     """Guards the test above: each invalid object differs from an accepted one by one field."""
     for manifest in (QUEUE, POLICY, QOS):
         crds.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(manifest))
+
+
+@pytest.mark.parametrize("manifest", VALID.values(), ids=VALID.keys())
+def test_values_at_the_bounds_are_accepted(crds: Cluster, manifest: dict[str, Any]) -> None:
+    crds.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(manifest))
+    read(MODELS[manifest["kind"]], manifest)
+
+
+@pytest.mark.parametrize(("manifest", "message"), INVALID.values(), ids=INVALID.keys())
+def test_the_models_refuse_what_the_api_server_refuses(
+    manifest: dict[str, Any], message: str
+) -> None:
+    """``simulate`` and the operator read objects through the models the CRDs come from."""
+    with pytest.raises(ObjectError):
+        read(MODELS[manifest["kind"]], manifest)
+
+
+def test_every_example_object_of_ours_is_accepted(crds: Cluster) -> None:
+    ours = [
+        item
+        for path in sorted(EXAMPLES.glob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc
+        for item in (doc["items"] if doc["kind"] == "List" else [doc])
+        if item["kind"] in MODELS
+    ]
+    assert {item["kind"] for item in ours} == MODELS.keys()
+    crds.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(ours))
 
 
 def test_get_queues_prints_the_contract_columns(crds: Cluster) -> None:

@@ -34,6 +34,38 @@ def test_every_field_has_a_description(path: Path) -> None:
         assert list(undescribed(schema, crd["spec"]["names"]["kind"])) == []
 
 
+def unbounded(schema: dict[str, Any], path: str) -> Iterator[str]:
+    """Paths of schema nodes whose size or range has no bound: what a tenant could make absurd,
+    and what makes CEL rules over them too costly for the API server."""
+    kind = schema.get("type")
+    ranged = {"minimum", "maximum"} <= schema.keys()
+    int64 = schema.get("format") == "int64"  # the API server refuses integers beyond it itself
+    if kind in ("integer", "number") and not (ranged or int64):
+        yield path
+    if (kind == "string" or schema.get("x-kubernetes-int-or-string")) and not (
+        "enum" in schema or "maxLength" in schema
+    ):
+        yield path
+    if kind == "array" and "maxItems" not in schema:
+        yield path
+    if isinstance(schema.get("additionalProperties"), dict):
+        if "maxProperties" not in schema:
+            yield path
+        yield from unbounded(schema["additionalProperties"], f"{path}[*]")
+    for name, child in schema.get("properties", {}).items():
+        yield from unbounded(child, f"{path}.{name}")
+    if "items" in schema:
+        yield from unbounded(schema["items"], f"{path}[]")
+
+
+@pytest.mark.parametrize("path", CRDS, ids=lambda p: Path(p).stem)
+def test_every_value_of_a_spec_is_bounded(path: Path) -> None:
+    crd = yaml.safe_load(path.read_text())
+    for version in crd["spec"]["versions"]:
+        spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        assert list(unbounded(spec, "spec")) == []
+
+
 @pytest.mark.parametrize("path", CRDS, ids=lambda p: Path(p).stem)
 def test_cluster_scoped_with_status_and_category(path: Path) -> None:
     crd = yaml.safe_load(path.read_text())

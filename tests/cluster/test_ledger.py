@@ -367,18 +367,18 @@ class _Members:
 
 
 def recount(pods: list[Pod]) -> PodTotals:
-    named: dict[str, _Charge] = {}
+    named: dict[str, dict[str, _Charge]] = {}
     grouped: dict[Key, _Charge] = {}
-    unnamed = _Charge()
+    unnamed: dict[str, _Charge] = {}
     groups: dict[Key, _Members] = {}
     node_used: dict[str, Amounts] = {}
     for pod in pods:
         if pod.named:
-            bucket = named.setdefault(pod.named, _Charge())
+            bucket = named.setdefault(pod.named, {}).setdefault(pod.key[0], _Charge())
         elif pod.group:
             bucket = grouped.setdefault((pod.key[0], pod.group), _Charge())
         else:
-            bucket = unnamed
+            bucket = unnamed.setdefault(pod.key[0], _Charge())
         bucket.pods += 1
         _plus(bucket.request, pod.request)
         if pod.node:
@@ -393,9 +393,12 @@ def recount(pods: list[Pod]) -> PodTotals:
         if pod.node:
             _plus(node_used.setdefault(pod.node, {}), pod.request)
     return PodTotals(
-        named={name: charge.charges() for name, charge in named.items()},
+        named={
+            name: {namespace: charge.charges() for namespace, charge in by_namespace.items()}
+            for name, by_namespace in named.items()
+        },
         grouped={key: charge.charges() for key, charge in grouped.items()},
-        unnamed=unnamed.charges(),
+        unnamed={namespace: charge.charges() for namespace, charge in unnamed.items()},
         groups={
             key: GroupPods(_nonzero(m.allocated), m.allocated_pods, _nonzero(m.gated))
             for key, m in groups.items()
@@ -409,9 +412,12 @@ def without_zeros(totals: PodTotals) -> PodTotals:
         return Charges(_nonzero(value.allocated), _nonzero(value.request), value.pods)
 
     return PodTotals(
-        named={name: charges(value) for name, value in totals.named.items()},
+        named={
+            name: {namespace: charges(value) for namespace, value in by_namespace.items()}
+            for name, by_namespace in totals.named.items()
+        },
         grouped={key: charges(value) for key, value in totals.grouped.items()},
-        unnamed=charges(totals.unnamed),
+        unnamed={namespace: charges(value) for namespace, value in totals.unnamed.items()},
         groups={
             key: GroupPods(_nonzero(g.allocated), g.allocated_pods, _nonzero(g.gated))
             for key, g in totals.groups.items()

@@ -9,18 +9,28 @@ defaults are the CRD's, because the CRD is generated from these very models.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    PlainValidator,
+    ValidationError,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
-from pydantic_core import ErrorDetails
+from pydantic_core import CoreSchema, ErrorDetails, core_schema
 
 from sharekeeper.engine.selectors import LabelSelector as EngineSelector
 from sharekeeper.engine.selectors import Requirement as EngineRequirement
 from sharekeeper.model.objects import ObjectError, Problem
-from sharekeeper.model.quantities import QuantityError, to_internal
+from sharekeeper.model.quantities import MAX_QUANTITY_TEXT, QuantityError, to_internal
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +50,58 @@ class Cel:
         if self.reason is not None:
             out["reason"] = self.reason
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class StringRule:
+    """A CEL rule on a string, written for any CEL expression naming it: on a string field it
+    applies to ``self``, on the key type of a map to every key (``self.all(k, ...)`` on the
+    map: a structural schema constrains keys no other way). The model checks the same thing in
+    a validator next to it."""
+
+    check: Callable[[str], str]
+    """The rule for the string named by the argument."""
+    message: str
+
+    def on_value(self) -> Cel:
+        return Cel(self.check("self"), self.message)
+
+    def on_keys(self) -> Cel:
+        return Cel(f"self.all(k, {self.check('k')})", self.message)
+
+
+@dataclass(frozen=True, slots=True)
+class FixedWidth:
+    """A signed integer of ``bits`` bits (``format: int32``/``int64``). The model refuses
+    values outside the range. The API server refuses integers outside int64 itself but does not
+    enforce ``format``: a narrower CRD integer gets its range as ``minimum``/``maximum`` where
+    the field has no bound of its own."""
+
+    bits: int
+
+    @property
+    def needs_bounds(self) -> bool:
+        # Only below 64 bits: the API server reads bounds as float64, and 2^63 - 1 rounds up
+        # to 2^63, which it then takes for -2^63.
+        return self.bits < 64
+
+    @property
+    def minimum(self) -> int:
+        return -(1 << (self.bits - 1))
+
+    @property
+    def maximum(self) -> int:
+        return (1 << (self.bits - 1)) - 1
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(self._in_range, handler(source))
+
+    def _in_range(self, value: int) -> int:
+        if not self.minimum <= value <= self.maximum:
+            raise ValueError(f"must be a {self.bits}-bit integer, {self.minimum} to {self.maximum}")
+        return value
 
 
 class Schema(dict[str, Any]):
@@ -78,6 +140,64 @@ class ApiModel(BaseModel):
         return data
 
 
+# --- names --------------------------------------------------------------------------------------
+
+# Kubernetes' qualified names (resource names, label keys): an optional DNS subdomain prefix and
+# "/", then a name. The patterns read the same in Python and in CEL (RE2): no escapes.
+MAX_PREFIX_LENGTH = 253
+MAX_NAME_LENGTH = 63
+_DNS_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_NAME = "[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+QUALIFIED_NAME_PATTERN = f"^({_DNS_LABEL}([.]{_DNS_LABEL})*/)?{_NAME}$"
+QUALIFIED_NAME_MESSAGE = (
+    f"must be a qualified name: an optional DNS subdomain prefix (at most {MAX_PREFIX_LENGTH} "
+    f"characters) and '/', then at most {MAX_NAME_LENGTH} letters, digits, '-', '_' or '.', "
+    "starting and ending with a letter or digit (for example cpu, nvidia.com/gpu or "
+    "app.kubernetes.io/name)"
+)
+LABEL_VALUE_PATTERN = "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+
+
+def _qualified_name_rule(name: str) -> str:
+    # indexOf is -1 without a prefix: the name part is then the whole string.
+    return (
+        f"{name}.matches('{QUALIFIED_NAME_PATTERN}') && "
+        f"{name}.indexOf('/') <= {MAX_PREFIX_LENGTH} && "
+        f"size({name}) - {name}.indexOf('/') - 1 <= {MAX_NAME_LENGTH}"
+    )
+
+
+def _qualified_name(name: str) -> str:
+    slash = name.find("/")
+    if not (
+        re.fullmatch(QUALIFIED_NAME_PATTERN, name)
+        and slash <= MAX_PREFIX_LENGTH
+        and len(name) - slash - 1 <= MAX_NAME_LENGTH
+    ):
+        raise ValueError(QUALIFIED_NAME_MESSAGE)
+    return name
+
+
+QualifiedName = Annotated[
+    str,
+    Field(max_length=MAX_PREFIX_LENGTH + 1 + MAX_NAME_LENGTH),
+    AfterValidator(_qualified_name),
+    StringRule(_qualified_name_rule, QUALIFIED_NAME_MESSAGE),
+]
+"""A resource name or a label key (``cpu``, ``nvidia.com/gpu``); as the key type of a map, it
+constrains the map's keys."""
+
+LabelValue = Annotated[
+    str,
+    Field(
+        max_length=MAX_NAME_LENGTH,
+        pattern=LABEL_VALUE_PATTERN,
+        description=f"A label value: empty, or at most {MAX_NAME_LENGTH} letters, digits, '-', "
+        "'_' or '.', starting and ending with a letter or digit.",
+    ),
+]
+
+
 # --- quantities ---------------------------------------------------------------------------------
 
 _QUANTITY_SCHEMA: dict[str, Any] = {
@@ -100,11 +220,18 @@ def _quantity(value: Any, *, positive: bool) -> int | str:
 
 
 _QUANTITY_MESSAGE = {
-    False: "must be a non-negative Kubernetes quantity, for example 500m, 4 or 8Gi",
-    True: "must be a positive Kubernetes quantity, for example 6, 5500m or 12Gi",
+    False: f"must be a non-negative Kubernetes quantity of at most {MAX_QUANTITY_TEXT}, for "
+    "example 500m, 4 or 8Gi",
+    True: f"must be a positive Kubernetes quantity of at most {MAX_QUANTITY_TEXT}, for example "
+    "6, 5500m or 12Gi",
 }
-_NON_NEGATIVE = 'isQuantity(string(self)) && !quantity(string(self)).isLessThan(quantity("0"))'
-_POSITIVE = 'isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity("0"))'
+_AT_MOST = f'quantity(string(self)).compareTo(quantity("{MAX_QUANTITY_TEXT}")) <= 0'
+_NON_NEGATIVE = (
+    'isQuantity(string(self)) && !quantity(string(self)).isLessThan(quantity("0")) && ' + _AT_MOST
+)
+_POSITIVE = (
+    'isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity("0")) && ' + _AT_MOST
+)
 
 Quantity = Annotated[
     int | str,
@@ -112,13 +239,15 @@ Quantity = Annotated[
     Schema(
         {
             **_QUANTITY_SCHEMA,
-            "description": "A non-negative Kubernetes quantity, for example 500m, 4 or 8Gi.",
+            "description": "A non-negative Kubernetes quantity of at most "
+            f"{MAX_QUANTITY_TEXT}, for example 500m, 4 or 8Gi.",
             "x-kubernetes-validations": [Cel(_NON_NEGATIVE, _QUANTITY_MESSAGE[False]).schema()],
         },
         replace=True,
     ),
 ]
-"""A non-negative Kubernetes quantity as written (``"500m"``, ``4``, ``"8Gi"``)."""
+"""A non-negative Kubernetes quantity as written (``"500m"``, ``4``, ``"8Gi"``), at most
+``MAX_QUANTITY_TEXT``."""
 
 PositiveQuantity = Annotated[
     int | str,
@@ -131,13 +260,13 @@ PositiveQuantity = Annotated[
         replace=True,
     ),
 ]
-"""A Kubernetes quantity above zero."""
+"""A Kubernetes quantity above zero, at most ``MAX_QUANTITY_TEXT``."""
 
-ResourceList = Annotated[dict[str, Quantity], Field(max_length=32)]
+ResourceList = Annotated[dict[QualifiedName, Quantity], Field(max_length=32)]
 """Resource name -> non-negative quantity."""
 
-Int32 = Annotated[int, Schema(format="int32")]
-Int64 = Annotated[int, Schema(format="int64")]
+Int32 = Annotated[int, FixedWidth(32)]
+Int64 = Annotated[int, FixedWidth(64)]
 DateTime = Annotated[str, Schema(format="date-time")]
 STATUS_QUANTITY = "A Kubernetes quantity in whole internal units (millicores, bytes, milli-units)."
 StatusResources = dict[str, Annotated[str, Field(description=STATUS_QUANTITY)]]
@@ -151,6 +280,11 @@ def in_internal_units(resources: Mapping[str, int | str]) -> dict[str, int]:
 
 # --- label selectors ----------------------------------------------------------------------------
 
+MAX_SELECTOR_TERMS = 32
+"""The most matchLabels entries, and the most matchExpressions, of a selector."""
+MAX_SELECTOR_VALUES = 128
+"""The most values of one matchExpressions requirement."""
+
 
 class Requirement(ApiModel):
     """A label requirement."""
@@ -163,15 +297,13 @@ class Requirement(ApiModel):
         ),
     )
 
-    key: str = Field(description="The label key.")
+    key: QualifiedName = Field(description="The label key.")
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(
         description="How the key relates to the values."
     )
-    values: Annotated[
-        list[Annotated[str, Field(description="A label value.")]],
-        Schema({"x-kubernetes-list-type": "atomic"}),
-    ] = Field(
+    values: Annotated[list[LabelValue], Schema({"x-kubernetes-list-type": "atomic"})] = Field(
         default_factory=list,
+        max_length=MAX_SELECTOR_VALUES,
         description="Values for In and NotIn; must be empty for Exists and DoesNotExist.",
     )
 
@@ -187,12 +319,18 @@ class LabelSelector(ApiModel):
 
     __schema__ = {"x-kubernetes-map-type": "atomic"}
 
-    match_labels: dict[str, Annotated[str, Field(description="Label value.")]] = Field(
-        default_factory=dict, description="Labels that must all be present with these values."
+    match_labels: dict[QualifiedName, LabelValue] = Field(
+        default_factory=dict,
+        max_length=MAX_SELECTOR_TERMS,
+        description="Labels that must all be present with these values.",
     )
     match_expressions: Annotated[
         list[Requirement], Schema({"x-kubernetes-list-type": "atomic"})
-    ] = Field(default_factory=list, max_length=32, description="Requirements that must all hold.")
+    ] = Field(
+        default_factory=list,
+        max_length=MAX_SELECTOR_TERMS,
+        description="Requirements that must all hold.",
+    )
 
     def engine(self) -> EngineSelector:
         return EngineSelector(
@@ -266,13 +404,20 @@ def _problem(detail: ErrorDetails) -> Problem:
     return Problem(field_path(detail["loc"]), message, detail["input"])
 
 
+_KEY = "[key]"
+"""Follows a map key in a pydantic error location when the key itself was refused."""
+
+
 def field_path(loc: tuple[int | str, ...]) -> str:
-    """``("spec", "capability", "cpu")`` -> ``spec.capability.cpu``; list indexes and keys
-    that contain dots or slashes in brackets: ``spec.actions[0]``,
-    ``spec.overcommit.factors[nvidia.com/gpu]``."""
+    """``("spec", "capability", "cpu")`` -> ``spec.capability.cpu``; list indexes, keys that
+    contain dots or slashes and refused keys in brackets: ``spec.actions[0]``,
+    ``spec.overcommit.factors[nvidia.com/gpu]``, ``spec.capability[has space]``."""
     path = ""
-    for step in loc:
-        if isinstance(step, int) or "." in step or "/" in step:
+    for index, step in enumerate(loc):
+        if step == _KEY:
+            continue
+        refused_key = loc[index + 1 : index + 2] == (_KEY,)
+        if isinstance(step, int) or refused_key or "." in step or "/" in step:
             path += f"[{step}]"
         else:
             path += f".{step}" if path else step

@@ -2,10 +2,12 @@
 
 The structural ``openAPIV3Schema`` follows the model field by field: camelCase names, types,
 ``description`` (the field's, or its model's docstring), ``default``, ``enum`` (``Literal``),
-bounds (``ge``/``le``/``min_length``/``max_length``), the ``Schema`` keys a type or field adds
-(``format``, ``x-kubernetes-*``) and each model's CEL rules. A field with a model default
-(``default_factory=Sharing``) gets ``default: {}`` so that the API server fills in the nested
-defaults, exactly as reading a hand-written file through the model does.
+bounds (``ge``/``le``/``min_length``/``max_length``/``pattern``, and the range of a
+``FixedWidth`` integer), the ``Schema`` keys a type or field adds (``format``,
+``x-kubernetes-*``), each model's CEL rules and each ``StringRule`` (on a map's key type, a rule
+over the map's keys). A field with a model default (``default_factory=Sharing``) gets
+``default: {}`` so that the API server fills in the nested defaults, exactly as reading a
+hand-written file through the model does.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from sharekeeper.api.base import ApiModel, Schema
+from sharekeeper.api.base import ApiModel, FixedWidth, Schema, StringRule
 
 VERSION = "v1alpha1"
 LABELS = {"app.kubernetes.io/name": "sharekeeper", "app.kubernetes.io/part-of": "sharekeeper"}
@@ -83,7 +85,7 @@ class RootModel(ApiModel):
 
 _ORDER = (
     "type", "format", "anyOf", "description", "enum", "default", "minimum", "maximum",
-    "minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
+    "minLength", "maxLength", "pattern", "minItems", "maxItems", "minProperties", "maxProperties",
     "required", "properties", "additionalProperties", "items",
 )  # fmt: skip
 
@@ -126,12 +128,18 @@ def type_schema(
     extras: dict[str, Any] = {}
     replacement: dict[str, Any] | None = None
     constraints: list[Any] = []
+    rules: list[dict[str, str]] = []
+    width: FixedWidth | None = None
     for item in metadata:
         if isinstance(item, Schema):
             if item.replace:
                 replacement = dict(item)
             else:
                 extras.update(item)
+        elif isinstance(item, StringRule):
+            rules.append(item.on_value().schema())
+        elif isinstance(item, FixedWidth):
+            width = item
         elif isinstance(item, FieldInfo):
             description = item.description or description
             constraints.extend(item.metadata)
@@ -143,6 +151,13 @@ def type_schema(
     kind = schema.get("type")
     for constraint in constraints:
         schema.update(_constraint(constraint, kind))
+    if width is not None:
+        schema["format"] = f"int{width.bits}"
+        if width.needs_bounds:  # the field's own bounds, if any, are tighter
+            schema.setdefault("minimum", width.minimum)
+            schema.setdefault("maximum", width.maximum)
+    if rules:
+        schema["x-kubernetes-validations"] = [*schema.get("x-kubernetes-validations", []), *rules]
     schema.update(extras)
     return ordered(schema)
 
@@ -157,7 +172,13 @@ def _bare_schema(annotation: Any, description: str | None) -> dict[str, Any]:
     if origin is Literal:
         return {"type": "string", "enum": list(args)}
     if origin is dict:
-        return {"type": "object", "additionalProperties": type_schema(args[1])}
+        schema: dict[str, Any] = {"type": "object", "additionalProperties": type_schema(args[1])}
+        keys = [
+            item.on_keys().schema() for item in _metadata(args[0]) if isinstance(item, StringRule)
+        ]
+        if keys:
+            schema["x-kubernetes-validations"] = keys
+        return schema
     if origin is list:
         return {"type": "array", "items": type_schema(args[0])}
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -179,7 +200,19 @@ def _constraint(constraint: Any, kind: str | None) -> dict[str, Any]:
         return {f"min{size}": constraint.min_length}
     if isinstance(constraint, annotated_types.MaxLen):
         return {f"max{size}": constraint.max_length}
+    pattern = getattr(constraint, "pattern", None)  # pydantic's Field(pattern=...)
+    if isinstance(pattern, str):
+        return {"pattern": pattern}
     return {}
+
+
+def _metadata(annotation: Any) -> list[Any]:
+    """The ``Annotated`` metadata of a type (none for a bare type)."""
+    metadata: list[Any] = []
+    while get_origin(annotation) is Annotated:
+        annotation, *more = get_args(annotation)
+        metadata = [*more, *metadata]
+    return metadata
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:

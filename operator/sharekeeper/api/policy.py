@@ -17,6 +17,7 @@ from sharekeeper.api.base import (
     Int64,
     LabelSelector,
     Metadata,
+    QualifiedName,
     Quantity,
     StatusResources,
     read,
@@ -37,9 +38,10 @@ from sharekeeper.model.conditions import condition
 from sharekeeper.model.quantities import CPU, MEMORY, format_resources, to_internal
 from sharekeeper.model.records import PolicySpec
 
-# The 1 below is Volcano's: an overcommit factor below 1 would undercommit.
-Factor = Annotated[float, Field(ge=1)]
-_FACTOR = "Overcommit factor for this resource (at least 1)."
+# The 1 below is Volcano's: an overcommit factor below 1 would undercommit. 100 already admits a
+# hundred times the nodes; the bound keeps absurd factors (and .inf) out of the arithmetic.
+MAX_FACTOR = 100
+Factor = Annotated[float, Field(ge=1, le=MAX_FACTOR)]
 
 
 class SharingSpec(ApiModel):
@@ -82,17 +84,20 @@ class OvercommitSettings(ApiModel):
 
     factor: Factor = Field(
         1.2,
-        description="Factor for every resource without its own entry in factors (at least 1; "
-        "default 1.2).",
+        description=f"Factor for every resource without its own entry in factors (1 to "
+        f"{MAX_FACTOR}; default 1.2).",
     )
     factors: dict[
-        str,
-        Annotated[Factor, Field(description="Overcommit factor for this resource (at least 1).")],
+        QualifiedName,
+        Annotated[
+            Factor,
+            Field(description=f"Overcommit factor for this resource (1 to {MAX_FACTOR})."),
+        ],
     ] = Field(
         default_factory=dict,
         max_length=32,
         description="Per-resource factors that override factor, for example cpu: 1.5 or "
-        "nvidia.com/gpu: 1. Each must be at least 1.",
+        f"nvidia.com/gpu: 1. Each must be 1 to {MAX_FACTOR}.",
     )
 
 
@@ -112,7 +117,7 @@ class ProportionalSpec(ApiModel):
     memory idle for each of its idle GPUs, so that GPU jobs can still be placed."""
 
     enable: bool = Field(False, description="Turns the reservation on for this policy's nodes.")
-    resources: dict[str, PerUnit] = Field(
+    resources: dict[QualifiedName, PerUnit] = Field(
         default_factory=dict,
         max_length=16,
         description="Per accelerator resource (for example nvidia.com/gpu), the CPU and memory "

@@ -14,6 +14,7 @@ from sharekeeper.api.base import (
     Conditions,
     Int32,
     Int64,
+    LabelSelector,
     Metadata,
     ResourceList,
     StatusResources,
@@ -21,6 +22,7 @@ from sharekeeper.api.base import (
     read,
 )
 from sharekeeper.api.crds import AGE, Column, Resource, RootModel
+from sharekeeper.engine.selectors import MATCH_ALL
 from sharekeeper.engine.shares import QueueShare, QueueSnapshot
 from sharekeeper.engine.shares.snapshot import QueueName
 from sharekeeper.model.conditions import condition
@@ -73,7 +75,9 @@ class QueueSpec(ApiModel):
         "(trimmed to the queue's effective capability, raised to its guarantee).",
     )
     priority: Int32 = Field(
-        0, description="Queue priority; higher-priority queues are ordered first by schedulers."
+        0,
+        description="Queue priority, a 32-bit integer as in Volcano; higher-priority queues are "
+        "ordered first by schedulers.",
     )
     reclaimable: bool = Field(
         True,
@@ -83,6 +87,12 @@ class QueueSpec(ApiModel):
         "Open",
         description="Desired state. A Closed queue admits no new work; status.state shows the "
         "observed one.",
+    )
+    namespaces: LabelSelector | None = Field(
+        None,
+        description="Label selector over Namespaces: the namespaces whose pods may be charged to "
+        "this queue. Empty or absent selects every namespace; the label "
+        "kubernetes.io/metadata.name selects a namespace by name.",
     )
 
     @model_validator(mode="after")
@@ -199,6 +209,7 @@ def queue_snapshot(obj: Mapping[str, Any]) -> QueueSnapshot:
         guarantee=in_internal_units(spec.guarantee.resource) if spec.guarantee else {},
         deserved=in_internal_units(spec.deserved),
         state=spec.state,
+        namespaces=spec.namespaces.engine() if spec.namespaces else MATCH_ALL,
     )
 
 
@@ -217,6 +228,10 @@ _CLEAR = {
     "NoPolicy": ("Governed", "exactly one SchedulerPolicy selects this queue"),
     "Conflict": ("SinglePolicy", "no other SchedulerPolicy selects this queue"),
     "GuaranteeUnsatisfiable": ("GuaranteesFit", "the guarantees fit in the policy's nodes"),
+    "NamespaceNotAdmitted": (
+        "NamespacesAdmitted",
+        "every pod naming this queue is in a namespace its spec.namespaces admits",
+    ),
 }
 
 

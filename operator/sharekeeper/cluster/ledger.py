@@ -1,9 +1,9 @@
 """Running totals of the pods, kept current per pod event: what a round reads instead of pods.
 
 ``PodLedger.add``/``remove`` cost O(dimensions) per pod; ``totals()`` copies the buckets into
-a frozen ``PodTotals`` in O((queue names + PodGroups + nodes) x dimensions). An update is a
-``remove`` of the pod's previous record and an ``add`` of the new one, so the ledger never has
-to know what changed. Terminal pods hold nothing and are never added.
+a frozen ``PodTotals`` in O(((queue name, namespace) pairs + PodGroups + nodes) x dimensions).
+An update is a ``remove`` of the pod's previous record and an ``add`` of the new one, so the
+ledger never has to know what changed. Terminal pods hold nothing and are never added.
 
 Which bucket a pod's charges go to is the engine's rule (``accounting.pod_claim``); this room
 only keeps the sums. ``tests/cluster/test_ledger.py`` holds it equal to a from-scratch sum
@@ -88,9 +88,11 @@ class _NodeSums:
 
 class PodLedger:
     def __init__(self) -> None:
-        self._named: dict[str, _ChargeSums] = {}
+        self._named: dict[tuple[str, str], _ChargeSums] = {}
+        """By (queue, namespace)."""
         self._grouped: dict[GroupKey, _ChargeSums] = {}
-        self._unnamed = _ChargeSums()
+        self._unnamed: dict[str, _ChargeSums] = {}
+        """By namespace."""
         self._groups: dict[GroupKey, _GroupSums] = {}
         self._nodes: dict[str, _NodeSums] = {}
 
@@ -105,21 +107,24 @@ class PodLedger:
             return
         claim = pod_claim(pod)
         if claim[0] == "named":
-            _bucket(self._named, claim[1], _ChargeSums, pod, sign)
+            _bucket(self._named, (claim[1], pod.namespace), _ChargeSums, pod, sign)
         elif claim[0] == "grouped":
             _bucket(self._grouped, claim[1], _ChargeSums, pod, sign)
         else:
-            self._unnamed.change(pod, sign)
+            _bucket(self._unnamed, pod.namespace, _ChargeSums, pod, sign)
         if pod.group_name:
             _bucket(self._groups, (pod.namespace, pod.group_name), _GroupSums, pod, sign)
         if pod.allocated and pod.node_name is not None:
             _bucket(self._nodes, pod.node_name, _NodeSums, pod, sign)
 
     def totals(self) -> PodTotals:
+        named: dict[str, dict[str, Charges]] = {}
+        for (queue, namespace), sums in self._named.items():
+            named.setdefault(queue, {})[namespace] = sums.frozen()
         return PodTotals(
-            named={name: sums.frozen() for name, sums in self._named.items()},
+            named=named,
             grouped={key: sums.frozen() for key, sums in self._grouped.items()},
-            unnamed=self._unnamed.frozen(),
+            unnamed={namespace: sums.frozen() for namespace, sums in self._unnamed.items()},
             groups={key: sums.frozen() for key, sums in self._groups.items()},
             node_used={name: dict(sums.used) for name, sums in self._nodes.items()},
         )

@@ -36,6 +36,7 @@ def share_snapshot(
         nodes=store.nodes.snapshots(),
         totals=store.totals(),
         pod_groups=store.pod_groups.snapshots(),
+        namespace_labels=dict(store.namespaces.records),
         now_seconds=now_seconds,
         seed=seed,
     )

@@ -12,6 +12,9 @@ from typing import Literal
 
 Operator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
 
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+"""The label the API server sets on every namespace: its own name."""
+
 
 @dataclass(frozen=True, slots=True)
 class Requirement:

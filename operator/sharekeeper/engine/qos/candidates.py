@@ -19,6 +19,7 @@ from sharekeeper.engine.qos.inputs import (
     PodSnapshot,
     QosNode,
 )
+from sharekeeper.engine.selectors import NAMESPACE_NAME_LABEL
 
 PROTECTED_NAMESPACES = frozenset({"kube-system"})
 
@@ -38,7 +39,7 @@ def allowed(rules: Candidates, pod: PodSnapshot, node: QosNode) -> bool:
     # The API server labels every namespace with its own name; match on it even when the
     # caller knows nothing else about the namespace.
     namespace_labels = {
-        "kubernetes.io/metadata.name": pod.key.namespace,
+        NAMESPACE_NAME_LABEL: pod.key.namespace,
         **node.namespace_labels.get(pod.key.namespace, {}),
     }
     return (

@@ -12,14 +12,17 @@ Follows Volcano's session accounting (``reference/volcano.md`` §2, v1.15+):
   ``minResources`` = its request, so it adds nothing to either.
 
 Pod -> queue: label, then Volcano annotation, then its PodGroup's queue, then ``default``.
+A queue is charged only for pods of the namespaces its ``namespaces`` selector admits (Kueue's
+LocalQueue idea, simply): a pod of another namespace that names it is charged to no queue and
+reported on the queue (``NamespaceNotAdmitted``), so no tenant can spend another team's queue.
 ``pod_claim`` is the part of that rule that depends on the pod alone (the running totals are
-kept by it); ``queue_usage`` resolves the rest per round. Complexity: linear in queue names +
-PodGroups; no pod is visited.
+kept by it); ``queue_usage`` resolves the rest per round. Complexity: linear in (queue name,
+namespace) pairs + PodGroups; no pod is visited.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -29,6 +32,7 @@ from sharekeeper.engine.resources import (
     inqueue_reservation,
     nonzero,
 )
+from sharekeeper.engine.selectors import NAMESPACE_NAME_LABEL
 from sharekeeper.engine.shares.snapshot import (
     DEFAULT_QUEUE,
     Charges,
@@ -38,6 +42,7 @@ from sharekeeper.engine.shares.snapshot import (
     PodSnapshot,
     PodTotals,
     QueueName,
+    QueueSnapshot,
     Reason,
 )
 
@@ -73,15 +78,54 @@ class Accounting:
     usage: Mapping[QueueName, QueueUsage]
     """Only the queues that use something: look up with ``usage.get(name, NO_USAGE)``."""
     reasons: tuple[Reason, ...]
+    refused: Mapping[QueueName, Reason] = field(default_factory=dict)
+    """Queues named by pods of namespaces they do not admit (those pods are charged nowhere)."""
+    refused_namespaces: Mapping[QueueName, frozenset[str]] = field(default_factory=dict)
+    """The namespaces of those pods, per queue."""
+
+
+Admits = Callable[[QueueName, str], bool]
+"""Whether a queue admits pods of a namespace."""
+
+
+def admit_all(queue: QueueName, namespace: str) -> bool:
+    return True
+
+
+def namespace_admission(
+    queues: Iterable[QueueSnapshot], namespace_labels: Mapping[str, Mapping[str, str]]
+) -> Admits:
+    """The queues' ``namespaces`` selectors over the namespaces' labels (a namespace the caller
+    knows nothing of still has its name, as the API server labels every namespace)."""
+    selectors = {queue.name: queue.namespaces for queue in queues if not queue.namespaces.empty}
+    if not selectors:
+        return admit_all
+    seen: dict[tuple[QueueName, str], bool] = {}
+
+    def admits(queue: QueueName, namespace: str) -> bool:
+        selector = selectors.get(queue)
+        if selector is None:
+            return True
+        key = (queue, namespace)
+        if key not in seen:
+            labels = {NAMESPACE_NAME_LABEL: namespace, **namespace_labels.get(namespace, {})}
+            seen[key] = selector.matches(labels)
+        return seen[key]
+
+    return admits
 
 
 def queue_usage(
-    queues: Iterable[QueueName], totals: PodTotals, pod_groups: Iterable[PodGroupSnapshot]
+    queues: Iterable[QueueName],
+    totals: PodTotals,
+    pod_groups: Iterable[PodGroupSnapshot],
+    admits: Admits = admit_all,
 ) -> Accounting:
     known = set(queues)
     usage: dict[QueueName, QueueUsage] = {}
     groups = {(group.namespace, group.name): group for group in pod_groups}
     unknown: dict[str, int] = {}
+    refused: dict[QueueName, dict[str, int]] = {}
 
     def entry_of(queue: str) -> QueueUsage | None:
         name = QueueName(queue)
@@ -92,28 +136,39 @@ def queue_usage(
             entry = usage[name] = QueueUsage()
         return entry
 
-    def charge(queue: str | None, charges: Charges) -> None:
+    def charge(queue: str | None, namespace: str, charges: Charges, *, named: bool) -> None:
         if queue is None:
             return
-        entry = entry_of(queue)
-        if entry is None:
+        name = QueueName(queue)
+        if name not in known:
             unknown[queue] = unknown.get(queue, 0) + charges.pods
             return
+        if not admits(name, namespace):
+            if named:  # a pod that names no queue asked for nothing: nothing to report
+                per_namespace = refused.setdefault(name, {})
+                per_namespace[namespace] = per_namespace.get(namespace, 0) + charges.pods
+            return
+        entry = entry_of(queue)
+        assert entry is not None
         _accumulate(entry.request, charges.request)
         _accumulate(entry.allocated, charges.allocated)
 
     default = DEFAULT_QUEUE if DEFAULT_QUEUE in known else None
     # 1. Pods: allocated and request, by what they name.
-    for queue, charges in totals.named.items():
-        charge(queue, charges)
+    for queue, by_namespace in totals.named.items():
+        for namespace, charges in by_namespace.items():
+            charge(queue, namespace, charges, named=True)
     for key, charges in totals.grouped.items():
         group = groups.get(key)
-        charge(group.queue if group is not None and group.queue else default, charges)
-    if totals.unnamed.pods:
-        charge(default, totals.unnamed)
+        named = group is not None and bool(group.queue)
+        charge(group.queue if group is not None and group.queue else default, key[0], charges,
+               named=named)  # fmt: skip
+    for namespace, charges in totals.unnamed.items():
+        charge(default, namespace, charges, named=False)
     # 2. PodGroups: inqueue and elastic, charged to the PodGroup's own queue.
     for key, group in sorted(groups.items()):
-        entry = entry_of(group.queue or DEFAULT_QUEUE)
+        queue = QueueName(group.queue or DEFAULT_QUEUE)
+        entry = entry_of(queue) if admits(queue, group.namespace) else None
         if entry is None:
             continue
         members = totals.groups.get(key, GroupPods())
@@ -132,7 +187,23 @@ def queue_usage(
         Reason("UnknownQueue", f"{count} pod{' names' if count == 1 else 's name'} queue {queue!r}")
         for queue, count in sorted(unknown.items())
     )
-    return Accounting(usage, reasons)
+    return Accounting(
+        usage,
+        reasons,
+        refused={queue: _refusal(counts) for queue, counts in refused.items()},
+        refused_namespaces={queue: frozenset(counts) for queue, counts in refused.items()},
+    )
+
+
+def _refusal(counts: Mapping[str, int]) -> Reason:
+    pods = sum(counts.values())
+    where = ", ".join(sorted(counts)[:5]) + (" and more" if len(counts) > 5 else "")
+    return Reason(
+        "NamespaceNotAdmitted",
+        f"{pods} pod{'' if pods == 1 else 's'} in namespace{'' if len(counts) == 1 else 's'} "
+        f"{where} name{'s' if pods == 1 else ''} this queue, whose spec.namespaces does not admit "
+        "them; they are charged to no queue",
+    )
 
 
 def _accumulate(into: dict[str, int], amounts: Mapping[str, int]) -> None:

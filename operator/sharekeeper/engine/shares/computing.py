@@ -16,6 +16,7 @@ Deterministic: no clock or global random source; Random order derives from ``now
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -29,7 +30,12 @@ from sharekeeper.engine.resources import (
     sparse_rows,
     sum_amounts,
 )
-from sharekeeper.engine.shares.accounting import NO_USAGE, QueueUsage, queue_usage
+from sharekeeper.engine.shares.accounting import (
+    NO_USAGE,
+    QueueUsage,
+    namespace_admission,
+    queue_usage,
+)
 from sharekeeper.engine.shares.capacity import capacity_deserved
 from sharekeeper.engine.shares.common import ShareProblem, dominant_shares
 from sharekeeper.engine.shares.governance import governance
@@ -61,7 +67,8 @@ def deserved_shares(snapshot: ShareSnapshot) -> ShareResult:
         snapshot.policies, {node.name: node.labels for node in snapshot.nodes}, "node"
     )
     # 2. Accounting.
-    accounting = queue_usage(queues, snapshot.totals, snapshot.pod_groups)
+    admits = namespace_admission(snapshot.queues, snapshot.namespace_labels)
+    accounting = queue_usage(queues, snapshot.totals, snapshot.pod_groups, admits)
     results: dict[QueueName, QueueShare] = {}
     policies: dict[PolicyName, PolicyShare] = {}
     # 3. Per policy.
@@ -98,6 +105,8 @@ def deserved_shares(snapshot: ShareSnapshot) -> ShareResult:
         else:
             reason = Reason("NoPolicy", "no SchedulerPolicy selects this queue")
         results[name] = _ungoverned(queue, accounting.usage.get(name, NO_USAGE), reason)
+    for name, refusal in accounting.refused.items():
+        results[name] = replace(results[name], reasons=(*results[name].reasons, refusal))
     return ShareResult(queues=results, policies=policies, reasons=accounting.reasons)
 
 

@@ -139,12 +139,14 @@ class PodTotals:
     depends on PodGroups and on whether a ``default`` Queue exists.
     """
 
-    named: Mapping[str, Charges] = field(default_factory=dict)
-    """Queue named by the pod's label or Volcano annotation -> its pods' charges."""
+    named: Mapping[str, Mapping[str, Charges]] = field(default_factory=dict)
+    """Queue named by the pod's label or Volcano annotation -> the pod's namespace -> its pods'
+    charges (the queue's ``namespaces`` decide which of them count)."""
     grouped: Mapping[GroupKey, Charges] = field(default_factory=dict)
     """Pods that name no queue but a PodGroup, by PodGroup."""
-    unnamed: Charges = Charges()
-    """Pods that name neither: the ``default`` queue's, if it exists."""
+    unnamed: Mapping[str, Charges] = field(default_factory=dict)
+    """Pods that name neither, by namespace: the ``default`` queue's, if it exists and admits
+    the namespace."""
     groups: Mapping[GroupKey, GroupPods] = field(default_factory=dict)
     """Every pod of a PodGroup, whatever queue it names, by PodGroup."""
     node_used: Mapping[str, Amounts] = field(default_factory=dict)
@@ -158,6 +160,8 @@ class ShareSnapshot:
     nodes: tuple[ShareNode, ...] = ()
     totals: PodTotals = PodTotals()
     pod_groups: tuple[PodGroupSnapshot, ...] = ()
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Labels of the namespaces, for the queues' ``namespaces`` selectors."""
     now_seconds: float = 0.0
     """Only the Random elastic order reads it, bucketed by ``reshuffleSeconds``."""
     seed: int = 0
@@ -169,6 +173,7 @@ ReasonKind = Literal[
     "GuaranteeUnsatisfiable",
     "UnknownQueue",
     "Overlapping",
+    "NamespaceNotAdmitted",
 ]
 
 
