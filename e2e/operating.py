@@ -114,7 +114,8 @@ def start_operator(
     with log.open("ab") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "sharekeeper.cli", "run",
-             f"--liveness-port={liveness}", f"--metrics-port={metrics}"],
+             f"--health-probe-bind-address=127.0.0.1:{liveness}",
+             f"--metrics-bind-address=127.0.0.1:{metrics}"],
             env=environment, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )  # fmt: skip
     return Operator(process, liveness, log, metrics)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -23,10 +24,21 @@ def _run(args: argparse.Namespace) -> int:
 
     return operator.run(
         standalone=not args.peering,
-        liveness_port=args.liveness_port,
-        metrics_port=args.metrics_port,
+        probe_address=args.probe_address,
+        metrics_address=args.metrics_address,
         verbose=args.verbose,
     )
+
+
+def _bind_address(text: str) -> tuple[str, int] | None:
+    """A listening address as controller-runtime's flags take it: ``HOST:PORT``, ``:PORT``
+    (every interface), ``[::1]:PORT``; ``0`` (or port 0) turns the server off."""
+    if text == "0":
+        return None
+    host, colon, port = text.rpartition(":")
+    if not colon or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected [HOST]:PORT or 0, not {text!r}")
+    return (host.strip("[]") or "0.0.0.0", int(port)) if int(port) else None
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -88,8 +100,45 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="coordinate with other replicas through kopf peering (default: standalone)",
     )
-    run.add_argument("--liveness-port", type=int, default=8080, help="0 disables the probe")
-    run.add_argument("--metrics-port", type=int, default=9090, help="0 disables metrics")
+    # In a pod the kubelet probes, and Prometheus scrapes, the pod's IP; anywhere else nothing
+    # but this machine needs the probes and metrics, so they stay on loopback.
+    host = "0.0.0.0" if "KUBERNETES_SERVICE_HOST" in os.environ else "127.0.0.1"
+    probes = run.add_mutually_exclusive_group()
+    probes.add_argument(
+        "--health-probe-bind-address",
+        dest="probe_address",
+        type=_bind_address,
+        default=(host, 8080),
+        metavar="[HOST]:PORT",
+        help="where /healthz and /readyz listen; ':PORT' is every interface, 0 is off "
+        "(default: :8080 in a pod, 127.0.0.1:8080 elsewhere)",
+    )
+    probes.add_argument(
+        "--liveness-port",
+        dest="probe_address",
+        type=lambda port: _bind_address(f"{host}:{port}"),
+        default=(host, 8080),
+        metavar="PORT",
+        help="the probes' port alone, on the default host; 0 is off",
+    )
+    metrics = run.add_mutually_exclusive_group()
+    metrics.add_argument(
+        "--metrics-bind-address",
+        dest="metrics_address",
+        type=_bind_address,
+        default=(host, 9090),
+        metavar="[HOST]:PORT",
+        help="where /metrics listens; ':PORT' is every interface, 0 is off "
+        "(default: :9090 in a pod, 127.0.0.1:9090 elsewhere)",
+    )
+    metrics.add_argument(
+        "--metrics-port",
+        dest="metrics_address",
+        type=lambda port: _bind_address(f"{host}:{port}"),
+        default=(host, 9090),
+        metavar="PORT",
+        help="the metrics port alone, on the default host; 0 is off",
+    )
     run.add_argument("-v", "--verbose", action="store_true")
     run.set_defaults(handler=_run)
 

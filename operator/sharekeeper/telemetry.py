@@ -60,5 +60,7 @@ WATCH_SYNCED = Gauge(
     "sharekeeper_watch_synced", "1 once the first complete LIST reached the store", ["resource"]
 )
 WATCH_SERVED = Gauge(
-    "sharekeeper_watch_served", "1 while an optional resource (a CRD) is served", ["resource"]
+    "sharekeeper_watch_served",
+    "1 while a resource defined by a CRD (ours, Volcano's PodGroups) is served, 0 while not",
+    ["resource"],
 )

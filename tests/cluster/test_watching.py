@@ -32,6 +32,10 @@ Reply = httpx.Response | Exception
 
 PODS = Resource("pods", "", "v1", "pods")
 PODGROUPS = Resource("podgroups", "scheduling.volcano.sh", "v1beta1", "podgroups", optional=True)
+QUEUES = Resource(
+    "queues", "scheduling.sharekeeper.io", "v1alpha1", "queues",
+    optional=True, warn_when_not_served=True,
+)  # fmt: skip
 SETTINGS = WatchSettings(page_size=2)
 
 
@@ -64,6 +68,7 @@ def watch_request(rv: str, resource: Resource = PODS, **params: str) -> str:
 
 
 DISCOVERY = request_key("/apis/scheduling.volcano.sh/v1beta1")
+OUR_DISCOVERY = request_key("/apis/scheduling.sharekeeper.io/v1alpha1")
 
 
 def pod(name: str, rv: str) -> Object:
@@ -633,6 +638,57 @@ def test_an_optional_resource_that_goes_away_empties_the_store_and_is_polled_aga
     assert result.sleeps == [30.0, 30.0]  # after the 404, and after discovery said so again
     assert result.server.requests[-1] == DISCOVERY
     assert metric("served", resource.name) == 0
+
+
+def test_our_crd_deleted_and_installed_again_is_one_warning_and_is_listed_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="sharekeeper.cluster.watching")
+    resource = replace(QUEUES, name="queues-reinstalled")
+    result = run(
+        resource,
+        [
+            (OUR_DISCOVERY, discovery("queues", "schedulerpolicies")),
+            (list_request(resource), page([pod("q1", "5")], "10")),
+            (watch_request("10", resource), status(404, "NotFound")),
+            (OUR_DISCOVERY, discovery("schedulerpolicies")),
+            (OUR_DISCOVERY, discovery("schedulerpolicies")),
+            (OUR_DISCOVERY, discovery("queues", "schedulerpolicies")),
+            (list_request(resource), page([pod("q2", "20")], "21")),
+            (watch_request("21", resource), stream(event("ADDED", pod("q3", "22")))),
+        ],
+    )
+    assert result.sink.calls == [
+        "list_started", "listed q1", "list_finished",
+        "list_started", "list_finished",  # gone with its CRD
+        "list_started", "listed q2", "list_finished", "ADDED q3",
+    ]  # fmt: skip
+    assert sorted(result.sink.store) == ["q2", "q3"]
+    assert result.watch.served
+    assert metric("served", resource.name) == 1
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "queues-reinstalled: no longer served (its CRD was deleted); emptying its store, "
+        "checking every 30s"
+    ]
+    assert "queues-reinstalled: now served, listing it" in caplog.messages
+
+
+def test_our_crd_missing_at_start_is_a_warning_and_synced(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    resource = replace(QUEUES, name="queues-missing")
+    result = run(resource, [(OUR_DISCOVERY, status(404, "NotFound"))])
+    assert result.watch.synced.is_set()
+    assert not result.watch.served
+    assert [r.levelno for r in caplog.records] == [logging.WARNING]
+    assert "queues-missing: not served" in caplog.text
+
+
+def test_volcano_not_installed_is_no_warning(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="sharekeeper.cluster.watching")
+    run(replace(PODGROUPS, name="podgroups-quiet"), [(DISCOVERY, status(404, "NotFound"))])
+    assert [r.levelno for r in caplog.records] == [logging.INFO]
 
 
 def test_a_404_for_a_resource_that_is_not_optional_is_retried() -> None:

@@ -2,8 +2,8 @@
 
 Belongs here: the HTTP conversation for one resource. A paginated LIST, then a WATCH with
 bookmarks resumed from the last resourceVersion; a relist when that version is too old (410);
-retries with backoff that never give up; discovery polling for an optional kind (Volcano
-PodGroups, whose CRD may be installed or deleted at any time). Objects reach the sink as the
+retries with backoff that never give up; discovery polling for an optional kind (a CRD, ours or
+Volcano's PodGroups, which may be installed or deleted at any time). Objects reach the sink as the
 plain dicts ``json.loads`` makes: at 150,000 pods the cost per object is its parse and one sink
 call, so no lightkube models here.
 
@@ -78,6 +78,8 @@ class Resource:
     plural: str
     field_selector: str | None = None
     optional: bool = False  # may not be served (a CRD installed later): poll discovery until it is
+    # Not being served is a fault (our own CRDs), not a choice (Volcano not installed): a warning.
+    warn_when_not_served: bool = False
 
     @property
     def group_path(self) -> str:
@@ -229,10 +231,11 @@ class ListWatch:
         else:
             raise self._refusal(response)
         self._recovered()
-        if served:
+        if served and self.synced.is_set():
             logger.info("%s: now served, listing it", resource.name)
-        elif not self.synced.is_set():
-            logger.info(
+        elif not served and not self.synced.is_set():
+            logger.log(
+                self._not_served_level,
                 "%s: not served (its CRD is not installed); checking every %gs",
                 resource.name, self._settings.discovery_interval_seconds,
             )  # fmt: skip
@@ -349,7 +352,8 @@ class ListWatch:
         self._listing = None
 
     async def _no_longer_served(self) -> None:
-        logger.info(
+        logger.log(
+            self._not_served_level,
             "%s: no longer served (its CRD was deleted); emptying its store, checking every %gs",
             self._resource.name, self._settings.discovery_interval_seconds,
         )  # fmt: skip
@@ -360,6 +364,10 @@ class ListWatch:
         self._set_served(False)
         # Discovery may still list the resource for a moment: ask again only after a while.
         await self._sleep(self._settings.discovery_interval_seconds)
+
+    @property
+    def _not_served_level(self) -> int:
+        return logging.WARNING if self._resource.warn_when_not_served else logging.INFO
 
     def _set_served(self, served: bool) -> None:
         self.served = served

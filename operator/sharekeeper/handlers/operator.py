@@ -29,7 +29,8 @@ from sharekeeper.handlers.probes import Probes
 from sharekeeper.loops.qos import QosLoop
 from sharekeeper.loops.recompute import Recompute
 from sharekeeper.publish.actions import KubeActuator
-from sharekeeper.publish.kubernetes import KubeWriter, post_event
+from sharekeeper.publish.events import EventRecorder, recorder_for
+from sharekeeper.publish.kubernetes import KubeWriter
 
 logger = logging.getLogger(__name__)
 
@@ -39,17 +40,23 @@ NODES = Resource("nodes", "", "v1", "nodes")
 PODS = Resource("pods", "", "v1", "pods", "status.phase!=Succeeded,status.phase!=Failed")
 PODGROUPS = Resource("podgroups", "scheduling.volcano.sh", "v1beta1", "podgroups", optional=True)
 NAMESPACES = Resource("namespaces", "", "v1", "namespaces")
-QUEUES = Resource("queues", "scheduling.sharekeeper.io", "v1alpha1", "queues")
+# Our CRDs can be deleted and installed again under a running operator: their objects leave the
+# store with them, and they are watched again once served (a missing CRD is a warning).
+QUEUES = Resource(
+    "queues", "scheduling.sharekeeper.io", "v1alpha1", "queues",
+    optional=True, warn_when_not_served=True,
+)  # fmt: skip
 POLICIES = Resource(
-    "schedulerpolicies", "scheduling.sharekeeper.io", "v1alpha1", "schedulerpolicies"
-)
+    "schedulerpolicies", "scheduling.sharekeeper.io", "v1alpha1", "schedulerpolicies",
+    optional=True, warn_when_not_served=True,
+)  # fmt: skip
 QOS_POLICIES = Resource(
-    "nodeqosensurancepolicies", "ensurance.sharekeeper.io", "v1alpha1", "nodeqosensurancepolicies"
-)
+    "nodeqosensurancepolicies", "ensurance.sharekeeper.io", "v1alpha1", "nodeqosensurancepolicies",
+    optional=True, warn_when_not_served=True,
+)  # fmt: skip
 
-PROBE_HOST = "0.0.0.0"  # the kubelet probes the pod's IP
 DISCOVERY_INTERVAL_ENV = "SHAREKEEPER_DISCOVERY_INTERVAL"
-"""Seconds between looks for the Volcano PodGroup CRD (default 30)."""
+"""Seconds between looks for a CRD that is not served: Volcano's PodGroups, ours (default 30)."""
 
 
 def _settings() -> WatchSettings:
@@ -71,7 +78,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     store.on_change = recompute.wake
     store.on_status = recompute.status_seen
     qos_loop = memo["qos"] = QosLoop(KubeActuator(client), writer, MetricsApiUsage(client), store)
-    report_unreadable = _unreadable_events(client, memo)
+    report_unreadable = _unreadable_events(recorder_for(client), memo)
     for kind_store in (store.nodes, store.pods, store.pod_groups):
         kind_store.on_problem = report_unreadable
     watch_settings = _settings()
@@ -97,16 +104,16 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         watches,
         lambda: {"recomputeRounds": recompute.rounds, "qosChecks": qos_loop.checks},
     )
-    port = memo.get("liveness_port")
-    if port:
-        await probes.start(PROBE_HOST, port)
+    address: tuple[str, int] | None = memo.get("probe_address")
+    if address is not None:
+        await probes.start(*address)
 
 
 API_VERSIONS = {"Node": "v1", "Pod": "v1", "PodGroup": "scheduling.volcano.sh/v1beta1"}
 
 
 def _unreadable_events(
-    client: AsyncClient, memo: kopf.Memo
+    events: EventRecorder, memo: kopf.Memo
 ) -> Callable[[str, Hashable, str], None]:
     """A Warning Event on an object the store cannot read, once per distinct problem."""
     posting: set[asyncio.Task[None]] = memo.setdefault("event_tasks", set())
@@ -119,7 +126,7 @@ def _unreadable_events(
             "name": str(name),
             "namespace": str(namespace),
         }
-        task = asyncio.create_task(post_event(client, target, "Unreadable", problem, warning=True))
+        task = asyncio.create_task(events.post(target, "Unreadable", problem, warning=True))
         posting.add(task)  # held until done: the loop keeps only weak references to tasks
         task.add_done_callback(posting.discard)
 
@@ -158,7 +165,14 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
         await http.aclose()
 
 
-def run(*, standalone: bool, liveness_port: int, metrics_port: int, verbose: bool) -> int:
+def run(
+    *,
+    standalone: bool,
+    probe_address: tuple[str, int] | None,
+    metrics_address: tuple[str, int] | None,
+    verbose: bool,
+) -> int:
+    """The operator until it is stopped; ``None`` for an address leaves that server off."""
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -166,7 +180,8 @@ def run(*, standalone: bool, liveness_port: int, metrics_port: int, verbose: boo
     if not verbose:
         # One line per HTTP request is noise at thousands of writes a minute.
         logging.getLogger("httpx2").setLevel(logging.WARNING)
-    if metrics_port:
-        prometheus_client.start_http_server(metrics_port)
-    kopf.run(clusterwide=True, standalone=standalone, memo=kopf.Memo(liveness_port=liveness_port))
+    if metrics_address is not None:
+        host, port = metrics_address
+        prometheus_client.start_http_server(port, addr=host)
+    kopf.run(clusterwide=True, standalone=standalone, memo=kopf.Memo(probe_address=probe_address))
     return 0

@@ -3,7 +3,9 @@
 - ``/healthz`` (liveness): 200 with the loops' counters while every loop and watch task runs;
   500 naming the task that stopped.
 - ``/readyz`` (readiness): 200 once every initial list is in the store; 503 before, with which
-  lists are still missing. A replica that is not ready has computed nothing yet.
+  lists are still missing. A replica that is not ready has computed nothing yet. A resource that
+  is not served (a deleted CRD) has nothing to list and does not hold readiness back: the body
+  names it under ``notServed`` (a cluster without the CRD is not fixed by another replica).
 """
 
 from __future__ import annotations
@@ -50,5 +52,6 @@ class Probes:
     async def _ready(self, _: web.Request) -> web.Response:
         lists = {name: watch.synced.is_set() for name, watch in self._watches.items()}
         ready = all_synced(self._watches.values())
-        body: dict[str, Any] = {"ready": ready, "lists": lists}
+        not_served = [name for name, watch in self._watches.items() if not watch.served]
+        body: dict[str, Any] = {"ready": ready, "lists": lists, "notServed": not_served}
         return web.json_response(body, status=200 if ready else 503)

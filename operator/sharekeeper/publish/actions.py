@@ -22,7 +22,7 @@ from sharekeeper import telemetry
 from sharekeeper.engine.qos import Outcome, QosAction
 from sharekeeper.model.qos import TAINT
 from sharekeeper.model.quantities import to_quantity
-from sharekeeper.publish.kubernetes import post_event
+from sharekeeper.publish.events import recorder_for
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,7 @@ class KubeActuator:
 
     def __init__(self, client: AsyncClient) -> None:
         self._client = client
+        self._events = recorder_for(client)
 
     async def evict(self, action: QosAction) -> tuple[Outcome, str]:
         namespace, name = action.pod.namespace, action.pod.name
@@ -125,4 +126,4 @@ class KubeActuator:
     async def event(
         self, target: Mapping[str, str], reason: str, message: str, *, warning: bool = False
     ) -> None:
-        await post_event(self._client, target, reason, message, warning=warning)
+        await self._events.post(target, reason, message, warning=warning)

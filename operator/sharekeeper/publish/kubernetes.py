@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from lightkube import ApiError, AsyncClient
 from lightkube.generic_resource import create_global_resource
-from lightkube.models.core_v1 import EventSource, ObjectReference
-from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Event, Node
+from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 
 from sharekeeper import telemetry
 from sharekeeper.model.nodes import PREFIX
 from sharekeeper.publish.diffing import Json, Transition
+from sharekeeper.publish.events import recorder_for
 from sharekeeper.publish.statuses import Kind
 
 logger = logging.getLogger(__name__)
@@ -37,9 +33,6 @@ API_VERSIONS = {
     "SchedulerPolicy": "scheduling.sharekeeper.io/v1alpha1",
     "NodeQosEnsurancePolicy": "ensurance.sharekeeper.io/v1alpha1",
 }
-# Events about cluster-scoped objects live in this namespace, as the kubelet does for nodes.
-EVENT_NAMESPACE = "default"
-COMPONENT = "sharekeeper"
 
 
 class KubeWriter:
@@ -89,51 +82,6 @@ class KubeWriter:
         target = {"apiVersion": API_VERSIONS[kind], "kind": kind, "name": name, "uid": uid}
         warning = transition.type not in {"Overused", "NoPolicy"}
         async with self._slots:
-            await post_event(
-                self._client, target, transition.reason, transition.message, warning=warning
+            await recorder_for(self._client).post(
+                target, transition.reason, transition.message, warning=warning
             )
-
-
-async def post_event(
-    client: AsyncClient,
-    target: Mapping[str, str],
-    reason: str,
-    message: str,
-    *,
-    warning: bool = False,
-) -> None:
-    """An Event on ``target`` (apiVersion, kind, name; namespace and uid when it has them).
-
-    Events on cluster-scoped objects go to the ``default`` namespace, as the kubelet's do.
-    An Event is a courtesy: failing to post one is logged, never raised.
-    """
-    now = datetime.now(UTC)
-    namespace = target.get("namespace") or None
-    event = Event(
-        metadata=ObjectMeta(
-            generateName=f"{target['name']}.", namespace=namespace or EVENT_NAMESPACE
-        ),
-        involvedObject=ObjectReference(
-            apiVersion=target["apiVersion"],
-            kind=target["kind"],
-            name=target["name"],
-            namespace=namespace,
-            uid=target.get("uid"),
-        ),
-        type="Warning" if warning else "Normal",
-        reason=reason,
-        message=message[:1024],
-        source=EventSource(component=COMPONENT),
-        reportingComponent=COMPONENT,
-        reportingInstance=os.environ.get("HOSTNAME", COMPONENT),
-        firstTimestamp=now,
-        lastTimestamp=now,
-        count=1,
-    )
-    try:
-        await client.create(event)
-    except ApiError as error:
-        logger.warning("could not post event %s on %s: %s", reason, target["name"], error)
-        telemetry.WRITES.labels("Event", "error").inc()
-        return
-    telemetry.WRITES.labels("Event", "ok").inc()

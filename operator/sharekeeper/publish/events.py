@@ -1,0 +1,218 @@
+"""Events posted as Kubernetes' own recorder (client-go's EventCorrelator) posts them.
+
+A repeat is a count, not a new object: the same Event (involved object, uid included, type,
+reason and message) within ``window`` of its last write is a merge patch of that Event's
+``count`` and ``lastTimestamp``; one that expired meanwhile (404) is created anew. The Events
+remembered are the ``remembered`` most recent, so memory stays bounded.
+
+No object gets unbounded writes: each involved object has a token bucket of ``burst`` writes,
+refilled by one every ``refill_seconds`` (client-go's spam filter: 25, then one per 5 minutes).
+A pod whose eviction is refused at every QoS check (every 10 s) thus costs one Event object and
+a patch every 5 minutes; a repeat held back is still counted in the next patch's ``count``.
+
+An Event is a courtesy: a failure to post one is logged and counted, never raised.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from lightkube import ApiError, AsyncClient
+from lightkube.models.core_v1 import EventSource, ObjectReference
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Event
+from lightkube.types import PatchType
+
+from sharekeeper import telemetry
+from sharekeeper.model.objects import rfc3339
+
+logger = logging.getLogger(__name__)
+
+# Events about cluster-scoped objects live in this namespace, as the kubelet does for nodes.
+EVENT_NAMESPACE = "default"
+COMPONENT = "sharekeeper"
+MAX_MESSAGE = 1024  # what events.k8s.io/v1 accepts; longer notes are cut
+
+
+class InvolvedObject(NamedTuple):
+    """What an Event is about; ``namespace`` and ``uid`` are "" when it has none."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+
+
+class EventKey(NamedTuple):
+    """What makes two Events the same one."""
+
+    involved: InvolvedObject
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class EventLimits:
+    """client-go's defaults."""
+
+    window_seconds: float = 600.0
+    remembered: int = 4096
+    burst: int = 25
+    refill_seconds: float = 300.0
+
+
+@dataclass(slots=True)
+class _Posted:
+    """An Event in the API server, as last written."""
+
+    name: str
+    namespace: str
+    count: int
+    written_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Budget:
+    """The writes one object has left (a token bucket), as of ``at``."""
+
+    tokens: float
+    at: float
+
+
+class EventRecorder:
+    """Posts Events through ``client``, counting repeats and holding back floods."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        limits: EventLimits = EventLimits(),
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._client = client
+        self._limits = limits
+        self._clock = clock
+        self._posted: OrderedDict[EventKey, _Posted] = OrderedDict()
+        self._budgets: OrderedDict[InvolvedObject, _Budget] = OrderedDict()
+
+    async def post(
+        self, target: Mapping[str, str], reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        """An Event on ``target`` (apiVersion, kind, name; namespace and uid when it has them).
+
+        Events on cluster-scoped objects go to the ``default`` namespace, as the kubelet's do.
+        """
+        now = self._clock()
+        involved = InvolvedObject(
+            target["apiVersion"], target["kind"], target.get("namespace") or "", target["name"],
+            target.get("uid") or "",
+        )  # fmt: skip
+        key = EventKey(involved, "Warning" if warning else "Normal", reason, message[:MAX_MESSAGE])
+        posted = self._posted.get(key)
+        if posted is not None and now - posted.written_at <= self._limits.window_seconds:
+            posted.count += 1
+            self._posted.move_to_end(key)
+        else:
+            posted = None
+        if not self._within_budget(involved, now):
+            telemetry.WRITES.labels("Event", "suppressed").inc()
+            return
+        if posted is not None and await self._count_repeat(key, posted, now):
+            return
+        await self._create(key, now)
+
+    def _within_budget(self, involved: InvolvedObject, now: float) -> bool:
+        """Takes one write from the object's bucket if there is one left."""
+        limits = self._limits
+        budget = self._budgets.pop(involved, None)
+        tokens = float(limits.burst)
+        if budget is not None:
+            tokens = min(tokens, budget.tokens + (now - budget.at) / limits.refill_seconds)
+        allowed = tokens >= 1
+        self._budgets[involved] = _Budget(tokens - 1 if allowed else tokens, now)
+        _forget_oldest(self._budgets, limits.remembered)
+        return allowed
+
+    async def _count_repeat(self, key: EventKey, posted: _Posted, now: float) -> bool:
+        """Patch the repeat into the Event; False if the Event has expired (404)."""
+        patch = {"count": posted.count, "lastTimestamp": rfc3339(now)}
+        try:
+            await self._client.patch(
+                Event, posted.name, patch, namespace=posted.namespace, patch_type=PatchType.MERGE
+            )
+        except ApiError as error:
+            if error.status.code == 404:
+                return False
+            _failed(key, error)
+            return True
+        posted.written_at = now
+        telemetry.WRITES.labels("Event", "patched").inc()
+        return True
+
+    async def _create(self, key: EventKey, now: float) -> None:
+        involved = key.involved
+        at = datetime.fromtimestamp(now, UTC)
+        event = Event(
+            metadata=ObjectMeta(
+                generateName=f"{involved.name}.", namespace=involved.namespace or EVENT_NAMESPACE
+            ),
+            involvedObject=ObjectReference(
+                apiVersion=involved.api_version,
+                kind=involved.kind,
+                name=involved.name,
+                namespace=involved.namespace or None,
+                uid=involved.uid or None,
+            ),
+            type=key.type,
+            reason=key.reason,
+            message=key.message,
+            source=EventSource(component=COMPONENT),
+            reportingComponent=COMPONENT,
+            reportingInstance=os.environ.get("HOSTNAME", COMPONENT),
+            firstTimestamp=at,
+            lastTimestamp=at,
+            count=1,
+        )
+        try:
+            created = await self._client.create(event)
+        except ApiError as error:
+            _failed(key, error)
+            return
+        telemetry.WRITES.labels("Event", "created").inc()
+        metadata = created.metadata
+        if metadata is not None and metadata.name and metadata.namespace:
+            self._posted[key] = _Posted(metadata.name, metadata.namespace, 1, now)
+            _forget_oldest(self._posted, self._limits.remembered)
+
+
+_RECORDERS: weakref.WeakKeyDictionary[AsyncClient, EventRecorder] = weakref.WeakKeyDictionary()
+
+
+def recorder_for(client: AsyncClient) -> EventRecorder:
+    """The one recorder of ``client``: every Event posted through it (status conditions, QoS
+    actions, unreadable objects) shares one memory of recent Events and one budget per object,
+    as client-go's recorders share one broadcaster."""
+    recorder = _RECORDERS.get(client)
+    if recorder is None:
+        recorder = _RECORDERS[client] = EventRecorder(client)
+    return recorder
+
+
+def _failed(key: EventKey, error: ApiError) -> None:
+    logger.warning("could not post event %s on %s: %s", key.reason, key.involved.name, error)
+    telemetry.WRITES.labels("Event", "error").inc()
+
+
+def _forget_oldest(recent: OrderedDict[Any, Any], size: int) -> None:
+    while len(recent) > size:
+        recent.popitem(last=False)

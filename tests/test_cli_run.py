@@ -1,0 +1,95 @@
+"""``sharekeeper run``'s listening addresses: where the probes and metrics listen by default,
+the controller-runtime forms, and the older port-only flags."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import pytest
+
+from sharekeeper.cli import build_parser, main
+from sharekeeper.handlers import operator
+
+
+def parse(*args: str) -> argparse.Namespace:
+    return build_parser().parse_args(["run", *args])
+
+
+def addresses(*args: str) -> tuple[Any, Any]:
+    parsed = parse(*args)
+    return parsed.probe_address, parsed.metrics_address
+
+
+def test_outside_a_pod_the_probes_and_metrics_listen_on_loopback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert addresses() == (("127.0.0.1", 8080), ("127.0.0.1", 9090))
+    assert addresses("--liveness-port=8081", "--metrics-port=0") == (("127.0.0.1", 8081), None)
+
+
+def test_in_a_pod_they_listen_on_every_interface_for_the_kubelet_and_prometheus(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    assert addresses() == (("0.0.0.0", 8080), ("0.0.0.0", 9090))
+    assert addresses("--liveness-port=0", "--metrics-port=9191") == (None, ("0.0.0.0", 9191))
+
+
+@pytest.mark.parametrize(
+    ("flag", "expected"),
+    [
+        (":8081", ("0.0.0.0", 8081)),
+        ("127.0.0.1:8081", ("127.0.0.1", 8081)),
+        ("10.0.0.7:8081", ("10.0.0.7", 8081)),
+        ("[::]:8081", ("::", 8081)),
+        ("[::1]:8081", ("::1", 8081)),
+        ("0", None),
+        (":0", None),
+    ],
+)
+def test_bind_addresses_take_controller_runtime_forms(
+    flag: str, expected: tuple[str, int] | None
+) -> None:
+    assert addresses(f"--health-probe-bind-address={flag}", f"--metrics-bind-address={flag}") == (
+        expected,
+        expected,
+    )
+
+
+@pytest.mark.parametrize("flag", ["8080", "localhost", "127.0.0.1:http", ":65536", ""])
+def test_a_malformed_bind_address_is_refused(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        parse(f"--metrics-bind-address={flag}")
+    assert exit_.value.code == 2
+    assert "expected [HOST]:PORT or 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ("--health-probe-bind-address=:8080", "--liveness-port=8080"),
+        ("--metrics-bind-address=:9090", "--metrics-port=9090"),
+    ],
+)
+def test_an_address_and_a_port_for_one_server_are_refused(
+    flags: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        parse(*flags)
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_run_hands_the_addresses_to_the_operator(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: dict[str, Any] = {}
+
+    def run(**arguments: Any) -> int:
+        started.update(arguments)
+        return 0
+
+    monkeypatch.setattr(operator, "run", run)
+    assert main(["run", "--health-probe-bind-address=127.0.0.1:18080", "--metrics-port=0"]) == 0
+    assert started["probe_address"] == ("127.0.0.1", 18080)
+    assert started["metrics_address"] is None
+    assert started["standalone"] is True
