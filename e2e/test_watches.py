@@ -486,11 +486,11 @@ def test_our_queue_crd_deleted_and_installed_again_is_watched_again(
         assert "recomputeRounds" in operator.health()
 
         install_queue_crd(cluster)
-        # A queue of another name: the operator's memory of what it wrote to the deleted "q"
-        # would hide an unchanged status from a new "q" (a known defect of loops/echoes.py).
-        cluster.apply(queue("later"), pod("third", "later", "1", "1Gi", node_name="n1"))
+        # The same name as before: a new object, whose status must be written even though it
+        # comes out the same as the deleted one's.
+        cluster.apply(queue("q"))
 
-        eventually(lambda: charged_exactly(cluster, "later", "1", "1Gi"), timeout=RECOVERY)
+        eventually(lambda: charged_exactly(cluster, "q", "3", "3Gi"), timeout=RECOVERY)
         assert reports_served(operator, "queues", served=True)
         assert operator.metric("sharekeeper_watch_served", resource="queues") == 1
         assert operator.process.poll() is None, operator.tail()

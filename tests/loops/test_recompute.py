@@ -229,3 +229,26 @@ def test_failing_rounds_mark_every_object_stale_and_the_next_good_round_clears_i
         assert loop.health.stale() is None
 
     asyncio.run(scenario())
+
+
+def test_a_queue_deleted_and_created_again_gets_its_status_written_again() -> None:
+    """Found: the loop remembered its write to the old object and diffed the new one against it,
+    so a re-created queue with the same numbers never got a status."""
+    writer = RecordingWriter()
+    store = cluster([], [one_policy()])
+    loop = Recompute(writer, store, clock=lambda: 1_000_000.0)
+    store.on_gone = loop.forget
+    old = {**queue("a"), "metadata": {"name": "a", "uid": "uid-1", "generation": 1}}
+
+    async def scenario() -> None:
+        store.queues.event("ADDED", old)
+        await round_written(loop)
+        assert "deserved" in writer.stored[("Queue", "a")]
+        store.queues.event("DELETED", old)
+        again = {**old, "metadata": {**old["metadata"], "uid": "uid-2"}}
+        store.queues.event("ADDED", again)  # a new object: no status yet
+        writer.stored.pop(("Queue", "a"))
+        await round_written(loop)
+        assert "deserved" in writer.stored[("Queue", "a")]
+
+    asyncio.run(scenario())

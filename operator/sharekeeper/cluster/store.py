@@ -178,12 +178,16 @@ class NodeStore(KindStore[str, NodeRecord]):
         self,
         on_change: Callable[[], None],
         on_annotations: Callable[[str, str, Mapping[str, Any]], None],
+        on_gone: Callable[[str, str], None],
     ) -> None:
         super().__init__(node_record, _name)
         self._on_change = on_change
         self._on_annotations = on_annotations
+        self._on_gone = on_gone
 
     def changed(self, old: NodeRecord | None, new: NodeRecord | None) -> None:
+        if old is not None and new is None:
+            self._on_gone(self.kind, old.snapshot.name)
         if old is None or new is None or old.snapshot != new.snapshot:
             self._on_change()
         elif old.annotations != new.annotations:
@@ -274,13 +278,17 @@ class OwnStore(KindStore[str, OwnRecord[Any]]):
         read: Callable[[Obj], Any],
         on_change: Callable[[], None],
         on_status: Callable[[str, str, Mapping[str, Any]], None],
+        on_gone: Callable[[str, str], None],
     ) -> None:
         super().__init__(lambda obj: own_record(obj, read), _name)
         self.kind = kind
         self._on_change = on_change
         self._on_status = on_status
+        self._on_gone = on_gone
 
     def changed(self, old: OwnRecord[Any] | None, new: OwnRecord[Any] | None) -> None:
+        if old is not None and (new is None or new.uid != old.uid):
+            self._on_gone(self.kind, old.name)  # a new object of the same name starts afresh
         if old is None or new is None or _spec_view(old) != _spec_view(new):
             self._on_change()
         elif old.status != new.status:
@@ -297,22 +305,27 @@ def _spec_view(record: OwnRecord[Any]) -> tuple[Any, ...]:
 class ClusterStore:
     """Every kind our watches feed, and the pod totals.
 
-    ``on_change`` (the recompute loop's ``wake``) and ``on_status`` may be set later; until
-    then changes are only recorded.
+    ``on_change`` (the recompute loop's ``wake``), ``on_status`` and ``on_gone`` (a node or one
+    of our objects was deleted, or replaced by a new one of the same name: what the loops
+    remember of their writes to it is void) may be set later; until then changes are only
+    recorded.
     """
 
     def __init__(self) -> None:
         self.on_change: Callable[[], None] | None = None
         self.on_status: Callable[[str, str, Mapping[str, Any]], None] | None = None
+        self.on_gone: Callable[[str, str], None] | None = None
         self.ledger = PodLedger()
-        self.nodes = NodeStore(self._changed, self._status)
+        self.nodes = NodeStore(self._changed, self._status, self._gone)
         self.pods = PodStore(self.ledger, self._changed)
         self.pod_groups = PodGroupStore(self._changed)
         self.namespaces = NamespaceStore()
-        self.queues = OwnStore("Queue", queue_snapshot, self._changed, self._status)
-        self.policies = OwnStore("SchedulerPolicy", policy_spec, self._changed, self._status)
+        self.queues = OwnStore("Queue", queue_snapshot, self._changed, self._status, self._gone)
+        self.policies = OwnStore(
+            "SchedulerPolicy", policy_spec, self._changed, self._status, self._gone
+        )
         self.qos_policies = OwnStore(
-            "NodeQosEnsurancePolicy", qos_policy_view, _ignore, _ignore_status
+            "NodeQosEnsurancePolicy", qos_policy_view, _ignore, _ignore_status, self._gone
         )
 
     def _changed(self) -> None:
@@ -322,6 +335,10 @@ class ClusterStore:
     def _status(self, kind: str, name: str, status: Mapping[str, Any]) -> None:
         if self.on_status is not None:
             self.on_status(kind, name, status)
+
+    def _gone(self, kind: str, name: str) -> None:
+        if self.on_gone is not None:
+            self.on_gone(kind, name)
 
     def totals(self) -> PodTotals:
         return self.ledger.totals()

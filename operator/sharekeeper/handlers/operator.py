@@ -78,6 +78,12 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     store.on_change = recompute.wake
     store.on_status = recompute.status_seen
     qos_loop = memo["qos"] = QosLoop(KubeActuator(client), writer, MetricsApiUsage(client), store)
+
+    def forget(kind: str, name: str) -> None:
+        recompute.forget(kind, name)
+        qos_loop.forget(kind, name)
+
+    store.on_gone = forget
     report_unreadable = _unreadable_events(recorder_for(client), memo)
     for kind_store in (store.nodes, store.pods, store.pod_groups):
         kind_store.on_problem = report_unreadable

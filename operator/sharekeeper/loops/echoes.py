@@ -45,3 +45,8 @@ class Echoes(Generic[K, V]):
             self._written.pop(key, None)
         else:
             self._written[key] = stored
+
+    def forget(self, key: K) -> None:
+        """The object is gone (or is a new one of the same name): nothing we wrote to it holds."""
+        self._written.pop(key, None)
+        self._sending.pop(key, None)

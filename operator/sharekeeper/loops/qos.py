@@ -119,6 +119,11 @@ class QosLoop:
         except Exception:
             logger.exception("could not report the failed check on the policies")
 
+    def forget(self, kind: str, name: str) -> None:
+        """As ``Recompute.forget``, for our policies' statuses."""
+        if kind == "NodeQosEnsurancePolicy":
+            self._statuses.forget(name)
+
     def _interval(self) -> float:
         intervals = [
             float(r.spec.get("spec", {}).get("checkIntervalSeconds", DEFAULT_INTERVAL))

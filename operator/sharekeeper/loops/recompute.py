@@ -103,6 +103,14 @@ class Recompute:
         if not echo:
             self.wake()
 
+    def forget(self, kind: str, name: str) -> None:
+        """``kind`` ``name`` was deleted or replaced: the next round diffs against what the new
+        object holds, not against what we wrote to the old one."""
+        if kind == "Node":
+            self._annotations.forget(name)
+        elif kind in ("Queue", "SchedulerPolicy"):
+            self._statuses.forget((cast(Kind, kind), name))
+
     async def run(self) -> None:
         # A round on a half-listed cluster would publish wrong numbers (and remove annotations
         # of nodes not listed yet): wait for every initial list.
