@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import socket
+import urllib.error
+import urllib.request
+
+from sharekeeper.handlers.probes import Probes
 from sharekeeper.loops.health import STALE_ROUNDS, LoopHealth
 
 
@@ -44,3 +51,37 @@ def test_an_idle_loop_is_not_stale() -> None:
     health = LoopHealth("recompute", lambda: 5.0, clock)
     clock.now += 3600
     assert health.stale() is None
+
+
+def test_healthz_fails_while_a_loop_is_stale_and_passes_again_after_a_success() -> None:
+    """Found: every share round failed and ``/healthz`` stayed 200."""
+    clock = Clock()
+    loop = LoopHealth("recompute", lambda: 5.0, clock)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    def get() -> tuple[int, dict[str, object]]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())
+
+    async def scenario() -> list[tuple[int, dict[str, object]]]:
+        probes = Probes([], {}, lambda: {"recomputeRounds": 3}, [loop])
+        await probes.start("127.0.0.1", port)
+        answers = [await asyncio.to_thread(get)]
+        loop.failed(OverflowError("int too large"))
+        clock.now += STALE_ROUNDS * 5.0 + 1
+        answers.append(await asyncio.to_thread(get))
+        loop.succeeded()
+        answers.append(await asyncio.to_thread(get))
+        await probes.stop()
+        return answers
+
+    healthy, stale, recovered = asyncio.run(scenario())
+    assert healthy == (200, {"recomputeRounds": 3})
+    assert stale[0] == 500
+    assert "OverflowError: int too large" in str(stale[1]["stale"])
+    assert recovered[0] == 200

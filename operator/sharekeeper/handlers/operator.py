@@ -109,6 +109,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         [t for t in tasks if t.get_name() != "sync"],
         watches,
         lambda: {"recomputeRounds": recompute.rounds, "qosChecks": qos_loop.checks},
+        [recompute.health, qos_loop.health],
     )
     address: tuple[str, int] | None = memo.get("probe_address")
     if address is not None:

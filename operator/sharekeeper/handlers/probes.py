@@ -1,7 +1,9 @@
 """``/healthz`` and ``/readyz`` on the liveness port.
 
-- ``/healthz`` (liveness): 200 with the loops' counters while every loop and watch task runs;
-  500 naming the task that stopped.
+- ``/healthz`` (liveness): 200 with the loops' counters while every loop and watch task runs
+  and no loop is stale (``loops.health``: failing, or stuck in one round, for several of its
+  intervals); 500 naming the task that stopped or why the loop is stale, so the kubelet
+  restarts a process that only pretends to work.
 - ``/readyz`` (readiness): 200 once every initial list is in the store; 503 before, with which
   lists are still missing. A replica that is not ready has computed nothing yet. A resource that
   is not served (a deleted CRD) has nothing to list and does not hold readiness back: the body
@@ -17,6 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from sharekeeper.cluster.watching import ListWatch, all_synced
+from sharekeeper.loops.health import LoopHealth
 
 
 class Probes:
@@ -25,10 +28,12 @@ class Probes:
         tasks: Sequence[asyncio.Task[None]],
         watches: Mapping[str, ListWatch],
         counters: Callable[[], Mapping[str, int]],
+        loops: Sequence[LoopHealth] = (),
     ) -> None:
         self._tasks = tasks
         self._watches = watches
         self._counters = counters
+        self._loops = loops
         self._runner: web.AppRunner | None = None
 
     async def start(self, host: str, port: int) -> None:
@@ -47,6 +52,9 @@ class Probes:
         stopped = [task.get_name() for task in self._tasks if task.done()]
         if stopped:
             return web.json_response({"stopped": stopped}, status=500)
+        stale = [reason for loop in self._loops if (reason := loop.stale()) is not None]
+        if stale:
+            return web.json_response({"stale": stale}, status=500)
         return web.json_response(dict(self._counters()))
 
     async def _ready(self, _: web.Request) -> web.Response:
