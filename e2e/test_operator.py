@@ -143,6 +143,43 @@ def test_guarantees_above_the_cluster_are_reported(
     assert events.strip(), "a person should see an Event"
 
 
+def test_a_pod_of_a_namespace_the_queue_does_not_admit_is_not_charged_and_is_told(
+    cluster_with: Cluster, operator: Operator
+) -> None:
+    """Found: any tenant could label a pod ``sharekeeper.io/queue: production`` and be charged
+    to another team's queue."""
+    outsider = "intruder"
+    cluster_with.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": outsider}})
+    admits_team = {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}}
+    stolen = pod("stolen", "production", "4", "4Gi", node_name="n1")
+    stolen["metadata"]["namespace"] = outsider
+    try:
+        cluster_with.apply(
+            node("n1"), policy("shares"), queue("production", namespaces=admits_team),
+            pod("own", "production", "1", "1Gi", node_name="n1"), stolen,
+        )  # fmt: skip
+        found = eventually(
+            lambda: true_condition(cluster_with, "queue", "production", "NamespaceNotAdmitted")
+        )
+        assert found is not None
+        assert found["message"].startswith(f"1 pod in namespace {outsider} names this queue")
+        production = status(cluster_with, "queue", "production")
+        assert production["allocated"] == {"cpu": "1", "memory": "1Gi"}
+
+        def told() -> str:
+            return cluster_with.kubectl(
+                "get", "events", "-n", outsider, "--field-selector",
+                "reason=NamespaceNotAdmitted,involvedObject.name=stolen", "-o", "name",
+            ).stdout.strip()  # fmt: skip
+
+        assert eventually(told)
+    finally:
+        # The namespace stays: without kube-controller-manager it would never finish terminating.
+        cluster_with.kubectl(
+            "delete", "--raw", f"/api/v1/namespaces/{outsider}/pods?gracePeriodSeconds=0"
+        )
+
+
 def test_two_policies_selecting_one_queue_is_a_conflict(
     cluster_with: Cluster, operator: Operator
 ) -> None:

@@ -26,6 +26,7 @@ class RecordingWriter:
         self.events: list[tuple[Kind, str, str]] = []
         self.stored: dict[tuple[Kind, str], Json] = {}
         self.annotations: dict[str, dict[str, str]] = {}
+        self.pod_events: list[tuple[str, str, str]] = []
 
     async def patch_status(self, kind: Kind, name: str, patch: Json) -> Json | None:
         self.patches.append((kind, name, patch))
@@ -44,6 +45,9 @@ class RecordingWriter:
 
     async def event(self, kind: Kind, name: str, uid: str, transition: Transition) -> None:
         self.events.append((kind, name, transition.type))
+
+    async def pod_event(self, namespace: str, name: str, reason: str, message: str) -> None:
+        self.pod_events.append((f"{namespace}/{name}", reason, message))
 
 
 def record(obj: dict[str, Any], reader: Any, status: Json | None = None) -> OwnRecord[Any]:
@@ -250,5 +254,38 @@ def test_a_queue_deleted_and_created_again_gets_its_status_written_again() -> No
         writer.stored.pop(("Queue", "a"))
         await round_written(loop)
         assert "deserved" in writer.stored[("Queue", "a")]
+
+    asyncio.run(scenario())
+
+
+def test_each_pod_naming_a_queue_that_does_not_admit_its_namespace_is_told_once() -> None:
+    writer = RecordingWriter()
+    production = queue("production")
+    production["spec"]["namespaces"] = {"matchLabels": {"kubernetes.io/metadata.name": "team-a"}}
+    store = cluster([record(production, queue_snapshot)], [one_policy()])
+    loop = Recompute(writer, store, clock=lambda: 1_000_000.0)
+
+    async def scenario() -> None:
+        store.pods.event("ADDED", pod("mine", "production", namespace="team-a", cpu="1"))
+        store.pods.event("ADDED", pod("theirs", "production", namespace="team-b", cpu="1"))
+        await round_written(loop)
+        await asyncio.sleep(0)
+        assert [(pod_name, reason) for pod_name, reason, _ in writer.pod_events] == [
+            ("team-b/theirs", "NamespaceNotAdmitted")
+        ]
+        assert "queue production" in writer.pod_events[0][2]
+        await round_written(loop)  # nothing changed: nobody is told twice
+        store.pods.event("ADDED", pod("more", "production", namespace="team-b", cpu="1"))
+        await round_written(loop)
+        await asyncio.sleep(0)
+        assert [pod_name for pod_name, _, _ in writer.pod_events] == [
+            "team-b/theirs", "team-b/more"
+        ]  # fmt: skip
+        status = writer.stored[("Queue", "production")]
+        admitted = next(c for c in status["conditions"] if c["type"] == "NamespaceNotAdmitted")
+        assert admitted["status"] == "True"
+        assert admitted["message"].startswith("2 pods in namespace team-b name this queue")
+        assert status["allocated"] == {}
+        assert status["request"] == {"cpu": "1"}
 
     asyncio.run(scenario())

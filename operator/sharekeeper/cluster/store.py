@@ -27,6 +27,8 @@ from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.cluster.ledger import PodLedger
 from sharekeeper.engine import qos
 from sharekeeper.engine.shares import PodGroupSnapshot, PodTotals, ShareNode
+from sharekeeper.engine.shares.accounting import pod_claim
+from sharekeeper.engine.shares.snapshot import QueueName
 from sharekeeper.model.nodes import node_record
 from sharekeeper.model.objects import Obj, ObjectError, fail, labels_of
 from sharekeeper.model.pods import pod_group_snapshot, pod_record
@@ -342,6 +344,27 @@ class ClusterStore:
 
     def totals(self) -> PodTotals:
         return self.ledger.totals()
+
+    def refused_pods(
+        self, refused: Mapping[QueueName, Mapping[str, int]]
+    ) -> list[tuple[PodKey, str]]:
+        """The pods that name a queue (themselves or through their PodGroup) whose
+        ``namespaces`` do not admit theirs, with that queue. One pass over every pod: the caller
+        asks only when ``refused`` (``ShareResult.refused``) changed."""
+        found = []
+        for key, record in self.pods.records.items():
+            pod = record.share
+            claim = pod_claim(pod)
+            if claim[0] == "named":
+                queue: str | None = claim[1]
+            elif claim[0] == "grouped":
+                group = self.pod_groups.records.get(claim[1])
+                queue = group.queue if group is not None else None
+            else:
+                continue
+            if queue is not None and pod.namespace in refused.get(QueueName(queue), {}):
+                found.append((key, queue))
+        return found
 
     def load(self, objects: Iterable[Obj]) -> None:
         """Put whole objects in, by kind, as a complete list would (``simulate``, tests)."""

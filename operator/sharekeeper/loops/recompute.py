@@ -18,10 +18,10 @@ from typing import Any, Protocol, cast
 
 from sharekeeper import telemetry
 from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs
-from sharekeeper.cluster.store import ClusterStore
+from sharekeeper.cluster.store import ClusterStore, PodKey
 from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.shares import ShareResult, ShareSnapshot
-from sharekeeper.engine.shares.snapshot import PolicyName
+from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
 from sharekeeper.loops.echoes import Echoes
 from sharekeeper.loops.health import LoopHealth
 from sharekeeper.loops.outbox import Outbox
@@ -51,6 +51,13 @@ class Writer(Protocol):
     ) -> dict[str, str] | None: ...
 
     async def event(self, kind: Kind, name: str, uid: str, transition: Transition) -> None: ...
+
+    async def pod_event(self, namespace: str, name: str, reason: str, message: str) -> None: ...
+
+
+MAX_POD_EVENTS = 100
+"""Pods told per change of which queues refuse which namespaces; the queue's condition has
+the count of them all."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +91,9 @@ class Recompute:
             self._send, self._retry_later
         )
         self.rounds = 0
+        self._refused: Mapping[QueueName, Mapping[str, int]] = {}
+        self._told: set[tuple[PodKey, str]] = set()
+        self._telling: set[asyncio.Task[None]] = set()
         self.health = LoopHealth(
             "recompute",
             lambda: max(self._settings.error_backoff_seconds, self._settings.max_delay_seconds),
@@ -204,6 +214,7 @@ class Recompute:
         writes.update((("Node", write.node), write) for write in decided.annotations)
         urgent = frozenset((w.kind, w.name) for w in decided.statuses if w.spec_changed)
         self._outbox.replace(writes, urgent)
+        self._tell_refused(decided.publication.shares.refused)
         self.rounds += 1
         if writes:
             logger.info(
@@ -213,6 +224,28 @@ class Recompute:
                 len(decided.annotations),
             )
         return decided.publication
+
+    def _tell_refused(self, refused: Mapping[QueueName, Mapping[str, int]]) -> None:
+        """A Warning Event on each pod that names a queue not admitting its namespace, once
+        (the queue's ``NamespacesAdmitted`` condition counts them all)."""
+        if refused == self._refused:
+            return
+        self._refused = refused
+        pods = self._store.refused_pods(refused) if refused else []
+        new = sorted(set(pods) - self._told)[:MAX_POD_EVENTS]
+        self._told = set(pods) & (self._told | set(new))
+        if new:
+            task = asyncio.create_task(self._post_refusals(new))
+            self._telling.add(task)  # held until done: the loop keeps only weak references
+            task.add_done_callback(self._telling.discard)
+
+    async def _post_refusals(self, pods: list[tuple[PodKey, str]]) -> None:
+        for (namespace, name), queue in pods:
+            message = (
+                f"this pod names queue {queue}, whose spec.namespaces does not admit namespace "
+                f"{namespace}: it is charged to no queue"
+            )
+            await self._writer.pod_event(namespace, name, "NamespaceNotAdmitted", message)
 
     def _with_written(self, kind: Kind, records: Iterable[OwnRecord[Any]]) -> list[OwnRecord[Any]]:
         """The records with the status we wrote where the watch has not shown it yet; at 10,000

@@ -78,6 +78,11 @@ class KubeWriter:
         annotations = node.metadata.annotations if node.metadata is not None else None
         return {k: v for k, v in (annotations or {}).items() if k.startswith(PREFIX)}
 
+    async def pod_event(self, namespace: str, name: str, reason: str, message: str) -> None:
+        target = {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace}
+        async with self._slots:
+            await recorder_for(self._client).post(target, reason, message, warning=True)
+
     async def event(self, kind: Kind, name: str, uid: str, transition: Transition) -> None:
         target = {"apiVersion": API_VERSIONS[kind], "kind": kind, "name": name, "uid": uid}
         warning = transition.type not in {"Overused", "NoPolicy"}

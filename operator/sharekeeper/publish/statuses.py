@@ -23,7 +23,9 @@ from sharekeeper.publish.diffing import (
 Kind = Literal["Queue", "SchedulerPolicy", "NodeQosEnsurancePolicy"]
 
 # Conditions whose turning True deserves an Event on the object.
-QUEUE_EVENTS = {"Overused", "GuaranteeUnsatisfiable", "Conflict", "Invalid", "NoPolicy"}
+QUEUE_EVENTS = {
+    "Overused", "GuaranteeUnsatisfiable", "Conflict", "Invalid", "NoPolicy", "NamespaceNotAdmitted"
+}  # fmt: skip
 POLICY_EVENTS = {"GuaranteeUnsatisfiable", "Overlapping", "Conflict", "Invalid"}
 
 

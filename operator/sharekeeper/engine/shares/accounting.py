@@ -78,10 +78,9 @@ class Accounting:
     usage: Mapping[QueueName, QueueUsage]
     """Only the queues that use something: look up with ``usage.get(name, NO_USAGE)``."""
     reasons: tuple[Reason, ...]
-    refused: Mapping[QueueName, Reason] = field(default_factory=dict)
-    """Queues named by pods of namespaces they do not admit (those pods are charged nowhere)."""
-    refused_namespaces: Mapping[QueueName, frozenset[str]] = field(default_factory=dict)
-    """The namespaces of those pods, per queue."""
+    refused: Mapping[QueueName, Mapping[str, int]] = field(default_factory=dict)
+    """Queue -> namespace it does not admit -> how many of its pods name the queue anyway
+    (those pods are charged to no queue)."""
 
 
 Admits = Callable[[QueueName, str], bool]
@@ -187,15 +186,11 @@ def queue_usage(
         Reason("UnknownQueue", f"{count} pod{' names' if count == 1 else 's name'} queue {queue!r}")
         for queue, count in sorted(unknown.items())
     )
-    return Accounting(
-        usage,
-        reasons,
-        refused={queue: _refusal(counts) for queue, counts in refused.items()},
-        refused_namespaces={queue: frozenset(counts) for queue, counts in refused.items()},
-    )
+    return Accounting(usage, reasons, refused)
 
 
-def _refusal(counts: Mapping[str, int]) -> Reason:
+def refusal(counts: Mapping[str, int]) -> Reason:
+    """The queue's reason for pods it does not admit: how many, from where."""
     pods = sum(counts.values())
     where = ", ".join(sorted(counts)[:5]) + (" and more" if len(counts) > 5 else "")
     return Reason(

@@ -35,6 +35,7 @@ from sharekeeper.engine.shares.accounting import (
     QueueUsage,
     namespace_admission,
     queue_usage,
+    refusal,
 )
 from sharekeeper.engine.shares.capacity import capacity_deserved
 from sharekeeper.engine.shares.common import ShareProblem, dominant_shares
@@ -105,9 +106,11 @@ def deserved_shares(snapshot: ShareSnapshot) -> ShareResult:
         else:
             reason = Reason("NoPolicy", "no SchedulerPolicy selects this queue")
         results[name] = _ungoverned(queue, accounting.usage.get(name, NO_USAGE), reason)
-    for name, refusal in accounting.refused.items():
-        results[name] = replace(results[name], reasons=(*results[name].reasons, refusal))
-    return ShareResult(queues=results, policies=policies, reasons=accounting.reasons)
+    for name, counts in accounting.refused.items():
+        results[name] = replace(results[name], reasons=(*results[name].reasons, refusal(counts)))
+    return ShareResult(
+        queues=results, policies=policies, reasons=accounting.reasons, refused=accounting.refused
+    )
 
 
 def share_problem(

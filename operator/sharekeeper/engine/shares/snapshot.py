@@ -215,3 +215,5 @@ class ShareResult:
     policies: Mapping[PolicyName, PolicyShare]
     reasons: tuple[Reason, ...] = ()
     """Snapshot-wide findings, e.g. pods naming a queue that does not exist."""
+    refused: Mapping[QueueName, Mapping[str, int]] = field(default_factory=dict)
+    """Queue -> namespace it does not admit -> how many of its pods name the queue anyway."""
