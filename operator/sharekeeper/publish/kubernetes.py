@@ -1,4 +1,5 @@
-"""The only place that writes to the API server: status patches and Events, via lightkube."""
+"""Status patches, node annotations and the Events about them, via lightkube (the QoS
+actions, evictions, resizes and taints, are in ``publish.actions``)."""
 
 from __future__ import annotations
 
