@@ -42,18 +42,24 @@ def _bind_address(text: str) -> tuple[str, int] | None:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    import logging
+
+    from sharekeeper.model.documents import one_line
     from sharekeeper.model.objects import ObjectError
     from sharekeeper.simulate.reading import read_files
     from sharekeeper.simulate.rendering import render
     from sharekeeper.simulate.report import Context, build_report
 
+    # The store warns of each object it cannot read, as the operator should; simulate names
+    # them all in its one error line instead.
+    logging.basicConfig(level=logging.ERROR)
     now = time.time() if args.now is None else args.now
     try:
         inputs = read_files(args.files)
         context = Context(now_seconds=now, seed=args.seed, placements=args.placements)
         report = build_report(inputs, context)
     except ObjectError as error:
-        print(f"sharekeeper simulate: {error}", file=sys.stderr)
+        print(f"sharekeeper simulate: {one_line(str(error))}", file=sys.stderr)
         return 2
     weights = {str(queue.name): queue.weight for queue in inputs.queues}
     sys.stdout.write(render(report, weights, args.output))
@@ -61,16 +67,22 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> int:
+    from sharekeeper.api.base import read
+    from sharekeeper.api.policy import SchedulerPolicy
+    from sharekeeper.model.documents import one_line
     from sharekeeper.model.objects import ObjectError
-    from sharekeeper.model.volcano_config import scheduler_policy
+    from sharekeeper.model.volcano_config import read_config, scheduler_policy
 
     try:
-        conversion = scheduler_policy(args.file.read_text(), name=args.name)
-    except (OSError, ObjectError) as error:
-        print(f"sharekeeper convert: {error}", file=sys.stderr)
+        conversion = scheduler_policy(read_config(args.file), name=args.name)
+        read(SchedulerPolicy, conversion.manifest)  # never print what kubectl apply refuses
+    except ObjectError as error:
+        print(f"sharekeeper convert: {one_line(str(error))}", file=sys.stderr)
         return 2
+    for warning in conversion.warnings:
+        print(f"sharekeeper convert: warning: {one_line(warning)}", file=sys.stderr)
     for note in conversion.untranslated:
-        print(f"sharekeeper convert: not translated: {note}", file=sys.stderr)
+        print(f"sharekeeper convert: not translated: {one_line(note)}", file=sys.stderr)
     sys.stdout.write(yaml.safe_dump(conversion.manifest, sort_keys=False))
     return 0
 

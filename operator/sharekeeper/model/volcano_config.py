@@ -6,17 +6,18 @@ Translated: the share plugin (``proportion``, ``capacity``, ``proportion_optimiz
 and ``overcommit-factor.<resource>``), and the proportional predicate (``predicates`` with
 ``predicate.ProportionalEnable``/``predicate.resources``/``predicate.resources.<name>.cpu|memory``,
 or v1.13+ ``resource-strategy-fit`` with ``proportional``). Everything else is listed as not
-translated. Memory rates are in decimal GB per unit, as Volcano reads them.
+translated. Memory rates are in decimal GB per unit, as Volcano reads them. An overcommit factor
+below 1 becomes 1.2, with a warning, as Volcano does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-import yaml
-
+from sharekeeper.model.documents import DNS_SUBDOMAIN, is_dns_subdomain, read_documents
 from sharekeeper.model.objects import ObjectError, Problem
 
 SHARE_PLUGINS = {
@@ -32,17 +33,31 @@ _OPTIMIZE_KEYS = {
 }
 
 
+DEFAULT_FACTOR = 1.2
+"""Volcano's overcommit factor, which also stands in for one below 1."""
+
+
 @dataclass
 class Conversion:
     manifest: dict[str, Any]
     untranslated: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """What was translated differently from how it is written, as Volcano reads it."""
 
 
-def scheduler_policy(text: str, *, name: str = "default") -> Conversion:
-    try:
-        config = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise _error("", str(error)) from error
+def read_config(path: Path) -> Any:
+    """The one YAML document of the configuration file at ``path``."""
+    documents = read_documents(path)
+    if len(documents) != 1:
+        found = f"{len(documents)} documents" if documents else "nothing"
+        raise ObjectError("file", str(path), [Problem("", f"must hold one document, not {found}")])
+    return documents[0]
+
+
+def scheduler_policy(config: Any, *, name: str = "default") -> Conversion:
+    """``config``: a Volcano scheduler configuration as YAML reads it."""
+    if not is_dns_subdomain(name):
+        raise ObjectError("option", "--name", [Problem("", DNS_SUBDOMAIN, name)])
     if not isinstance(config, Mapping) or not isinstance(config.get("tiers"), list):
         raise _error("tiers", "must be a list of {plugins: [...]}")
     spec: dict[str, Any] = {"queueSelector": {}, "nodeSelector": {}, "sharing": {}}
@@ -55,11 +70,16 @@ def scheduler_policy(text: str, *, name: str = "default") -> Conversion:
         }
     )
     for tier, entry in enumerate(config["tiers"]):
-        for index, plugin in enumerate((entry or {}).get("plugins") or []):
+        plugins = _mapping(entry, f"tiers[{tier}]").get("plugins") or []
+        if not isinstance(plugins, list):
+            raise _error(f"tiers[{tier}].plugins", "must be a list", plugins)
+        for index, item in enumerate(plugins):
             where = f"tiers[{tier}].plugins[{index}]"
-            if not isinstance(plugin, Mapping) or not isinstance(plugin.get("name"), str):
-                raise _error(f"{where}.name", "is required")
-            _plugin(plugin["name"], plugin.get("arguments") or {}, spec, conversion, where)
+            plugin = _mapping(item, where)
+            if not isinstance(plugin.get("name"), str):
+                raise _error(f"{where}.name", "must be a string", plugin.get("name"))
+            arguments = _mapping(plugin.get("arguments"), f"{where}.arguments")
+            _plugin(plugin["name"], arguments, spec, conversion, where)
     if not spec["sharing"]:
         conversion.untranslated.append("no share plugin found; the default (Proportion) applies")
         spec["sharing"]["policy"] = "Proportion"
@@ -92,7 +112,8 @@ def _plugin(
     elif plugin == "predicates":
         _legacy_proportional(arguments, spec, conversion, where)
     elif plugin == "resource-strategy-fit" and "proportional" in arguments:
-        _proportional(arguments["proportional"], spec)
+        path = f"{where}.arguments.proportional"
+        _proportional(_mapping(arguments["proportional"], path), spec, path)
     else:
         conversion.untranslated.append(f"{where} {plugin}")
 
@@ -102,14 +123,22 @@ def _overcommit(
 ) -> None:
     overcommit: dict[str, Any] = {}
     for key, value in arguments.items():
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            conversion.untranslated.append(f"{where} overcommit: {key}: {value!r} is not a number")
-        elif key == "overcommit-factor":
-            overcommit["factor"] = value
-        elif key.startswith("overcommit-factor."):
-            overcommit.setdefault("factors", {})[key.removeprefix("overcommit-factor.")] = value
-        else:
+        if key != "overcommit-factor" and not key.startswith("overcommit-factor."):
             conversion.untranslated.append(f"{where} overcommit: argument {key}")
+        elif not isinstance(value, int | float) or isinstance(value, bool):
+            conversion.untranslated.append(f"{where} overcommit: {key}: {value!r} is not a number")
+        else:
+            if value < 1:
+                conversion.warnings.append(
+                    f"{where} overcommit: {key}: {value!r} is below 1, which Volcano replaces "
+                    f"with its default {DEFAULT_FACTOR}; so does this policy"
+                )
+            factor = DEFAULT_FACTOR if value < 1 else value
+            if key == "overcommit-factor":
+                overcommit["factor"] = factor
+            else:
+                factors = overcommit.setdefault("factors", {})
+                factors[key.removeprefix("overcommit-factor.")] = factor
     spec["overcommit"] = overcommit
 
 
@@ -131,6 +160,7 @@ def _legacy_proportional(
             "resourceProportion": rates,
         },
         spec,
+        f"{where}.arguments",
     )
     translated = {"predicate.ProportionalEnable", "predicate.resources"} | {
         f"predicate.resources.{key}" for key in rates
@@ -140,9 +170,10 @@ def _legacy_proportional(
     ]
 
 
-def _proportional(config: Mapping[str, Any], spec: dict[str, Any]) -> None:
+def _proportional(config: Mapping[str, Any], spec: dict[str, Any], path: str) -> None:
+    """``config`` (found at ``path``): ``enable``, ``resources`` and ``resourceProportion``."""
     names = [n.strip() for n in str(config.get("resources", "")).split(",") if n.strip()]
-    rates = config.get("resourceProportion") or {}
+    rates = _mapping(config.get("resourceProportion"), f"{path}.resourceProportion")
     resources = {}
     for resource in names:
         cpu, memory = (_rate(rates.get(f"{resource}.{kind}")) for kind in ("cpu", "memory"))
@@ -161,5 +192,15 @@ def _flag(value: Any) -> bool:
     return value is True or str(value).lower() == "true"
 
 
-def _error(path: str, message: str) -> ObjectError:
-    return ObjectError("scheduler", "configuration", [Problem(path, message)])
+def _mapping(value: Any, path: str) -> Mapping[str, Any]:
+    """``value``, which must be a mapping, with its keys as strings (Volcano reads the YAML as
+    JSON, whose keys are strings); absent (``None``) is empty."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _error(path, "must be a mapping", value)
+    return {str(key): item for key, item in value.items()}
+
+
+def _error(path: str, message: str, *value: Any) -> ObjectError:
+    return ObjectError("scheduler", "configuration", [Problem(path, message, *value)])

@@ -6,24 +6,33 @@ into the operator's own cluster store, through the same code the operator's watc
 resources are read by the same models (``api``) with the same defaults whether a file was
 written by hand or printed by ``kubectl get``, and 150,000 pods are read the way the operator
 reads them.
+
+What the API server does before the operator sees an object, simulate does for files: it checks
+every object's version, name and the types the trimmed readers rely on, and gives a pod without
+``spec.priority`` the value of its PriorityClass, as the Priority admission plugin does.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from sharekeeper.api.crds import resources
 from sharekeeper.cluster.snapshots import node_policies, specs
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.shares import PolicySnapshot, QueueSnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName
-from sharekeeper.model.objects import Obj, ObjectError, Problem, identify
+from sharekeeper.model.documents import (
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    is_dns_label,
+    is_dns_subdomain,
+    read_documents,
+)
+from sharekeeper.model.objects import Obj, ObjectError, Problem, at, fail, identify, name_of
 
 STORED = frozenset(
     {"Node", "Pod", "PodGroup", "Namespace", "Queue", "SchedulerPolicy", "NodeQosEnsurancePolicy"}
@@ -31,6 +40,26 @@ STORED = frozenset(
 """Kinds the operator's watches feed: read into the same store, by the same code."""
 PASSED_THROUGH = frozenset({"NodeMetrics", "PodMetrics"})
 """Usage, which the QoS check reads as objects."""
+API_VERSIONS = {
+    "Node": "v1",
+    "Pod": "v1",
+    "Namespace": "v1",
+    "PodGroup": "scheduling.volcano.sh/v1beta1",
+    "NodeMetrics": "metrics.k8s.io/v1beta1",
+    "PodMetrics": "metrics.k8s.io/v1beta1",
+    "PriorityClass": "scheduling.k8s.io/v1",
+    **{model.__resource__.kind: model.__resource__.api_version for model in resources()},
+}
+"""Every kind read, with the one version read of it (the one the operator watches)."""
+_READ_BY_MODELS = frozenset(model.__resource__.kind for model in resources())
+_NAMESPACED = frozenset({"Pod", "PodGroup", "PodMetrics"})
+BUILT_IN_PRIORITY_CLASSES = {
+    "system-cluster-critical": 2_000_000_000,
+    "system-node-critical": 2_000_001_000,
+}
+"""The classes every API server creates, with their values."""
+HIGHEST_USER_PRIORITY = 1_000_000_000
+"""The highest value of a class that is not built in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,24 +88,28 @@ def _files(path: Path) -> list[Path]:
 
 
 def parse_objects(objects: Iterable[Obj]) -> Inputs:
-    raw: dict[str, list[Obj]] = {}
-    store = ClusterStore()
+    objects = list(objects)
     seen: set[tuple[str, str, str]] = set()
-    known = {*STORED, *PASSED_THROUGH}
     for obj in objects:
-        kind = str(obj.get("kind"))
-        if kind not in known:
-            raise ObjectError(
-                *identify(obj),
-                [Problem("kind", f"must be one of {', '.join(sorted(known))}", kind)],
-            )
-        key = (kind, str(_meta(obj, "namespace")), str(_meta(obj, "name")))
+        kind = obj.get("kind")
+        if not isinstance(kind, str) or kind not in API_VERSIONS:
+            known = ", ".join(sorted(API_VERSIONS))
+            raise ObjectError(*identify(obj), [Problem("kind", f"must be one of {known}", kind)])
+        namespace = str(_meta(obj, "namespace") or "default") if kind in _NAMESPACED else ""
+        key = (kind, namespace, str(_meta(obj, "name")))
         if key in seen:
             raise ObjectError(*identify(obj), [Problem("", "appears twice in the input")])
         seen.add(key)
-        if kind in STORED:
+    priorities = _priority_classes([obj for obj in objects if obj["kind"] == "PriorityClass"])
+    raw: dict[str, list[Obj]] = {}
+    store = ClusterStore()
+    for obj in objects:
+        kind = obj["kind"]
+        if kind == "Pod":
+            store.load((_with_priority(obj, priorities),))
+        elif kind in STORED:
             store.load((obj,))
-        else:
+        elif kind in PASSED_THROUGH:
             raw.setdefault(kind, []).append(obj)
     problems = [
         problem
@@ -99,34 +132,174 @@ def parse_objects(objects: Iterable[Obj]) -> Inputs:
 
 
 def _documents(path: Path) -> Iterator[Obj]:
-    try:
-        text = path.read_text()
-        # JSON (what `kubectl get -o json` prints) parses several times faster than YAML.
-        documents = [json.loads(text)] if text.lstrip().startswith("{") else _yaml(text)
-    except (OSError, ValueError, yaml.YAMLError) as error:
-        raise ObjectError("file", str(path), [Problem("", str(error))]) from error
-    for document in documents:
+    """The objects of a file, each one checked as the API server would check it."""
+    for document in read_documents(path):
         if document is None:
             continue
-        if not isinstance(document, dict):
-            raise ObjectError(
-                "file", str(path), [Problem("", "a document is not a Kubernetes object", document)]
-            )
-        if str(document.get("kind", "")).endswith("List"):
-            items = document.get("items") or []
-            yield from (item for item in items if isinstance(item, dict))
-        else:
-            yield document
+        _check_envelope(path, document)
+        if not document["kind"].endswith("List"):
+            yield _checked(document)
+            continue
+        items = document.get("items") or []
+        if not isinstance(items, list):
+            raise ObjectError("file", str(path), [Problem("items", "must be a list", items)])
+        for index, item in enumerate(items):
+            _check_envelope(path, item, f"items[{index}]")
+            yield _checked(item)
 
 
-def _yaml(text: str) -> list[Any]:
-    return list(yaml.load_all(text, Loader=_LOADER))
+def _check_envelope(path: Path, document: Any, where: str = "") -> None:
+    """What every object in a file carries, a List and its items alike: a mapping with a
+    ``kind`` and an ``apiVersion``."""
+    if not isinstance(document, Mapping):
+        what = "is not a Kubernetes object" if where else "a document is not a Kubernetes object"
+        raise ObjectError("file", str(path), [Problem(where, what, document)])
+    for key in ("kind", "apiVersion"):
+        if not isinstance(document.get(key), str) or not document[key]:
+            field_path = f"{where}.{key}" if where else key
+            problem = Problem(field_path, "must be a non-empty string", document.get(key))
+            raise ObjectError("file", str(path), [problem])
 
 
-# libyaml's loader when PyYAML was built with it: an order of magnitude faster on big files.
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+def _checked(obj: Obj) -> Obj:
+    """``obj`` if its apiVersion, name and namespace are what the API server would accept for
+    its kind, and its parts have the shape every kind has (unknown kinds are
+    ``parse_objects``' to refuse). YAML and JSON give dicts, and ``dict`` is a cheaper check than
+    ``Mapping`` for 150,000 objects."""
+    kind, metadata = obj["kind"], obj.get("metadata")
+    # First, for every other message names the object by it.
+    namespace = metadata.get("namespace") if isinstance(metadata, dict) else None
+    if namespace is not None and not is_dns_label(namespace):
+        problem = Problem("metadata.namespace", DNS_LABEL, namespace)
+        raise ObjectError(kind, "with an invalid namespace", [problem])
+    if kind not in API_VERSIONS:
+        return obj
+    if not isinstance(metadata, dict):
+        raise fail(obj, "metadata", "must be a mapping with a name", metadata)
+    name = metadata.get("name")
+    if name is None:
+        raise fail(obj, "metadata.name", "is required")
+    valid, rule = (
+        (is_dns_label, DNS_LABEL) if kind == "Namespace" else (is_dns_subdomain, DNS_SUBDOMAIN)
+    )
+    if not valid(name):
+        raise ObjectError(kind, "with an invalid name", [Problem("metadata.name", rule, name)])
+    if obj["apiVersion"] != API_VERSIONS[kind]:
+        raise fail(
+            obj, "apiVersion", f"must be {API_VERSIONS[kind]} for a {kind}", obj["apiVersion"]
+        )
+    status = obj.get("status")
+    if status is not None and not isinstance(status, dict):
+        raise fail(obj, "status", "must be a mapping", status)
+    if kind not in _READ_BY_MODELS:  # whose models check the rest
+        _check_schema(obj, kind)
+    return obj
+
+
+_STRING_FIELDS = {"Pod": ("spec.nodeName",), "PodGroup": ("spec.queue",)}
+_RESOURCE_LISTS = {
+    "Node": ("status.allocatable", "status.capacity"),
+    "Pod": ("spec.overhead",),
+    "PodGroup": ("spec.minResources",),
+}
+
+
+def _check_schema(obj: Obj, kind: str) -> None:
+    """What the API server's schema guarantees the trimmed readers (``model``), which read
+    150,000 pods and so check only what it does not: the types of the fields they read. A file
+    has no API server in front of it."""
+    spec = obj.get("spec")
+    if spec is not None and not isinstance(spec, dict):
+        raise fail(obj, "spec", "must be a mapping", spec)
+    for key in ("labels", "annotations"):
+        values = obj["metadata"].get(key)
+        if values is not None and not (
+            isinstance(values, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in values.items())
+        ):
+            raise fail(obj, f"metadata.{key}", "must map strings to strings", values)
+    for path in _STRING_FIELDS.get(kind, ()):
+        value = at(obj, path)
+        if value is not None and not isinstance(value, str):
+            raise fail(obj, path, "must be a string", value)
+    resource_lists = [(path, at(obj, path)) for path in _RESOURCE_LISTS.get(kind, ())]
+    if kind == "Pod":
+        resource_lists += _container_resources(obj)
+    for path, amounts in resource_lists:
+        if isinstance(amounts, dict):  # the readers refuse anything else
+            for resource, quantity in amounts.items():
+                if not isinstance(quantity, str | int | float):
+                    raise fail(obj, f"{path}.{resource}", "must be a string or a number", quantity)
+
+
+def _container_resources(pod: Obj) -> Iterator[tuple[str, Any]]:
+    """``(path, ResourceList)`` of every container's requests and limits."""
+    for key in ("spec.containers", "spec.initContainers"):
+        containers = at(pod, key)
+        for index, container in enumerate(containers if isinstance(containers, list) else ()):
+            resources = container.get("resources") if isinstance(container, dict) else None
+            if isinstance(resources, dict):
+                for part in ("requests", "limits"):
+                    yield f"{key}[{index}].resources.{part}", resources.get(part)
+
+
+@dataclass(slots=True)
+class PriorityClasses:
+    """What the Priority admission plugin reads: every PriorityClass there is."""
+
+    values: dict[str, int]
+    """Priority by class name."""
+    default: str | None = None
+    """The class with ``globalDefault: true``."""
+
+
+def _priority_classes(objects: Iterable[Obj]) -> PriorityClasses:
+    """The classes the input declares, with the built-in ones, checked as the API server
+    checks them."""
+    classes = PriorityClasses(dict(BUILT_IN_PRIORITY_CLASSES))
+    for obj in objects:
+        name, value = name_of(obj), obj.get("value")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise fail(obj, "value", "must be an integer", value)
+        if name.startswith("system-"):
+            if BUILT_IN_PRIORITY_CLASSES.get(name) != value:
+                built_in = ", ".join(f"{n}: {v}" for n, v in BUILT_IN_PRIORITY_CLASSES.items())
+                raise fail(
+                    obj, "", f"the system- prefix is reserved for the built-ins ({built_in})"
+                )
+        elif not -(2**31) <= value <= HIGHEST_USER_PRIORITY:
+            raise fail(obj, "value", f"must be from {-(2**31)} to {HIGHEST_USER_PRIORITY}", value)
+        classes.values[name] = value
+        global_default = obj.get("globalDefault")
+        if global_default is not None and not isinstance(global_default, bool):
+            raise fail(obj, "globalDefault", "must be true or false", global_default)
+        if global_default:
+            if classes.default is not None:
+                raise fail(
+                    obj, "globalDefault", f"PriorityClass {classes.default} is the default already"
+                )
+            classes.default = name
+    return classes
+
+
+def _with_priority(pod: Obj, classes: PriorityClasses) -> Obj:
+    """``pod`` with the ``spec.priority`` the API server's Priority admission gives a pod
+    created without one: its class's value, or the default class's; a pod naming a class that
+    does not exist is refused, as the API server refuses it."""
+    spec = pod.get("spec")
+    if not isinstance(spec, Mapping) or spec.get("priority") is not None:
+        return pod
+    named = spec.get("priorityClassName")
+    if named is not None and not isinstance(named, str):
+        raise fail(pod, "spec.priorityClassName", "must be a string", named)
+    name = named or classes.default
+    if name is None:
+        return pod
+    if name not in classes.values:
+        raise fail(pod, "spec.priorityClassName", "names no PriorityClass of the input", name)
+    return {**pod, "spec": {**spec, "priority": classes.values[name]}}
 
 
 def _meta(obj: Obj, key: str) -> Any:
     metadata = obj.get("metadata")
-    return metadata.get(key) if isinstance(metadata, dict) else None
+    return metadata.get(key) if isinstance(metadata, Mapping) else None

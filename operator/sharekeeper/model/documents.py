@@ -1,0 +1,199 @@
+"""Documents from files nobody vouches for: UTF-8 text, JSON or YAML read within budgets; the
+names Kubernetes gives objects; messages that stay on one line.
+
+A file is refused, with a one-line message, when it is not UTF-8 text (binary, or another
+encoding), when it nests deeper than ``MAX_DEPTH``, or when its YAML aliases go beyond their
+budget: a kilobyte of nested anchors and aliases ("billion laughs") stands for a billion nodes,
+and whatever walks them (a message, the output) runs out of memory. ``kubectl`` prints no
+aliases and hand-written manifests use a few, so the budget costs nobody anything.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.events import (
+    AliasEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
+from yaml.reader import ReaderError
+
+from sharekeeper.model.objects import ObjectError, Problem
+
+MAX_DEPTH = 64
+"""Mappings and lists inside each other. A Pod nests about 8 deep."""
+MAX_ALIASES = 100
+"""Alias uses (``*name``) per file."""
+MAX_ALIASED_NODES = 10_000
+"""Nodes the aliases of a file stand for in all: 81 aliases in 9 levels already stand for
+nearly 400 million."""
+
+# libyaml's loader when PyYAML was built with it: an order of magnitude faster on big files.
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_JSON_OBJECT = re.compile(r"\s*\{")
+
+
+class DocumentError(ValueError):
+    """Bytes that are not documents we read; the message is one line."""
+
+
+def read_documents(path: Path) -> list[Any]:
+    """Every document of the file at ``path``; ``ObjectError`` naming the file otherwise."""
+    try:
+        return parse_documents(path.read_bytes())
+    except OSError as error:
+        raise ObjectError("file", str(path), [Problem("", error.strerror or str(error))]) from None
+    except DocumentError as error:
+        raise ObjectError("file", str(path), [Problem("", str(error))]) from None
+
+
+def parse_documents(data: bytes) -> list[Any]:
+    """The documents of a JSON object or a (multi-document) YAML stream."""
+    if b"\0" in data:
+        raise DocumentError("is binary, not UTF-8 text (it contains NUL bytes)")
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as error:
+        byte = data[error.start]
+        raise DocumentError(
+            f"is not UTF-8 text (byte 0x{byte:02x} at offset {error.start})"
+        ) from None
+    # JSON (what `kubectl get -o json` prints) parses several times faster than YAML.
+    if _JSON_OBJECT.match(text):
+        return [_json(text)]
+    _check_yaml_budget(data)
+    try:
+        return list(yaml.load_all(data, Loader=_LOADER))
+    except yaml.YAMLError as error:
+        raise DocumentError(_yaml_message(error)) from None
+    # Constructors raise ValueError for values that only look like their type: 2026-13-45 as a
+    # date, an integer of more than 4300 digits.
+    except ValueError as error:
+        raise DocumentError(one_line(str(error))) from None
+
+
+def _json(text: str) -> Any:
+    try:
+        document = json.loads(text)
+    except RecursionError:
+        raise DocumentError(f"nests deeper than {MAX_DEPTH} levels") from None
+    except ValueError as error:
+        raise DocumentError(str(error)) from None
+    level, depth = [document], 0
+    while level:  # one nesting level at a time: the walk runs in comprehensions
+        depth += 1
+        if depth > MAX_DEPTH:
+            raise DocumentError(f"nests deeper than {MAX_DEPTH} levels")
+        level = [
+            inner
+            for value in level
+            for inner in (value.values() if type(value) is dict else value)
+            if type(inner) is dict or type(inner) is list
+        ]
+    return document
+
+
+def _check_yaml_budget(data: bytes) -> None:
+    """Refuse deep nesting, recursive aliases and aliases beyond their budget from the parser's
+    events, before anything is built: libyaml's parser keeps its own stack, while the composer
+    that builds nodes recurses in C and crashes the process on a file of 100,000 ``[``."""
+    loader = _LOADER(data)
+    open_collections: list[tuple[str | None, int]] = []  # (anchor, node count at its start)
+    sizes: dict[str, int] = {}  # per anchor, the nodes it stands for
+    nodes = aliases = aliased_nodes = 0
+    try:
+        while True:
+            event = loader.get_event()
+            kind = type(event)
+            if kind is ScalarEvent:
+                nodes += 1
+                if event.anchor is not None:
+                    sizes[event.anchor] = 1
+            elif kind is MappingStartEvent or kind is SequenceStartEvent:
+                nodes += 1
+                open_collections.append((event.anchor, nodes))
+                if len(open_collections) > MAX_DEPTH:
+                    raise _at(event, f"nests deeper than {MAX_DEPTH} levels")
+            elif kind is MappingEndEvent or kind is SequenceEndEvent:
+                anchor, start = open_collections.pop()
+                if anchor is not None:
+                    sizes[anchor] = nodes - start + 1
+            elif kind is AliasEvent:
+                if any(anchor == event.anchor for anchor, _ in open_collections):
+                    raise _at(event, f"alias *{event.anchor} is inside the collection it names")
+                size = sizes.get(event.anchor, 1)  # an undefined one is the composer's error
+                aliases += 1
+                aliased_nodes += size
+                nodes += size
+                if aliases > MAX_ALIASES:
+                    raise _at(event, f"has more than {MAX_ALIASES} aliases")
+                if aliased_nodes > MAX_ALIASED_NODES:
+                    raise _at(event, f"has aliases standing for over {MAX_ALIASED_NODES} nodes")
+            elif kind is StreamEndEvent:
+                return
+    except yaml.YAMLError as error:
+        raise DocumentError(_yaml_message(error)) from None
+    finally:
+        loader.dispose()
+
+
+def _at(event: Any, problem: str) -> DocumentError:
+    return DocumentError(f"line {event.start_mark.line + 1}: {problem}")
+
+
+def _yaml_message(error: yaml.YAMLError) -> str:
+    """``line 3, column 5: expected <block end>, but found '-' (while parsing a block
+    mapping)``: PyYAML's message spans several lines and names the stream, not the file."""
+    if isinstance(error, ReaderError):
+        return f"offset {error.position}: character #x{error.character:04x}: {error.reason}"
+    if not isinstance(error, yaml.MarkedYAMLError):
+        return one_line(str(error))
+    mark = error.problem_mark or error.context_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    context = f" ({error.context})" if error.context and error.problem else ""
+    return one_line(f"{where}{error.problem or error.context}{context}")
+
+
+# --- names --------------------------------------------------------------------------------------
+
+_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_LABEL = re.compile(_LABEL)
+_DNS_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
+DNS_LABEL = (
+    "must be a lowercase RFC 1123 label: at most 63 characters, a-z, 0-9 and '-', starting "
+    "and ending with a letter or digit"
+)
+DNS_SUBDOMAIN = (
+    "must be a lowercase RFC 1123 subdomain: at most 253 characters, a-z, 0-9, '-' and '.', "
+    "starting and ending with a letter or digit"
+)
+
+
+def is_dns_label(name: object) -> bool:
+    """A Namespace's name, for example."""
+    return isinstance(name, str) and len(name) <= 63 and _DNS_LABEL.fullmatch(name) is not None
+
+
+def is_dns_subdomain(name: object) -> bool:
+    """The name of most kinds: Nodes, Pods, custom resources."""
+    return isinstance(name, str) and len(name) <= 253 and _DNS_SUBDOMAIN.fullmatch(name) is not None
+
+
+# --- messages -----------------------------------------------------------------------------------
+
+
+def one_line(message: str) -> str:
+    """``message`` with every unprintable character escaped (``\\n``, ``\\x1b``): what a file
+    says is echoed in messages, and must neither break the line nor drive the terminal."""
+    if message.isprintable():
+        return message
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in message)
