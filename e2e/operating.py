@@ -11,7 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -106,16 +106,21 @@ class Operator:
 
 
 def start_operator(
-    kubeconfig: Path, log: Path, *, env: Mapping[str, str] | None = None
+    kubeconfig: Path,
+    log: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    args: Sequence[str] = (),
 ) -> Operator:
-    """``sharekeeper run`` as the kubeconfig's user; ``env`` adds to (or overrides) ours."""
+    """``sharekeeper run`` as the kubeconfig's user; ``env`` adds to (or overrides) ours, ``args``
+    to the command line."""
     liveness, metrics = controlplane.free_port(), controlplane.free_port()
     environment = {**os.environ, "KUBECONFIG": str(kubeconfig), **(env or {})}
     with log.open("ab") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "sharekeeper.cli", "run",
              f"--health-probe-bind-address=127.0.0.1:{liveness}",
-             f"--metrics-bind-address=127.0.0.1:{metrics}"],
+             f"--metrics-bind-address=127.0.0.1:{metrics}", *args],
             env=environment, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )  # fmt: skip
     return Operator(process, liveness, log, metrics)

@@ -53,6 +53,8 @@ ALLOWED = [
     Access("watch", "scheduling.volcano.sh", "podgroups"),
     Access("list", "metrics.k8s.io", "nodes"),
     Access("list", "metrics.k8s.io", "pods"),
+    *(Access(verb, "coordination.k8s.io", "leases", namespace="sharekeeper")
+      for verb in ("get", "create", "update")),
 ]  # fmt: skip
 # What a tenant who could borrow the operator's power would want, and the operator never does.
 # Patch on nodes is granted (annotations and taints) and RBAC cannot narrow it to fields, so the
@@ -86,6 +88,9 @@ DENIED = [
     Access("patch", "scheduling.volcano.sh", "podgroups"),
     Access("create", "events.k8s.io", "events", namespace="default"),  # core/v1 Events only
     Access("bind", "rbac.authorization.k8s.io", "clusterroles"),
+    # The Lease is the operator's own, in its own namespace: no other component's lease.
+    Access("update", "coordination.k8s.io", "leases", namespace="kube-system"),
+    Access("delete", "coordination.k8s.io", "leases", namespace="sharekeeper"),
     Access("impersonate", "", "users"),
 ]
 
@@ -128,6 +133,11 @@ def test_manifests_create_the_operator_objects(deployed: Cluster) -> None:
     # The kubelet probes, and Prometheus scrapes, the pod's IP: every interface.
     assert "--health-probe-bind-address=:8080" in container["args"]
     assert "--metrics-bind-address=:9090" in container["args"]
+    # Two replicas take turns through the Lease in the pod's own namespace.
+    assert deployment["spec"]["replicas"] == 2
+    assert "--leader-elect" in container["args"]
+    assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {
+        "apiVersion": "v1", "fieldPath": "metadata.namespace"}}} in container["env"]  # fmt: skip
 
 
 @pytest.mark.parametrize("access", ALLOWED, ids=str)

@@ -92,4 +92,28 @@ def test_run_hands_the_addresses_to_the_operator(monkeypatch: pytest.MonkeyPatch
     assert main(["run", "--health-probe-bind-address=127.0.0.1:18080", "--metrics-port=0"]) == 0
     assert started["probe_address"] == ("127.0.0.1", 18080)
     assert started["metrics_address"] is None
-    assert started["standalone"] is True
+    assert started["lease"] is None  # no leader election unless asked
+
+
+def test_leader_election_flags_become_lease_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: dict[str, Any] = {}
+    monkeypatch.setattr(operator, "run", lambda **arguments: started.update(arguments) or 0)
+    monkeypatch.setenv("POD_NAMESPACE", "platform")
+    timings = [
+        "--leader-elect-lease-duration=30",
+        "--leader-elect-renew-deadline=20",
+        "--leader-elect-retry-period=4",
+    ]
+    assert main(["run", "--leader-elect", *timings]) == 0
+    lease = started["lease"]
+    assert (lease.namespace, lease.name) == ("platform", "sharekeeper")
+    assert (lease.lease_seconds, lease.renew_deadline_seconds, lease.retry_seconds) == (30, 20, 4)
+    other: dict[str, Any] = {}
+    monkeypatch.setattr(operator, "run", lambda **arguments: other.update(arguments) or 0)
+    main(["run", "--leader-elect"])
+    assert other["lease"].identity != lease.identity  # every process is its own candidate
+
+
+def test_leader_election_timings_that_leave_no_time_to_stop_are_refused() -> None:
+    with pytest.raises(SystemExit, match="renew deadline < lease duration"):
+        main(["run", "--leader-elect", "--leader-elect-renew-deadline=20"])

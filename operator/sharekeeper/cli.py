@@ -8,14 +8,20 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from sharekeeper import __version__
+
+if TYPE_CHECKING:
+    from sharekeeper.cluster.leadership import LeaseSettings
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -23,11 +29,31 @@ def _run(args: argparse.Namespace) -> int:
     from sharekeeper.handlers import operator
 
     return operator.run(
-        standalone=not args.peering,
+        lease=_lease(args),
         probe_address=args.probe_address,
         metrics_address=args.metrics_address,
         verbose=args.verbose,
     )
+
+
+def _lease(args: argparse.Namespace) -> LeaseSettings | None:
+    from sharekeeper.cluster.leadership import LeaseSettings
+
+    if not args.leader_elect:
+        return None
+    # Unique per process, as client-go's: a restarted pod is a new candidate.
+    identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    try:
+        return LeaseSettings(
+            namespace=args.leader_elect_resource_namespace,
+            identity=identity,
+            name=args.leader_elect_resource_name,
+            lease_seconds=args.leader_elect_lease_duration,
+            renew_deadline_seconds=args.leader_elect_renew_deadline,
+            retry_seconds=args.leader_elect_retry_period,
+        )
+    except ValueError as error:
+        raise SystemExit(f"sharekeeper run: {error}") from None
 
 
 def _bind_address(text: str) -> tuple[str, int] | None:
@@ -108,10 +134,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run the operator against the current kubeconfig")
     run.add_argument(
-        "--peering",
+        "--leader-elect",
         action="store_true",
-        help="coordinate with other replicas through kopf peering (default: standalone)",
+        help="take turns with other replicas through a coordination.k8s.io Lease: only the "
+        "leader writes, evicts, throttles or taints (default: act alone)",
     )
+    run.add_argument(
+        "--leader-elect-resource-namespace",
+        default=os.environ.get("POD_NAMESPACE", "sharekeeper"),
+        metavar="NAMESPACE",
+        help="the Lease's namespace (default: $POD_NAMESPACE, else sharekeeper)",
+    )
+    run.add_argument(
+        "--leader-elect-resource-name", default="sharekeeper", metavar="NAME",
+        help="the Lease's name (default: sharekeeper)",
+    )  # fmt: skip
+    for flag, default, meaning in (
+        ("lease-duration", 15.0, "how long a candidate waits, after the leader's last renewal "
+                                 "it saw, before taking the Lease"),
+        ("renew-deadline", 10.0, "how long the leader keeps acting while it cannot renew"),
+        ("retry-period", 2.0, "how often the leader renews and a candidate tries"),
+    ):  # fmt: skip
+        run.add_argument(
+            f"--leader-elect-{flag}", type=float, default=default, metavar="SECONDS",
+            help=f"{meaning} (default: {default:g}s)",
+        )  # fmt: skip
     # In a pod the kubelet probes, and Prometheus scrapes, the pod's IP; anywhere else nothing
     # but this machine needs the probes and metrics, so they stay on loopback.
     host = "0.0.0.0" if "KUBERNETES_SERVICE_HOST" in os.environ else "127.0.0.1"

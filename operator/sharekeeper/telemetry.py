@@ -64,3 +64,11 @@ WATCH_SERVED = Gauge(
     "1 while a resource defined by a CRD (ours, Volcano's PodGroups) is served, 0 while not",
     ["resource"],
 )
+LEADER = Gauge(
+    "sharekeeper_leader",
+    "1 while this replica holds the leader Lease and acts; 0 while it only watches (always 1 "
+    "without --leader-elect)",
+)
+LEADERSHIP_TRANSITIONS = Counter(
+    "sharekeeper_leadership_acquired_total", "Times this replica became the leader"
+)

@@ -22,6 +22,8 @@ import kopf
 import prometheus_client
 from lightkube import AsyncClient
 
+from sharekeeper import telemetry
+from sharekeeper.cluster.leadership import Leadership, LeaseSettings
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.cluster.usage import MetricsApiUsage
 from sharekeeper.cluster.watching import ListWatch, Resource, Sink, WatchSettings, http_client
@@ -100,16 +102,29 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     watches = {r.name: ListWatch(http, r, sink, watch_settings) for r, sink in sinks.items()}
     tasks = [
         *(asyncio.create_task(w.run(), name=f"watch {name}") for name, w in watches.items()),
-        asyncio.create_task(recompute.run(), name="recompute"),
-        asyncio.create_task(qos_loop.run(), name="qos"),
         asyncio.create_task(_synced(watches.values(), recompute, qos_loop), name="sync"),
     ]
+    lease: LeaseSettings | None = memo.get("lease")
+    leadership = Leadership(client, lease) if lease is not None else None
+    if leadership is None:
+        telemetry.LEADER.set(1)
+        tasks += [
+            asyncio.create_task(recompute.run(), name="recompute"),
+            asyncio.create_task(qos_loop.run(), name="qos"),
+        ]
+    else:
+
+        async def lead() -> None:
+            await asyncio.gather(recompute.run(), qos_loop.run())
+
+        tasks.append(asyncio.create_task(leadership.run(lead), name="leadership"))
     memo["tasks"] = tasks
     probes = memo["probes"] = Probes(
         [t for t in tasks if t.get_name() != "sync"],
         watches,
         lambda: {"recomputeRounds": recompute.rounds, "qosChecks": qos_loop.checks},
         [recompute.health, qos_loop.health],
+        (lambda: leadership.leading) if leadership is not None else (lambda: True),
     )
     address: tuple[str, int] | None = memo.get("probe_address")
     if address is not None:
@@ -174,12 +189,13 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
 
 def run(
     *,
-    standalone: bool,
+    lease: LeaseSettings | None,
     probe_address: tuple[str, int] | None,
     metrics_address: tuple[str, int] | None,
     verbose: bool,
 ) -> int:
-    """The operator until it is stopped; ``None`` for an address leaves that server off."""
+    """The operator until it is stopped; ``None`` for an address leaves that server off, and
+    for ``lease`` means this replica acts alone, without leader election."""
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -190,5 +206,9 @@ def run(
     if metrics_address is not None:
         host, port = metrics_address
         prometheus_client.start_http_server(port, addr=host)
-    kopf.run(clusterwide=True, standalone=standalone, memo=kopf.Memo(probe_address=probe_address))
+    # kopf's own peering is not used: it pauses operators, it does not elect one (and kopf
+    # watches nothing here); the Lease above is how replicas take turns.
+    kopf.run(
+        clusterwide=True, standalone=True, memo=kopf.Memo(probe_address=probe_address, lease=lease)
+    )
     return 0

@@ -8,6 +8,8 @@
   lists are still missing. A replica that is not ready has computed nothing yet. A resource that
   is not served (a deleted CRD) has nothing to list and does not hold readiness back: the body
   names it under ``notServed`` (a cluster without the CRD is not fixed by another replica).
+  ``leader`` says whether this replica acts; one that waits for the Lease is ready too: it
+  keeps its store current so that it can take over within one round.
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ class Probes:
         watches: Mapping[str, ListWatch],
         counters: Callable[[], Mapping[str, int]],
         loops: Sequence[LoopHealth] = (),
+        leading: Callable[[], bool] = lambda: True,
     ) -> None:
         self._tasks = tasks
         self._watches = watches
         self._counters = counters
         self._loops = loops
+        self._leading = leading
         self._runner: web.AppRunner | None = None
 
     async def start(self, host: str, port: int) -> None:
@@ -61,5 +65,10 @@ class Probes:
         lists = {name: watch.synced.is_set() for name, watch in self._watches.items()}
         ready = all_synced(self._watches.values())
         not_served = [name for name, watch in self._watches.items() if not watch.served]
-        body: dict[str, Any] = {"ready": ready, "lists": lists, "notServed": not_served}
+        body: dict[str, Any] = {
+            "ready": ready,
+            "leader": self._leading(),
+            "lists": lists,
+            "notServed": not_served,
+        }
         return web.json_response(body, status=200 if ready else 503)

@@ -94,6 +94,7 @@ class QosLoop:
 
     async def run(self) -> None:
         await self.store_synced.wait()
+        self._statuses = Echoes()  # as in Recompute.run: a new term trusts only what it reads
         while True:
             started = time.monotonic()
             self.health.started()

@@ -125,6 +125,9 @@ class Recompute:
         # A round on a half-listed cluster would publish wrong numbers (and remove annotations
         # of nodes not listed yet): wait for every initial list.
         await self.store_synced.wait()
+        # Run again after leadership came back: another leader may have written since, so
+        # what we wrote in an earlier term says nothing about what the objects hold now.
+        self._statuses, self._annotations = Echoes(), Echoes()
         self._woken.set()  # the first round publishes whatever changed while we were away
         try:
             while True:
