@@ -180,27 +180,53 @@ def test_a_pod_of_a_namespace_the_queue_does_not_admit_is_not_charged_and_is_tol
         )
 
 
-def test_two_policies_selecting_one_queue_is_a_conflict(
+def what_shares_publishes(cluster: Cluster) -> str:
+    """Everything the policy "shares" of ``two_nodes_two_queues`` publishes, as JSON text."""
+    nodes = {
+        name: cluster.get("node", name)["metadata"].get("annotations", {}) for name in ("n1", "n2")
+    }
+    return json.dumps(
+        {
+            "policy": status(cluster, "schedulerpolicy", "shares"),
+            "queues": {name: status(cluster, "queue", name) for name in ("a", "b")},
+            "nodes": {
+                name: {k: v for k, v in annotations.items() if k.startswith("sharekeeper.io/")}
+                for name, annotations in nodes.items()
+            },
+        }
+    )
+
+
+def test_a_newer_policy_selecting_a_running_queue_changes_nothing_it_publishes(
     cluster_with: Cluster, operator: Operator
 ) -> None:
+    assert cluster_with.plane is not None
+    audit = cluster_with.plane.audit_log
     two_nodes_two_queues(cluster_with)
-    cluster_with.apply(
-        queue("a", labels={"team": "x"}),
-        policy(
-            "team-x",
-            queueSelector={"matchLabels": {"team": "x"}},
-            nodeSelector={"matchLabels": {"pool": "none"}},
-        ),
+    cluster_with.apply(queue("a", labels={"team": "x"}))
+    eventually(lambda: deserved(cluster_with, "a") == ("4", "16Gi"))
+    time.sleep(3)  # let the last round settle; the next policy is then created seconds later
+    before = what_shares_publishes(cluster_with)
+    writes_before = len(operator_writes(audit))
+    # Its name sorts before "shares": only its creationTimestamp makes it the newer.
+    cluster_with.apply(policy("mistaken", queueSelector={"matchLabels": {"team": "x"}}))
+    found = eventually(
+        lambda: true_condition(cluster_with, "schedulerpolicy", "mistaken", "Overlapping")
     )
-    found = eventually(lambda: true_condition(cluster_with, "queue", "a", "Conflict"))
-    assert found is not None
-    assert found["status"] == "True"
-    assert "shares" in found["message"]
-    assert "team-x" in found["message"]
-    a = status(cluster_with, "queue", "a")
-    assert "policy" not in a, "a conflicting queue is left out, not guessed"
-    # b is still governed, and now alone under its policy.
-    eventually(lambda: deserved(cluster_with, "b") == ("16", "64Gi"))
+    assert found["message"] == (
+        "queue a is kept by older policy shares; node n1 is kept by older policy shares; "
+        "node n2 is kept by older policy shares"
+    )
+    mistaken = status(cluster_with, "schedulerpolicy", "mistaken")
+    assert (mistaken["queues"], mistaken["nodes"]) == (0, 0)
+    time.sleep(3)  # several debounce windows: any write would have happened by now
+    assert what_shares_publishes(cluster_with) == before
+    touched = [
+        write
+        for write in operator_writes(audit)[writes_before:]
+        if write.get("objectRef", {}).get("name") in {"shares", "a", "b", "n1", "n2"}
+    ]
+    assert describe_writes(touched) == []
 
 
 def test_restart_on_an_unchanged_cluster_writes_nothing(
@@ -291,18 +317,27 @@ def test_the_operator_publishes_what_simulate_prints(
     eventually(lambda: comparable(published()) == comparable(expected), timeout=30)
 
 
-def test_a_resolved_conflict_turns_false_and_the_queue_is_governed_again(
+def test_deleting_the_older_policy_hands_its_queue_and_nodes_to_the_newer(
     cluster_with: Cluster, operator: Operator
 ) -> None:
     two_nodes_two_queues(cluster_with)
-    cluster_with.apply(
-        queue("a", labels={"team": "x"}),
-        policy("team-x", queueSelector={"matchLabels": {"team": "x"}},
-               nodeSelector={"matchLabels": {"pool": "none"}}),
-    )  # fmt: skip
-    eventually(lambda: true_condition(cluster_with, "queue", "a", "Conflict"))
-    cluster_with.kubectl("delete", "schedulerpolicy", "team-x")
+    cluster_with.apply(queue("a", labels={"team": "x"}))
     eventually(lambda: deserved(cluster_with, "a") == ("4", "16Gi"))
-    cleared = condition(cluster_with, "queue", "a", "Conflict")
+    time.sleep(1.5)  # creationTimestamp counts seconds: the next policy must be the newer
+    cluster_with.apply(policy("mistaken", queueSelector={"matchLabels": {"team": "x"}}))
+    eventually(lambda: true_condition(cluster_with, "schedulerpolicy", "mistaken", "Overlapping"))
+    assert deserved(cluster_with, "a") == ("4", "16Gi")
+    cluster_with.kubectl("delete", "schedulerpolicy", "shares")
+    # a alone under "mistaken", which now has both nodes: its whole request, 16 cpu / 64Gi.
+    eventually(lambda: deserved(cluster_with, "a") == ("16", "64Gi"))
+    assert status(cluster_with, "queue", "a")["policy"] == "mistaken"
+    assert true_condition(cluster_with, "queue", "b", "NoPolicy") is not None
+    cleared = condition(cluster_with, "schedulerpolicy", "mistaken", "Overlapping")
     assert cleared is not None
-    assert (cleared["status"], cleared["reason"]) == ("False", "SinglePolicy")
+    assert (cleared["status"], cleared["reason"]) == ("False", "KeepsAllSelected")
+    eventually(
+        lambda: (
+            cluster_with.get("node", "n1")["metadata"]["annotations"]["sharekeeper.io/policy"]
+            == "mistaken"
+        )
+    )

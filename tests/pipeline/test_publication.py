@@ -51,15 +51,18 @@ def test_a_job_that_fits_is_admissible_and_no_job_means_no_condition() -> None:
     assert enqueueable(result, "b") is None
 
 
-def test_nodes_of_no_single_policy_carry_no_annotations() -> None:
+def test_a_node_two_policies_select_carries_the_older_ones_annotations() -> None:
+    gpu, everything = policy("gpu", node_labels={"pool": "gpu"}), policy("all")
+    gpu["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    everything["metadata"]["creationTimestamp"] = "2026-01-02T00:00:00Z"
     result = published(
-        policy("gpu", node_labels={"pool": "gpu"}),
-        policy("all"),
+        gpu,
+        everything,
         node("shared", labels={"pool": "gpu"}, cpu=8, memory="8Gi"),
         node("plain", cpu=8, memory="8Gi"),
         queue("a"),
     )
-    assert result.nodes["shared"] == {}, "claimed by two policies: nothing is guessed"
+    assert result.nodes["shared"]["sharekeeper.io/policy"] == "gpu", "older than all"
     assert result.nodes["plain"]["sharekeeper.io/policy"] == "all"
     assert json.loads(result.nodes["plain"]["sharekeeper.io/overcommit-factors"]) == {
         "cpu": 1.2,

@@ -71,11 +71,11 @@ def test_transition_time_moves_only_when_status_changes() -> None:
 
 
 def test_events_for_conditions_that_became_true_only() -> None:
-    current = [condition("Overused", "False"), condition("Conflict", "True")]
+    current = [condition("Overused", "False"), condition("NoPolicy", "True")]
     desired = [
         condition("Overused", "True"),
-        condition("Conflict", "True"),
+        condition("NoPolicy", "True"),
         condition("Ready", "True"),
     ]
-    changes = transitions(current, desired, {"Overused", "Conflict"})
+    changes = transitions(current, desired, {"Overused", "NoPolicy"})
     assert [change.type for change in changes] == ["Overused"]

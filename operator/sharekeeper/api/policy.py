@@ -35,6 +35,7 @@ from sharekeeper.engine.selectors import MATCH_ALL
 from sharekeeper.engine.shares import PolicyShare, PolicySnapshot, Sharing
 from sharekeeper.engine.shares.snapshot import PolicyName
 from sharekeeper.model.conditions import condition
+from sharekeeper.model.objects import timestamp_at
 from sharekeeper.model.quantities import CPU, MEMORY, format_resources, to_internal
 from sharekeeper.model.records import PolicySpec
 
@@ -177,7 +178,9 @@ class SchedulerPolicyStatus(ApiModel):
     last_computed: DateTime | None = Field(None, description="When the status was last computed.")
     conditions: Conditions | None = Field(
         None,
-        description="Latest observations, Ready, Invalid, Overlapping, GuaranteeUnsatisfiable.",
+        description="Latest observations: Ready, Invalid, GuaranteeUnsatisfiable, and "
+        "Overlapping (an older SchedulerPolicy keeps some of the queues or nodes this one "
+        "selects).",
     )
 
 
@@ -230,6 +233,7 @@ def policy_spec(obj: Mapping[str, Any]) -> PolicySpec:
             elastic_order=sharing.elastic_order,
             reshuffle_seconds=sharing.reshuffle_seconds,
         ),
+        created_seconds=timestamp_at(obj, "metadata.creationTimestamp"),
     )
     proportional = spec.proportional
     nodes = NodePolicy(
@@ -265,7 +269,11 @@ def overcommit_section(result: OvercommitResult) -> dict[str, Any]:
 
 _CLEAR = {
     "GuaranteeUnsatisfiable": ("GuaranteesFit", "the guarantees fit in the policy's nodes"),
-    "Overlapping": ("NoOverlap", "no other SchedulerPolicy selects this policy's queues or nodes"),
+    # Worded to hold for the older of two overlapping policies too: its status must not change.
+    "Overlapping": (
+        "KeepsAllSelected",
+        "no older SchedulerPolicy keeps a queue or node this policy selects",
+    ),
 }
 """Conditions a policy always carries, False (with this reason) while they do not hold."""
 

@@ -155,7 +155,7 @@ class QueueStatus(ApiModel):
     conditions: Conditions | None = Field(
         None,
         description="Latest observations: Ready, Overused, GuaranteeUnsatisfiable, NoPolicy, "
-        "Conflict, Enqueueable, Invalid.",
+        "Enqueueable, Invalid.",
     )
 
 
@@ -225,8 +225,7 @@ def share_text(share: float) -> str:
 # Conditions a queue always carries: False (with the reason below) while they do not hold, so a
 # person sees them clear rather than vanish.
 _CLEAR = {
-    "NoPolicy": ("Governed", "exactly one SchedulerPolicy selects this queue"),
-    "Conflict": ("SinglePolicy", "no other SchedulerPolicy selects this queue"),
+    "NoPolicy": ("Governed", "a SchedulerPolicy selects this queue"),
     "GuaranteeUnsatisfiable": ("GuaranteesFit", "the guarantees fit in the policy's nodes"),
     "NamespaceNotAdmitted": (
         "NamespacesAdmitted",

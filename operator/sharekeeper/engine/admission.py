@@ -10,8 +10,9 @@ snapshot, so the operator and ``simulate`` publish the same numbers:
 - on demand (``placements``), per pending pod without accelerators: the nodes the proportional
   predicate lets it onto.
 
-A node claimed by two policies, or by none, gets nothing: its annotations are removed rather
-than guessed. Complexity: O(policies · nodes + PodGroups); no pod is visited.
+A node selected by several policies belongs to the oldest (``governance``); one selected by
+none gets nothing: its annotations are removed. Complexity: O(policies · nodes + PodGroups); no
+pod is visited.
 """
 
 from __future__ import annotations

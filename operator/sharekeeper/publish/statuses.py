@@ -23,10 +23,8 @@ from sharekeeper.publish.diffing import (
 Kind = Literal["Queue", "SchedulerPolicy", "NodeQosEnsurancePolicy"]
 
 # Conditions whose turning True deserves an Event on the object.
-QUEUE_EVENTS = {
-    "Overused", "GuaranteeUnsatisfiable", "Conflict", "Invalid", "NoPolicy", "NamespaceNotAdmitted"
-}  # fmt: skip
-POLICY_EVENTS = {"GuaranteeUnsatisfiable", "Overlapping", "Conflict", "Invalid"}
+QUEUE_EVENTS = {"Overused", "GuaranteeUnsatisfiable", "Invalid", "NoPolicy", "NamespaceNotAdmitted"}
+POLICY_EVENTS = {"GuaranteeUnsatisfiable", "Overlapping", "Invalid"}
 
 
 @dataclass(frozen=True, slots=True)

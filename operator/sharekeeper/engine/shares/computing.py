@@ -2,7 +2,7 @@
 
 Steps (each policy is independent of the others):
 
-1. governance: which policy owns which queues and nodes (conflicts are reported, not guessed);
+1. governance: which policy owns which queues and nodes (the oldest of those that select one);
 2. accounting: every queue's allocated, request, inqueue and elastic from the pod totals and
    PodGroups;
 3. per policy: the dense problem over its queues (sorted by name) and dimensions, then the
@@ -39,7 +39,7 @@ from sharekeeper.engine.shares.accounting import (
 )
 from sharekeeper.engine.shares.capacity import capacity_deserved
 from sharekeeper.engine.shares.common import ShareProblem, dominant_shares
-from sharekeeper.engine.shares.governance import governance
+from sharekeeper.engine.shares.governance import governance, withheld_message
 from sharekeeper.engine.shares.guarantee_quota import guarantee_quota_deserved, random_order
 from sharekeeper.engine.shares.proportion import proportion_deserved
 from sharekeeper.engine.shares.proportion_optimize import proportion_optimize_deserved
@@ -79,33 +79,18 @@ def deserved_shares(snapshot: ShareSnapshot) -> ShareResult:
         ]
         nodes = [node for node in snapshot.nodes if node_owners.owner.get(node.name) == policy.name]
         shares, summary = _policy_shares(snapshot, policy, governed, nodes, accounting.usage)
-        overlapping = sorted(
-            f"{kind} {name} is also selected by {', '.join(p for p in owners if p != policy.name)}"
-            for kind, contested in (
-                ("queue", queue_owners.contested),
-                ("node", node_owners.contested),
-            )
-            for name, owners in contested.items()
-            if policy.name in owners
-        )
-        policies[policy.name] = PolicyShare(
-            nodes=summary.nodes,
-            queues=summary.queues,
-            total=summary.total,
-            total_guarantee=summary.total_guarantee,
-            reasons=summary.reasons + tuple(Reason("Overlapping", text) for text in overlapping),
-        )
+        withheld_queues = queue_owners.withheld.get(policy.name, {})
+        withheld_nodes = node_owners.withheld.get(policy.name, {})
+        if withheld_queues or withheld_nodes:
+            overlapping = Reason("Overlapping", withheld_message(withheld_queues, withheld_nodes))
+            summary = replace(summary, reasons=(*summary.reasons, overlapping))
+        policies[policy.name] = summary
         results.update(shares)
-    # 4. Queues without exactly one policy.
+    # 4. Queues no policy selects.
+    no_policy = Reason("NoPolicy", "no SchedulerPolicy selects this queue")
     for name, queue in sorted(queues.items()):
-        if name in results:
-            continue
-        if name in queue_owners.contested:
-            owners = ", ".join(queue_owners.contested[name])
-            reason = Reason("Conflict", f"selected by several policies: {owners}")
-        else:
-            reason = Reason("NoPolicy", "no SchedulerPolicy selects this queue")
-        results[name] = _ungoverned(queue, accounting.usage.get(name, NO_USAGE), reason)
+        if name not in results:
+            results[name] = _ungoverned(queue, accounting.usage.get(name, NO_USAGE), no_policy)
     for name, counts in accounting.refused.items():
         results[name] = replace(results[name], reasons=(*results[name].reasons, refusal(counts)))
     return ShareResult(

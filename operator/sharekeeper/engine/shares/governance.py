@@ -1,26 +1,32 @@
 """Which SchedulerPolicy governs which queues and nodes.
 
-A queue or node matched by exactly one policy belongs to it. One matched by several belongs to
-none of them (guessing would silently move resources between policies) and is reported, as is
-a queue matched by none. Complexity: O(policies · (queues + nodes)).
+A queue or node matched by several policies stays with the oldest of them (creationTimestamp,
+then name): a policy created later never takes anything from a running one, so nothing that
+one publishes changes. Each newer policy learns what it was refused. Complexity:
+O(policies · (queues + nodes)).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Literal
 
 from sharekeeper.engine.selectors import LabelSelector
 from sharekeeper.engine.shares.snapshot import PolicyName, PolicySnapshot
 
+NAMED_AT_MOST = 5
+"""How many withheld queues and nodes an Overlapping message names; the rest are counted (a
+mistaken policy may select 10,000 queues)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Governance:
     owner: Mapping[str, PolicyName]
-    """Object name -> its only matching policy."""
-    contested: Mapping[str, tuple[PolicyName, ...]]
-    """Object name -> the (sorted) policies that all match it."""
+    """Object name -> the oldest policy that matches it."""
+    withheld: Mapping[PolicyName, Mapping[str, PolicyName]]
+    """Policy -> object it matches that an older policy keeps -> that older policy."""
 
 
 def governance(
@@ -30,11 +36,10 @@ def governance(
 ) -> Governance:
     """``selector_of``: ``"queue"`` or ``"node"``, which selector of each policy applies."""
     owner: dict[str, PolicyName] = {}
-    contested: dict[str, tuple[PolicyName, ...]] = {}
-    ordered = sorted(policies, key=lambda policy: policy.name)
-    selectors = [(policy.name, _selector(policy, selector_of)) for policy in ordered]
+    withheld: dict[PolicyName, dict[str, PolicyName]] = {}
+    selectors = [(p.name, _selector(p, selector_of)) for p in sorted(policies, key=_seniority)]
     everywhere = tuple(name for name, selector in selectors if selector.empty)
-    picky = [(name, selector) for name, selector in selectors if not selector.empty]
+    picky = any(not selector.empty for _, selector in selectors)
     for name, labels in labels_by_name.items():
         matching = everywhere
         if picky:
@@ -43,11 +48,38 @@ def governance(
                 for policy, selector in selectors
                 if selector.empty or selector.matches(labels)
             )
-        if len(matching) == 1:
-            owner[name] = matching[0]
-        elif matching:
-            contested[name] = matching
-    return Governance(owner, contested)
+        if not matching:
+            continue
+        oldest, *newer = matching
+        owner[name] = oldest
+        for policy in newer:
+            withheld.setdefault(policy, {})[name] = oldest
+    return Governance(owner, withheld)
+
+
+def _seniority(policy: PolicySnapshot) -> tuple[float, str]:
+    """Sort key of policies: the older first, then by name."""
+    return policy.created_seconds, policy.name
+
+
+def withheld_message(queues: Mapping[str, PolicyName], nodes: Mapping[str, PolicyName]) -> str:
+    """``"queue q is kept by older policy a; node n1 is kept by older policy a"``: the first few
+    queues, then nodes, by name, and how many in all when there are more."""
+    withheld = (
+        f"{kind} {name} is kept by older policy {older}"
+        for kind, found in (("queue", queues), ("node", nodes))
+        for name, older in sorted(found.items())
+    )
+    text = "; ".join(islice(withheld, NAMED_AT_MOST))
+    more = len(queues) + len(nodes) - NAMED_AT_MOST
+    if more > 0:
+        counts = f"{_count(len(queues), 'queue')} and {_count(len(nodes), 'node')} in all"
+        text += f"; and {more} more ({counts})"
+    return text
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _selector(policy: PolicySnapshot, selector_of: Literal["queue", "node"]) -> LabelSelector:

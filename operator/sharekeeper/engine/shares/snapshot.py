@@ -44,6 +44,9 @@ class PolicySnapshot:
     queue_selector: LabelSelector = MATCH_ALL
     node_selector: LabelSelector = MATCH_ALL
     sharing: Sharing = Sharing()
+    created_seconds: float = 0.0
+    """Creation time (Unix seconds; 0 when unknown): of several policies that select a queue or
+    node, the oldest keeps it (``governance``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +172,6 @@ class ShareSnapshot:
 
 ReasonKind = Literal[
     "NoPolicy",
-    "Conflict",
     "GuaranteeUnsatisfiable",
     "UnknownQueue",
     "Overlapping",
