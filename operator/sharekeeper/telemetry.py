@@ -72,3 +72,7 @@ LEADER = Gauge(
 LEADERSHIP_TRANSITIONS = Counter(
     "sharekeeper_leadership_acquired_total", "Times this replica became the leader"
 )
+USAGE_AVAILABLE = Gauge(
+    "sharekeeper_usage_available",
+    "1 when the last QoS check could read usage from metrics.k8s.io, 0 when it could not",
+)

@@ -6,12 +6,15 @@ The cluster is examples/qos-check.yaml: worker-1 at 6.5 cores against a 6-core e
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from sharekeeper.cluster.store import ClusterStore
+from sharekeeper.cluster.usage import UsageUnavailable
 from sharekeeper.engine.qos import Outcome, QosAction
 from sharekeeper.loops.qos import QosLoop
 from sharekeeper.model.records import OwnRecord
@@ -171,3 +174,35 @@ def test_a_failing_check_marks_the_policy_stale_until_a_check_succeeds() -> None
     asyncio.run(scenario())
     types = {c["type"] for c in recorder.statuses["cpu-guard"]["conditions"]}
     assert "Stale" not in types
+
+
+def test_usage_unavailable_is_said_once_and_no_policy_needs_no_usage(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Found: without metrics-server, or without any policy, a warning every 10 s."""
+
+    class NoMetricsServer(Usage):
+        asked = 0
+
+        async def node_metrics(self) -> list[dict[str, Any]]:
+            self.asked += 1
+            raise UsageUnavailable("metrics.k8s.io is not served")
+
+    docs = example()
+    recorder = Recorder()
+    loop = loop_for(docs, recorder)
+    usage = NoMetricsServer(docs)
+    loop.usage = usage
+    with caplog.at_level(logging.INFO, logger="sharekeeper.loops.qos"):
+        for _ in range(3):
+            asyncio.run(loop.check())
+    assert [r.getMessage() for r in caplog.records if "usage unavailable" in r.getMessage()] == [
+        "usage unavailable, nothing is acted on: metrics.k8s.io is not served"
+    ]
+    ready = next(c for c in recorder.statuses["cpu-guard"]["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "MetricsUnavailable")
+
+    loop.store.qos_policies.records.clear()
+    asked = usage.asked
+    asyncio.run(loop.check())
+    assert usage.asked == asked, "no policy: usage is not read at all"

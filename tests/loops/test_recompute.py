@@ -7,12 +7,13 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
-from builders import node, pod, policy, queue
+from builders import node, pod, policy, queue, shares
 from sharekeeper.api.policy import policy_spec
 from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.cluster.store import ClusterStore
-from sharekeeper.loops.recompute import LoopSettings, Recompute
+from sharekeeper.loops.recompute import LoopSettings, QueueSeries, Recompute
 from sharekeeper.model.records import OwnRecord
 from sharekeeper.publish.diffing import Json, Transition
 from sharekeeper.publish.statuses import Kind
@@ -289,3 +290,20 @@ def test_each_pod_naming_a_queue_that_does_not_admit_its_namespace_is_told_once(
         assert status["request"] == {"cpu": "1"}
 
     asyncio.run(scenario())
+
+
+def test_the_series_of_a_deleted_queue_are_removed() -> None:
+    """Found: a deleted queue kept reporting its last deserved share until a restart."""
+
+    def deserved_cpu(queue_name: str) -> float | None:
+        labels = {"queue": queue_name, "resource": "cpu"}
+        return REGISTRY.get_sample_value("sharekeeper_queue_deserved", labels)
+
+    series = QueueSeries()
+    cluster_objects = [policy("all"), node("n1", cpu="8"), pod("p", "gone", cpu="4")]
+    series.export(shares(*cluster_objects, queue("kept"), queue("gone")))
+    assert deserved_cpu("gone") == 4.0
+    series.export(shares(*cluster_objects, queue("kept")))
+    assert deserved_cpu("gone") is None
+    assert REGISTRY.get_sample_value("sharekeeper_queue_share", {"queue": "gone"}) is None
+    assert REGISTRY.get_sample_value("sharekeeper_queue_share", {"queue": "kept"}) is not None

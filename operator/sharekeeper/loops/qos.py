@@ -88,6 +88,8 @@ class QosLoop:
     store_synced: asyncio.Event = field(default_factory=asyncio.Event)
     """Set by the owner once every initial list is in the store."""
     health: LoopHealth = field(init=False)
+    _unavailable: str | None = field(default=None, init=False)
+    """Why usage could not be read at the last check, if it could not."""
 
     def __post_init__(self) -> None:
         self.health = LoopHealth("qos", self._interval)
@@ -142,14 +144,19 @@ class QosLoop:
         # 1. Usage, all at once; unavailable usage is a fact the engine handles, not a crash.
         node_metrics: list[dict[str, Any]] | None = None
         pod_metrics: list[dict[str, Any]] | None = None
-        reading = time.perf_counter()
-        try:
-            node_metrics = await self.usage.node_metrics()
-            pod_metrics = await self.usage.pod_metrics()
-        except UsageUnavailable as problem:
-            logger.warning("usage unavailable: %s", problem)
-            node_metrics = pod_metrics = None
-        telemetry.QOS_USAGE_SECONDS.observe(time.perf_counter() - reading)
+        #    Without a policy nothing needs usage (the check still clears what deleted
+        #    policies left on nodes), and a cluster without metrics-server is no news then.
+        if policies:
+            reading = time.perf_counter()
+            try:
+                node_metrics = await self.usage.node_metrics()
+                pod_metrics = await self.usage.pod_metrics()
+            except UsageUnavailable as problem:
+                node_metrics = pod_metrics = None
+                self._usage_problem(str(problem))
+            else:
+                self._usage_problem(None)
+            telemetry.QOS_USAGE_SECONDS.observe(time.perf_counter() - reading)
         # 2. The engine, per node, from the state persisted in the policies' status: on the
         #    records read on arrival, copied here (the watches keep changing the store), in a
         #    worker thread so the event loop keeps serving watches and probes.
@@ -173,6 +180,18 @@ class QosLoop:
         self.checks += 1
         telemetry.QOS_CHECK_SECONDS.observe(time.perf_counter() - started)
         return check
+
+    def _usage_problem(self, problem: str | None) -> None:
+        """Say it once when usage becomes unavailable, and once when it is back; the policies'
+        Ready condition (MetricsUnavailable) and ``sharekeeper_usage_available`` say it all
+        along."""
+        if problem != self._unavailable:
+            if problem is not None:
+                logger.warning("usage unavailable, nothing is acted on: %s", problem)
+            else:
+                logger.info("usage available again")
+        self._unavailable = problem
+        telemetry.USAGE_AVAILABLE.set(0 if problem is not None else 1)
 
     def _with_written(self, record: OwnRecord[Obj]) -> OwnRecord[Obj]:
         status = self._statuses.current(record.name, record.status)

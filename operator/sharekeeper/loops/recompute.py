@@ -91,6 +91,7 @@ class Recompute:
             self._send, self._retry_later
         )
         self.rounds = 0
+        self._series = QueueSeries()
         self._refused: Mapping[QueueName, Mapping[str, int]] = {}
         self._told: set[tuple[PodKey, str]] = set()
         self._telling: set[asyncio.Task[None]] = set()
@@ -206,8 +207,9 @@ class Recompute:
         #    the objects hold (or what we just wrote to them), in a worker thread, so that watches
         #    and the probes stay served while thousands of queues compute.
         decided = await asyncio.to_thread(
-            _decide, snapshot, node_policies(policies_now), queues, policies, nodes, stamp=stamp
-        )
+            _decide, snapshot, node_policies(policies_now), queues, policies, nodes,
+            series=self._series, stamp=stamp,
+        )  # fmt: skip
         telemetry.RECOMPUTE_SECONDS.observe(time.perf_counter() - started)
         # 3. The writes, sent while the next round may already compute; a queue whose spec
         #    just changed first (someone is looking at it).
@@ -303,35 +305,51 @@ def _decide(
     policies: list[OwnRecord[Any]],
     nodes: list[NodeRecord],
     *,
+    series: QueueSeries,
     stamp: str,
 ) -> Decision:
     published = publication(snapshot, policies_by_name)
     statuses = queue_writes(queues, published.queues, now=stamp)
     statuses += policy_writes(policies, published.policies, now=stamp)
     annotations = annotation_writes(nodes, published.nodes, SHARE_ANNOTATIONS)
-    _export_metrics(published.shares)
+    series.export(published.shares)
     return Decision(published, statuses, annotations)
 
 
-_EXPORTED: dict[tuple[str, ...], float] = {}
-"""The value each queue series was last set to: at 10,000 queues, looking up a series costs
-more than comparing, and most values do not change from round to round."""
+SeriesKey = tuple[Any, tuple[str, ...]]
+"""A gauge and the labels of one of its series after the queue's name."""
 
 
-def _export_metrics(result: ShareResult) -> None:
-    for name, share in result.queues.items():
-        _set_amounts(telemetry.QUEUE_DESERVED, "deserved", name, share.deserved)
-        _set_amounts(telemetry.QUEUE_ALLOCATED, "allocated", name, share.allocated)
-        _set(telemetry.QUEUE_SHARE, ("share", name), float(share.share))
-        _set(telemetry.QUEUE_OVERUSED, ("overused", name), 1 if share.overused else 0)
+class QueueSeries:
+    """The per-queue Prometheus series: set only when a value changed (at 10,000 queues,
+    looking a series up costs more than comparing, and most values do not change from round to
+    round), and removed when their queue (or a resource of it) is gone, so a deleted queue does
+    not report its last value forever."""
 
+    def __init__(self) -> None:
+        self._values: dict[str, dict[SeriesKey, float]] = {}
 
-def _set_amounts(gauge: Any, series: str, queue: str, amounts: Mapping[str, int]) -> None:
-    for resource, amount in amounts.items():
-        _set(gauge, (series, queue, resource), amount / scale(resource))
-
-
-def _set(gauge: Any, key: tuple[str, ...], value: float) -> None:
-    if _EXPORTED.get(key) != value:
-        gauge.labels(*key[1:]).set(value)
-        _EXPORTED[key] = value
+    def export(self, result: ShareResult) -> None:
+        for gone in self._values.keys() - result.queues.keys():
+            for gauge, labels in self._values.pop(gone):
+                gauge.remove(gone, *labels)
+        for name, share in result.queues.items():
+            wanted: dict[SeriesKey, float] = {
+                (telemetry.QUEUE_SHARE, ()): float(share.share),
+                (telemetry.QUEUE_OVERUSED, ()): 1 if share.overused else 0,
+            }
+            for gauge, amounts in (
+                (telemetry.QUEUE_DESERVED, share.deserved),
+                (telemetry.QUEUE_ALLOCATED, share.allocated),
+            ):
+                for resource, amount in amounts.items():
+                    wanted[(gauge, (resource,))] = amount / scale(resource)
+            exported = self._values.get(name)
+            if exported == wanted:
+                continue
+            for key in (exported or {}).keys() - wanted.keys():
+                key[0].remove(name, *key[1])
+            for key, value in wanted.items():
+                if exported is None or exported.get(key) != value:
+                    key[0].labels(name, *key[1]).set(value)
+            self._values[name] = wanted
