@@ -39,7 +39,7 @@ from bench_operator import Workload  # noqa: E402
 from bench_shares import best_seconds  # noqa: E402
 from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs  # noqa: E402
 from sharekeeper.cluster.store import ClusterStore  # noqa: E402
-from sharekeeper.loops.recompute import Decision, _decide  # noqa: E402
+from sharekeeper.loops.recompute import Decision, QueueSeries, _decide  # noqa: E402
 from sharekeeper.pipeline.qos import cluster_check  # noqa: E402
 
 STAMP = "2026-01-01T00:00:00Z"
@@ -67,13 +67,18 @@ def objects(workload: Workload) -> list[dict[str, Any]]:
     return built
 
 
+SERIES = QueueSeries()
+
+
 def one_round(store: ClusterStore) -> Decision:
     queues, policies = store.queues.sorted_records(), store.policies.sorted_records()
     snapshot = share_snapshot(
         store, specs(queues), [spec.shares for spec in specs(policies)], now_seconds=0.0
     )
     nodes = store.nodes.sorted_records()
-    return _decide(snapshot, node_policies(policies), queues, policies, nodes, stamp=STAMP)
+    return _decide(
+        snapshot, node_policies(policies), queues, policies, nodes, series=SERIES, stamp=STAMP
+    )
 
 
 def published(store: ClusterStore, decision: Decision) -> None:
