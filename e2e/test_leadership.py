@@ -47,9 +47,16 @@ def ready(replica: Operator) -> bool:
 def two_replicas(kubeconfig: Path, tmp_path: Path) -> tuple[Operator, Operator]:
     """The first to start leads (once it found no live holder); the second waits, ready."""
     first = start_operator(kubeconfig, tmp_path / "first.log", args=LEADER_ELECTION)
-    eventually(lambda: leading(first), timeout=30)
-    second = start_operator(kubeconfig, tmp_path / "second.log", args=LEADER_ELECTION)
-    eventually(lambda: ready(second), timeout=30)
+    second: Operator | None = None
+    try:
+        eventually(lambda: leading(first), timeout=30)
+        second = start_operator(kubeconfig, tmp_path / "second.log", args=LEADER_ELECTION)
+        eventually(lambda: ready(second), timeout=30)
+    except BaseException:
+        for replica in (first, second):
+            if replica is not None:
+                replica.stop(signal.SIGKILL)
+        raise
     return first, second
 
 
