@@ -1,5 +1,6 @@
-"""Faults for e2e tests: a TCP proxy that breaks the way networks do, etcd compaction, and a raw
-watch to see what the API server answers.
+"""Faults for e2e tests: a TCP proxy that breaks the way networks do, an admission webhook that
+refuses writes, etcd compaction, and raw requests and watches to see what the API server
+answers.
 
 The proxy sits between a client (the operator) and the API server on 127.0.0.1 and copies bytes
 both ways without reading them, so TLS passes through untouched: the API server's certificate is
@@ -9,6 +10,9 @@ for 127.0.0.1, which the proxy's address is too. It can
 - ``hold()``: accept connections but forward nothing, in either direction (a stalled network or
   an overloaded API server), so a request in flight neither completes nor fails;
 - ``resume()``: forward again; held bytes and held connections go through.
+
+Individual requests cannot be failed in a TLS stream the proxy does not read: a
+``RefusingWebhook`` makes the API server itself refuse some writes, with a 500.
 """
 
 from __future__ import annotations
@@ -16,18 +20,24 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import random
 import socket
 import ssl
 import struct
 import threading
 import urllib.request
 from collections.abc import Generator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import controlplane
+
+if TYPE_CHECKING:
+    from clusters import Cluster
 
 Mode = Literal["forwarding", "holding", "refusing"]
 
@@ -246,3 +256,175 @@ def watch_events(
         while line := response.readline():
             event: dict[str, Any] = json.loads(line)
             yield event
+
+
+# --- the API server's own answers ---------------------------------------------------------
+
+
+def api_call(
+    kubeconfig: Path, method: str, path: str, body: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One request as the kubeconfig's user (a token), a body being a merge patch; returns the
+    decoded answer. Quicker and more precise to time than kubectl."""
+    config = json.loads(kubeconfig.read_text())
+    cluster = config["clusters"][0]["cluster"]
+    token = config["users"][0]["user"]["token"]
+    context = ssl.create_default_context(cafile=cluster["certificate-authority"])
+    request = urllib.request.Request(
+        f"{cluster['server']}{path}",
+        data=None if body is None else json.dumps(body).encode(),
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/merge-patch+json",
+        },
+        method=method,
+    )
+    with urllib.request.urlopen(request, timeout=30, context=context) as response:
+        answer: dict[str, Any] = json.loads(response.read())
+    return answer
+
+
+# --- writes refused by an admission webhook ----------------------------------------------
+
+
+WEBHOOK_CONFIGURATION = "sharekeeper-e2e-refusals"
+
+
+@dataclass(frozen=True)
+class Review:
+    """One write the webhook was asked about, and whether it refused it."""
+
+    resource: str  # e.g. "queues/status", "nodes"
+    name: str
+    refused: bool
+
+
+class RefusingWebhook:
+    """A validating admission webhook that refuses a ``fraction`` of the writes it is asked about
+    with 500, as an API server failing inside answers.
+
+    kube-apiserver passes a denial's own code on to the client when it is 400 or more, with the
+    webhook's message: the writer gets a real API server's 500, with a Status body, on a real
+    request path. Entering the ``with`` block registers it for status writes of our Queues and
+    SchedulerPolicies and for Node updates, by ``user`` only (a CEL ``matchConditions``), so
+    that everyone else's writes pass untouched; leaving the block unregisters it. Which writes
+    are refused is decided by a seeded random sequence.
+    """
+
+    def __init__(self, cluster: Cluster, workdir: Path, *, user: str, fraction: float) -> None:
+        self._cluster = cluster
+        self._user = user
+        self._fraction = fraction
+        self._random = random.Random(11)
+        self._lock = threading.Lock()
+        self._reviews: list[Review] = []
+        workdir.mkdir(parents=True, exist_ok=True)
+        self._ca, ca_key = controlplane.openssl_ca(workdir, "webhook-ca")
+        cert, key = controlplane.openssl_cert(
+            workdir, "webhook", (self._ca, ca_key), usage="serverAuth", hosts=("127.0.0.1",)
+        )
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(cert, key)
+        self._server = _ReviewServer(self)
+        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+        )
+
+    @property
+    def reviews(self) -> list[Review]:
+        with self._lock:
+            return list(self._reviews)
+
+    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The AdmissionReview ``response`` to ``request``: allowed, or refused with the code."""
+        resource = request["resource"]["resource"]
+        if request.get("subResource"):
+            resource = f"{resource}/{request['subResource']}"
+        with self._lock:
+            refused = self._random.random() < self._fraction
+            self._reviews.append(Review(resource, request.get("name", ""), refused))
+        answer: dict[str, Any] = {"uid": request["uid"], "allowed": not refused}
+        if refused:
+            answer["status"] = {
+                "code": 500,
+                "reason": "InternalError",
+                "message": f"refused by the e2e fault webhook: {resource} {request.get('name')}",
+            }
+        return answer
+
+    def __enter__(self) -> RefusingWebhook:
+        self._thread.start()
+        port = self._server.server_address[1]
+        ca_bundle = base64.b64encode(self._ca.read_bytes()).decode()
+        only_user = {"name": "only-the-operator",
+                     "expression": f"request.userInfo.username == '{self._user}'"}  # fmt: skip
+        rules = [
+            {"apiGroups": ["scheduling.sharekeeper.io"], "apiVersions": ["v1alpha1"],
+             "operations": ["UPDATE"], "resources": ["queues/status", "schedulerpolicies/status"],
+             "scope": "Cluster"},
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+             "resources": ["nodes"], "scope": "Cluster"},
+        ]  # fmt: skip
+        self._cluster.apply(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": WEBHOOK_CONFIGURATION},
+                "webhooks": [
+                    {
+                        "name": "refuse.faults.sharekeeper.io",
+                        "clientConfig": {
+                            "url": f"https://127.0.0.1:{port}/review",
+                            "caBundle": ca_bundle,
+                        },
+                        "rules": rules,
+                        "matchConditions": [only_user],
+                        "failurePolicy": "Fail",
+                        "sideEffects": "None",
+                        "admissionReviewVersions": ["v1"],
+                        "timeoutSeconds": 5,
+                    }
+                ],
+            }
+        )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._cluster.kubectl(
+                "delete", "validatingwebhookconfiguration", WEBHOOK_CONFIGURATION,
+                "--ignore-not-found",
+            )  # fmt: skip
+        finally:
+            self._server.shutdown()
+            self._server.server_close()
+            self._thread.join()
+
+
+class _ReviewServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, webhook: RefusingWebhook) -> None:
+        super().__init__(("127.0.0.1", 0), _ReviewHandler)
+        self.webhook = webhook
+
+
+class _ReviewHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _ReviewServer
+
+    def do_POST(self) -> None:
+        review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        answer = self.server.webhook.answer(review["request"])
+        body = json.dumps(
+            {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": answer}
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the reviews are kept in RefusingWebhook.reviews

@@ -24,6 +24,13 @@ PENDING_WRITES = Gauge(
 WRITES = Counter(
     "sharekeeper_writes_total", "API writes by kind of object and outcome", ["kind", "outcome"]
 )
+WRITE_RETRIES = Counter(
+    "sharekeeper_write_retries_total",
+    "API writes sent again after a transient failure, by kind of object and failure (http_429,"
+    " http_5xx, timeout, transport); a write given up counts as outcome error in"
+    " sharekeeper_writes_total",
+    ["kind", "reason"],
+)  # fmt: skip
 UNREADABLE = Gauge(
     "sharekeeper_unreadable_objects",
     "Objects (or parts of them) the operator cannot read and leaves out, by kind",

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from builders import node, pod, policy, queue
+from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.loops.outbox import Outbox
+from sharekeeper.loops.recompute import LoopSettings, Recompute
+from sharekeeper.publish.diffing import Json, Transition
+from sharekeeper.publish.statuses import Kind
 
 
 class Sender:
@@ -68,3 +75,65 @@ def test_a_failed_send_is_reported_and_does_not_stop_the_others() -> None:
     sender = asyncio.run(scenario())
     assert sorted(sender.sent) == ["a1", "c1"]
     assert sender.failures == 1
+
+
+class FailingOnceWriter:
+    """Stores status and annotation patches; the first patch of ``fail`` raises, as a write
+    whose retries ran out does."""
+
+    def __init__(self, fail: tuple[Kind, str]) -> None:
+        self.fail: tuple[Kind, str] | None = fail
+        self.patched: list[tuple[str, str]] = []
+        self.stored: dict[tuple[str, str], Json] = {}
+
+    async def patch_status(self, kind: Kind, name: str, patch: Json) -> Json | None:
+        if (kind, name) == self.fail:
+            self.fail = None
+            raise RuntimeError("503 after every retry")
+        self.patched.append((kind, name))
+        self.stored[(kind, name)] = {**self.stored.get((kind, name), {}), **patch}
+        return self.stored[(kind, name)]
+
+    async def patch_node_annotations(
+        self, name: str, patch: dict[str, str | None]
+    ) -> dict[str, str] | None:
+        self.patched.append(("Node", name))
+        return {k: v for k, v in patch.items() if v is not None}
+
+    async def event(self, kind: Kind, name: str, uid: str, transition: Transition) -> None:
+        pass
+
+    async def pod_event(self, namespace: str, name: str, reason: str, message: str) -> None:
+        pass
+
+
+@pytest.mark.timeout(10)
+def test_a_write_that_failed_is_sent_again_by_the_next_round_and_only_it() -> None:
+    """Through the recompute loop: the other writes of the round land once; the failed one
+    makes a round come back for it, which sends it, and nothing else, once."""
+    store = ClusterStore()
+    store.load(
+        [
+            node("n1", cpu="8", memory="16Gi"),
+            pod("p1", "a", node="n1", cpu="2", memory="4Gi"),
+            queue("a"), queue("b"), queue("c"), policy("all"),
+        ]
+    )  # fmt: skip
+    writer = FailingOnceWriter(fail=("Queue", "b"))
+    settings = LoopSettings(quiet_seconds=0.01, max_delay_seconds=0.05, error_backoff_seconds=0.05)
+    loop = Recompute(writer, store, settings)
+
+    async def scenario() -> None:
+        loop.store_synced.set()
+        running = asyncio.create_task(loop.run())
+        while ("Queue", "b") not in writer.patched:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)  # several quiet periods: any further write would show
+        await loop.written()
+        running.cancel()
+
+    asyncio.run(scenario())
+    assert sorted(writer.patched) == [
+        ("Node", "n1"), ("Queue", "a"), ("Queue", "b"), ("Queue", "c"), ("SchedulerPolicy", "all"),
+    ]  # fmt: skip
+    assert writer.patched[-1] == ("Queue", "b")

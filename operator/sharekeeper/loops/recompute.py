@@ -107,9 +107,9 @@ class Recompute:
         """A status (or a node's ``sharekeeper.io/`` annotations, kind ``Node``) changed on its
         own: the echo of our write, or someone else's write, which the next round restores."""
         echo = (
-            self._annotations.is_echo(name, value)
+            self._annotations.shown(name, value)
             if kind == "Node"
-            else self._statuses.is_echo((cast(Kind, kind), name), value)
+            else self._statuses.shown((cast(Kind, kind), name), value)
         )
         if not echo:
             self.wake()

@@ -5,6 +5,10 @@ back to the planner, which then moves to the next pod without counting the refus
 Throttling changes the CPU limits of the pod's containers in place through ``pods/resize``
 (which can change resources and nothing else); the throttle record lives in the policy's status,
 so the operator never patches a pod itself.
+
+A transient failure (``publish.retrying``) is tried again a few times first, except an
+eviction's 429, which is the budget's answer, and the taint's 409, which means the node changed
+since it was read (the next check reads it again).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from sharekeeper.engine.qos import Outcome, QosAction
 from sharekeeper.model.qos import TAINT
 from sharekeeper.model.quantities import to_quantity
 from sharekeeper.publish.events import recorder_for
+from sharekeeper.publish.retrying import Retrying
 
 logger = logging.getLogger(__name__)
 
@@ -43,9 +48,10 @@ def split_cpu_limit(cpu_limits: Mapping[str, int], total_milli: int) -> dict[str
 class KubeActuator:
     """The QoS loop's hands. Every method reports, none raises for an API refusal."""
 
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(self, client: AsyncClient, retrying: Retrying | None = None) -> None:
         self._client = client
         self._events = recorder_for(client)
+        self._retrying = retrying or Retrying()
 
     async def evict(self, action: QosAction) -> tuple[Outcome, str]:
         namespace, name = action.pod.namespace, action.pod.name
@@ -58,7 +64,11 @@ class KubeActuator:
             metadata=ObjectMeta(name=name, namespace=namespace), deleteOptions=options
         )
         try:
-            await self._client.create(eviction, name=name, namespace=namespace)
+            await self._retrying(
+                "Eviction",
+                lambda: self._client.create(eviction, name=name, namespace=namespace),
+                answers=(429,),
+            )
         except ApiError as error:
             telemetry.WRITES.labels("Eviction", "refused").inc()
             # 429: a PodDisruptionBudget says no; 404: the pod is already gone.
@@ -85,12 +95,15 @@ class KubeActuator:
             for c, milli in parts.items()
         ]
         try:
-            await self._client.patch(
-                Pod.Resize,
-                name,
-                {"spec": {"containers": resize}},
-                namespace=namespace,
-                patch_type=PatchType.STRATEGIC,
+            await self._retrying(
+                "Pod",
+                lambda: self._client.patch(
+                    Pod.Resize,
+                    name,
+                    {"spec": {"containers": resize}},
+                    namespace=namespace,
+                    patch_type=PatchType.STRATEGIC,
+                ),
             )
         except ApiError as error:
             telemetry.WRITES.labels("Pod", "error").inc()
@@ -106,12 +119,10 @@ class KubeActuator:
         kept = [dict(t) for t in taints if t.get("key") != TAINT["key"]]
         if present:
             kept.append(dict(TAINT))
+        patch = {"metadata": {"resourceVersion": resource_version}, "spec": {"taints": kept}}
         try:
-            await self._client.patch(
-                Node,
-                node,
-                {"metadata": {"resourceVersion": resource_version}, "spec": {"taints": kept}},
-                patch_type=PatchType.MERGE,
+            await self._retrying(
+                "Node", lambda: self._client.patch(Node, node, patch, patch_type=PatchType.MERGE)
             )
         except ApiError as error:
             telemetry.WRITES.labels(

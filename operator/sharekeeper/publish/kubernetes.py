@@ -1,5 +1,7 @@
 """Status patches, node annotations and the Events about them, via lightkube (the QoS
-actions, evictions, resizes and taints, are in ``publish.actions``)."""
+actions, evictions, resizes and taints, are in ``publish.actions``). A patch is tried again
+through transient failures (``publish.retrying``); one that still fails raises, and the loop's
+next round wants it again."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import asyncio
 import logging
 from typing import Any
 
-from lightkube import ApiError, AsyncClient
+from lightkube import AsyncClient
 from lightkube.generic_resource import create_global_resource
 from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
@@ -16,6 +18,7 @@ from sharekeeper import telemetry
 from sharekeeper.model.nodes import PREFIX
 from sharekeeper.publish.diffing import Json, Transition
 from sharekeeper.publish.events import recorder_for
+from sharekeeper.publish.retrying import Retrying, http_status
 from sharekeeper.publish.statuses import Kind
 
 logger = logging.getLogger(__name__)
@@ -39,24 +42,19 @@ API_VERSIONS = {
 class KubeWriter:
     """Status merge-patches and Events, at most ``concurrency`` requests in flight."""
 
-    def __init__(self, client: AsyncClient, *, concurrency: int = 16) -> None:
+    def __init__(
+        self, client: AsyncClient, *, concurrency: int = 16, retrying: Retrying | None = None
+    ) -> None:
         self._client = client
         self._slots = asyncio.Semaphore(concurrency)
+        self._retrying = retrying or Retrying()
 
     async def patch_status(self, kind: Kind, name: str, patch: Json) -> Json | None:
         """Patch ``status``; return the status now stored, or None if the object is gone."""
-        async with self._slots:
-            try:
-                updated: Any = await self._client.patch(
-                    RESOURCES[kind].Status, name, {"status": patch}, patch_type=PatchType.MERGE
-                )
-            except ApiError as error:
-                if error.status.code == 404:
-                    telemetry.WRITES.labels(kind, "gone").inc()
-                    return None
-                telemetry.WRITES.labels(kind, "error").inc()
-                raise
-        telemetry.WRITES.labels(kind, "ok").inc()
+        resource = RESOURCES[kind].Status
+        updated: Any = await self._merge_patch(kind, resource, name, {"status": patch})
+        if updated is None:
+            return None
         status: Json = updated.get("status") or {}
         return status
 
@@ -64,20 +62,30 @@ class KubeWriter:
         self, name: str, patch: dict[str, str | None]
     ) -> dict[str, str] | None:
         """Merge-patch the node's annotations; return our annotations now on it, None if gone."""
-        async with self._slots:
-            try:
-                node = await self._client.patch(
-                    Node, name, {"metadata": {"annotations": patch}}, patch_type=PatchType.MERGE
-                )
-            except ApiError as error:
-                if error.status.code == 404:
-                    telemetry.WRITES.labels("Node", "gone").inc()
-                    return None
-                telemetry.WRITES.labels("Node", "error").inc()
-                raise
-        telemetry.WRITES.labels("Node", "ok").inc()
+        node = await self._merge_patch("Node", Node, name, {"metadata": {"annotations": patch}})
+        if node is None:
+            return None
         annotations = node.metadata.annotations if node.metadata is not None else None
         return {k: v for k, v in (annotations or {}).items() if k.startswith(PREFIX)}
+
+    async def _merge_patch(self, kind: str, resource: Any, name: str, body: Json) -> Any:
+        """The object as patched, or None if it is gone; transient failures are retried, each
+        try in a slot of its own (a pause between tries holds none)."""
+
+        async def attempt() -> Any:
+            async with self._slots:
+                return await self._client.patch(resource, name, body, patch_type=PatchType.MERGE)
+
+        try:
+            patched = await self._retrying(kind, attempt)
+        except Exception as error:
+            if http_status(error) == 404:
+                telemetry.WRITES.labels(kind, "gone").inc()
+                return None
+            telemetry.WRITES.labels(kind, "error").inc()
+            raise
+        telemetry.WRITES.labels(kind, "ok").inc()
+        return patched
 
     async def pod_event(self, namespace: str, name: str, reason: str, message: str) -> None:
         target = {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace}

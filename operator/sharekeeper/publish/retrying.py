@@ -1,0 +1,135 @@
+"""One API write carried through a transient failure: a few attempts, backing off with jitter.
+
+Transient: the API server is overloaded (429, after the Retry-After it sends; 503), failed inside
+(500), a proxy in front of it failed (502, 504), or the connection did (a timeout, a reset, a
+refused connection). Anything else (404, 409, 422, an admission webhook's refusal) is the
+answer, returned to the caller at once; so is a code the caller names as an answer for its
+request (an eviction's 429 is a PodDisruptionBudget saying no).
+
+The attempts and their total time are bounded, so an object the API server keeps failing holds
+one writer for seconds, never a round: the write is then given up, and the loop's next round
+wants it again if it still should be written. The writes retried here are idempotent: merge
+patches of absolute values, a resize to absolute limits, an eviction of one pod (of a pod
+already being deleted, accepted again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
+from typing import TypeVar
+
+import httpx2 as httpx  # lightkube's HTTP client: its errors are lightkube's errors
+
+from sharekeeper import telemetry
+
+T = TypeVar("T")
+
+TRANSIENT_CODES = frozenset({429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    attempts: int = 4
+    """Tries of one request, the first included."""
+    first_delay_seconds: float = 0.25
+    """The pause before the second try; it doubles for each try after, up to the maximum."""
+    max_delay_seconds: float = 2.0
+    deadline_seconds: float = 10.0
+    """The time one request may take, all tries and pauses included."""
+
+    def delay(self, retry: int, jitter: float) -> float:
+        """The pause before retry number ``retry`` (1: the second try). ``jitter`` (in [0, 1))
+        spreads writers that failed together, so they do not all come back at once."""
+        ceiling = min(self.max_delay_seconds, self.first_delay_seconds * 2.0 ** (retry - 1))
+        return ceiling * (0.5 + jitter / 2)
+
+
+def http_status(error: BaseException) -> int | None:
+    """The HTTP status of a refused request: lightkube's ``ApiError``, or httpx's error for a
+    body that is not JSON (e.g. a proxy's 502 page); None when no answer came."""
+    return error.response.status_code if isinstance(error, httpx.HTTPStatusError) else None
+
+
+def transient_reason(error: BaseException) -> str | None:
+    """Why trying again may succeed, as the metric's label (``http_503``, ``timeout``,
+    ``transport``); None when the error is the answer."""
+    code = http_status(error)
+    if code is not None:
+        return f"http_{code}" if code in TRANSIENT_CODES else None
+    if isinstance(error, httpx.TimeoutException | TimeoutError):
+        return "timeout"
+    if isinstance(error, httpx.TransportError):
+        return "transport"
+    return None
+
+
+def retry_after_seconds(error: BaseException) -> float | None:
+    """The ``Retry-After`` of a refusal (seconds or an HTTP date), if it sent one."""
+    if not isinstance(error, httpx.HTTPStatusError):
+        return None
+    value = error.response.headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, when.timestamp() - time.time())
+
+
+class Retrying:
+    """Runs requests under a ``RetryPolicy``; the clock, the sleep and the jitter are
+    injectable so that tests need not wait."""
+
+    def __init__(
+        self,
+        policy: RetryPolicy = RetryPolicy(),
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self._policy = policy
+        self._clock = clock
+        self._sleep = sleep
+        self._jitter = jitter
+
+    async def __call__(
+        self,
+        kind: str,
+        request: Callable[[], Awaitable[T]],
+        *,
+        answers: Collection[int] = (),
+    ) -> T:
+        """``request()`` until it succeeds, fails for good, or the tries or the time run out;
+        the last error is raised. ``kind`` labels the retries counted; ``answers`` are codes
+        that are this request's answer although they are transient for others."""
+        policy = self._policy
+        started = self._clock()
+        retry = 0
+        while True:
+            remaining = policy.deadline_seconds - (self._clock() - started)
+            try:
+                async with asyncio.timeout(remaining):
+                    return await request()
+            except Exception as error:
+                reason = transient_reason(error)
+                if reason is None or http_status(error) in answers:
+                    raise
+                retry += 1
+                pause = retry_after_seconds(error)
+                if pause is None:
+                    pause = policy.delay(retry, self._jitter())
+                elapsed = self._clock() - started
+                if retry >= policy.attempts or elapsed + pause >= policy.deadline_seconds:
+                    raise
+                telemetry.WRITE_RETRIES.labels(kind, reason).inc()
+            await self._sleep(pause)

@@ -1,0 +1,244 @@
+"""Retrying one write through transient failures: which errors are tried again, how long it
+waits, when it gives up; and the writers that use it, against fake clients."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+import httpx2 as httpx
+import pytest
+from lightkube import ApiError
+from prometheus_client import REGISTRY
+
+from sharekeeper.engine.qos import Outcome, PodKey, QosAction
+from sharekeeper.publish.actions import KubeActuator
+from sharekeeper.publish.kubernetes import KubeWriter
+from sharekeeper.publish.retrying import Retrying, RetryPolicy
+
+T = TypeVar("T")
+URL = "https://127.0.0.1/apis/scheduling.sharekeeper.io/v1alpha1/queues/q/status"
+
+
+def api_error(code: int, **headers: str) -> ApiError:
+    request = httpx.Request("PATCH", URL)
+    body = {"kind": "Status", "status": "Failure", "code": code, "message": f"HTTP {code}"}
+    response = httpx.Response(code, json=body, headers=headers, request=request)
+    return ApiError(request=request, response=response)
+
+
+def plain_error(code: int) -> httpx.HTTPStatusError:
+    """A refusal whose body is not JSON (a proxy's error page): lightkube passes httpx's on."""
+    request = httpx.Request("PATCH", URL)
+    response = httpx.Response(code, text="<html>bad gateway</html>", request=request)
+    return httpx.HTTPStatusError("bad gateway", request=request, response=response)
+
+
+class FakeTime:
+    """A clock that only the sleeps (and ``work``) move."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    def retrying(self, policy: RetryPolicy | None = None) -> Retrying:
+        """The default policy unless ``policy``, on this clock, without jitter."""
+        return Retrying(
+            policy or RetryPolicy(), clock=self.clock, sleep=self.sleep, jitter=lambda: 0.0
+        )
+
+
+class Script:
+    """A request that raises the scripted errors in turn, then returns ``"done"``; ``seconds``
+    of fake time pass in each try."""
+
+    def __init__(self, time: FakeTime, *errors: BaseException, seconds: float = 0.0) -> None:
+        self.time = time
+        self.errors = list(errors)
+        self.seconds = seconds
+        self.tries = 0
+
+    async def __call__(self) -> str:
+        self.tries += 1
+        self.time.now += self.seconds
+        if self.errors:
+            raise self.errors.pop(0)
+        return "done"
+
+
+def retries(kind: str, reason: str) -> float:
+    labels = {"kind": kind, "reason": reason}
+    return REGISTRY.get_sample_value("sharekeeper_write_retries_total", labels) or 0.0
+
+
+def run(call: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    return asyncio.run(call())
+
+
+def test_transient_failures_are_tried_again_with_growing_pauses() -> None:
+    time = FakeTime()
+    request = Script(
+        time, api_error(503), plain_error(502), httpx.ConnectError("refused"), api_error(500)
+    )
+    before = retries("T1", "http_503"), retries("T1", "transport")
+    retrying = time.retrying(RetryPolicy(attempts=5))
+
+    assert run(lambda: retrying("T1", request)) == "done"
+    assert request.tries == 5
+    # Half the exponential ceiling with no jitter: 0.25 s doubling, capped at 2 s.
+    assert time.sleeps == [0.125, 0.25, 0.5, 1.0]
+    assert retries("T1", "http_503") == before[0] + 1
+    assert retries("T1", "transport") == before[1] + 1
+    assert retries("T1", "http_502") >= 1
+
+
+def test_jitter_spreads_a_pause_between_half_and_all_of_its_ceiling() -> None:
+    policy = RetryPolicy(first_delay_seconds=1.0, max_delay_seconds=3.0)
+    assert [policy.delay(retry, 0.0) for retry in (1, 2, 3, 4)] == [0.5, 1.0, 1.5, 1.5]
+    assert policy.delay(2, 0.999) == pytest.approx(2.0, abs=0.01)
+
+
+def test_after_the_last_try_the_last_error_is_raised() -> None:
+    time = FakeTime()
+    last = httpx.ReadTimeout("no answer")
+    request = Script(time, api_error(503), api_error(503), api_error(504), last)
+    before = retries("T2", "timeout")
+    with pytest.raises(httpx.ReadTimeout) as raised:
+        run(lambda: time.retrying()("T2", request))
+    assert raised.value is last
+    assert request.tries == 4  # the default: four tries in all
+    assert len(time.sleeps) == 3
+    assert retries("T2", "timeout") == before  # the last failure was not retried
+
+
+@pytest.mark.parametrize("code", [400, 403, 404, 409, 422])
+def test_an_answer_is_raised_at_once(code: int) -> None:
+    time = FakeTime()
+    request = Script(time, api_error(code))
+    with pytest.raises(ApiError):
+        run(lambda: time.retrying()("T3", request))
+    assert request.tries == 1
+    assert time.sleeps == []
+
+
+def test_a_code_the_caller_names_as_its_answer_is_not_retried() -> None:
+    time = FakeTime()
+    request = Script(time, api_error(429))
+    with pytest.raises(ApiError):
+        run(lambda: time.retrying()("Eviction", request, answers=(429,)))
+    assert request.tries == 1
+
+
+def test_too_many_requests_waits_as_long_as_the_server_asks() -> None:
+    time = FakeTime()
+    request = Script(time, api_error(429, **{"Retry-After": "3"}))
+    assert run(lambda: time.retrying()("T4", request)) == "done"
+    assert time.sleeps == [3.0]
+
+
+def test_no_pause_is_taken_that_would_end_past_the_time_bound() -> None:
+    """Each try takes 4 s of the 10 s bound: the third starts at 8.4 s (and would be cut at
+    10 s); there is no fourth."""
+    time = FakeTime()
+    request = Script(time, api_error(503), api_error(503), api_error(503), seconds=4.0)
+    with pytest.raises(ApiError):
+        run(lambda: time.retrying()("T5", request))
+    assert request.tries == 3
+    assert time.sleeps == [0.125, 0.25]
+
+    long_wait = Script(time, api_error(429, **{"Retry-After": "60"}))
+    with pytest.raises(ApiError):
+        run(lambda: time.retrying()("T5", long_wait))
+    assert long_wait.tries == 1
+
+
+def test_a_try_that_hangs_is_cut_at_the_time_bound() -> None:
+    async def hangs() -> None:
+        await asyncio.Event().wait()
+
+    retrying = Retrying(RetryPolicy(deadline_seconds=0.05))
+    with pytest.raises(TimeoutError):
+        run(lambda: retrying("T6", hangs))
+
+
+# --- the writers ----------------------------------------------------------------------------
+
+
+class FakeClient:
+    """Answers each call with the next scripted error, then with ``result``."""
+
+    def __init__(self, *errors: BaseException, result: Any = None) -> None:
+        self.errors = list(errors)
+        self.result = result
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+
+    async def _answer(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        self.calls.append((method, args, kwargs))
+        if self.errors:
+            raise self.errors.pop(0)
+        return self.result
+
+    async def patch(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._answer("patch", args, kwargs)
+
+    async def create(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._answer("create", args, kwargs)
+
+
+def fast() -> Retrying:
+    return FakeTime().retrying()
+
+
+def eviction() -> QosAction:
+    return QosAction(
+        kind="evict", pod=PodKey("team", "batch-1"), node="n1", metric="cpu_total_usage",
+        resource="cpu", released=1000,
+    )  # fmt: skip
+
+
+def test_a_status_patch_lands_after_a_transient_failure_and_a_gone_object_is_none() -> None:
+    stored = {"status": {"deserved": {"cpu": "2"}}}
+    client = FakeClient(api_error(503), result=stored)
+    writer = KubeWriter(client, retrying=fast())  # type: ignore[arg-type]
+    assert run(lambda: writer.patch_status("Queue", "q", {"deserved": {"cpu": "2"}})) == {
+        "deserved": {"cpu": "2"}
+    }
+    assert len(client.calls) == 2
+
+    gone = FakeClient(api_error(404))
+    writer = KubeWriter(gone, retrying=fast())  # type: ignore[arg-type]
+    assert run(lambda: writer.patch_node_annotations("n1", {"sharekeeper.io/x": "1"})) is None
+    assert len(gone.calls) == 1
+
+
+def test_an_eviction_refused_by_a_disruption_budget_is_reported_at_once() -> None:
+    client = FakeClient(api_error(429))
+    actuator = KubeActuator(client, fast())  # type: ignore[arg-type]
+    outcome, detail = run(lambda: actuator.evict(eviction()))
+    assert outcome is Outcome.REFUSED
+    assert detail.startswith("429")
+    assert len(client.calls) == 1
+
+
+def test_an_eviction_that_met_a_server_error_is_tried_again() -> None:
+    client = FakeClient(api_error(500), httpx.ReadTimeout("no answer"))
+    actuator = KubeActuator(client, fast())  # type: ignore[arg-type]
+    assert run(lambda: actuator.evict(eviction())) == (Outcome.ACCEPTED, "evicted")
+    assert len(client.calls) == 3
+
+
+def test_a_taint_write_on_a_node_that_changed_is_not_retried() -> None:
+    client = FakeClient(api_error(409))
+    actuator = KubeActuator(client, fast())  # type: ignore[arg-type]
+    run(lambda: actuator.set_taint("n1", True, [], resource_version="41"))
+    assert len(client.calls) == 1
+    patch = client.calls[0][1][2]
+    assert patch["metadata"] == {"resourceVersion": "41"}
