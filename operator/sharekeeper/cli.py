@@ -162,42 +162,23 @@ def build_parser() -> argparse.ArgumentParser:
     # In a pod the kubelet probes, and Prometheus scrapes, the pod's IP; anywhere else nothing
     # but this machine needs the probes and metrics, so they stay on loopback.
     host = "0.0.0.0" if "KUBERNETES_SERVICE_HOST" in os.environ else "127.0.0.1"
-    probes = run.add_mutually_exclusive_group()
-    probes.add_argument(
-        "--health-probe-bind-address",
-        dest="probe_address",
-        type=_bind_address,
-        default=(host, 8080),
-        metavar="[HOST]:PORT",
-        help="where /healthz and /readyz listen; ':PORT' is every interface, 0 is off "
-        "(default: :8080 in a pod, 127.0.0.1:8080 elsewhere)",
-    )
-    probes.add_argument(
-        "--liveness-port",
-        dest="probe_address",
-        type=lambda port: _bind_address(f"{host}:{port}"),
-        default=(host, 8080),
-        metavar="PORT",
-        help="the probes' port alone, on the default host; 0 is off",
-    )
-    metrics = run.add_mutually_exclusive_group()
-    metrics.add_argument(
-        "--metrics-bind-address",
-        dest="metrics_address",
-        type=_bind_address,
-        default=(host, 9090),
-        metavar="[HOST]:PORT",
-        help="where /metrics listens; ':PORT' is every interface, 0 is off "
-        "(default: :9090 in a pod, 127.0.0.1:9090 elsewhere)",
-    )
-    metrics.add_argument(
-        "--metrics-port",
-        dest="metrics_address",
-        type=lambda port: _bind_address(f"{host}:{port}"),
-        default=(host, 9090),
-        metavar="PORT",
-        help="the metrics port alone, on the default host; 0 is off",
-    )
+    for address_flag, port_flag, dest, port, serves in (
+        ("--health-probe-bind-address", "--liveness-port", "probe_address", 8080,
+         "/healthz and /readyz"),
+        ("--metrics-bind-address", "--metrics-port", "metrics_address", 9090, "/metrics"),
+    ):  # fmt: skip
+        server = run.add_mutually_exclusive_group()
+        server.add_argument(
+            address_flag, dest=dest, type=_bind_address, default=(host, port),
+            metavar="[HOST]:PORT",
+            help=f"where {serves} are served; ':PORT' is every interface, 0 is off "
+            f"(default: :{port} in a pod, 127.0.0.1:{port} elsewhere)",
+        )  # fmt: skip
+        server.add_argument(
+            port_flag, dest=dest, type=lambda text: _bind_address(f"{host}:{text}"),
+            default=(host, port), metavar="PORT",
+            help=f"the port of {serves} alone, on the default host; 0 is off",
+        )  # fmt: skip
     run.add_argument("-v", "--verbose", action="store_true")
     run.set_defaults(handler=_run)
 
