@@ -119,6 +119,10 @@ def explain_failures(
 
 @pytest.fixture
 def hot_node(cluster_with: Cluster, metrics: MetricsServer) -> Cluster:
+    return make_hot_node(cluster_with, metrics)
+
+
+def make_hot_node(cluster_with: Cluster, metrics: MetricsServer) -> Cluster:
     """w1: 8 cores, 6.5 in use. Four candidates (usage): BestEffort a (900m), b (600m),
     c (300m), and Burstable d (1 core, so ranked after every BestEffort pod)."""
     cluster_with.kubectl(

@@ -12,8 +12,18 @@ from pathlib import Path
 import pytest
 
 from clusters import TARGET, Cluster
-from objects import deserved, node, pod, policy, queue
+from metrics_server import MetricsServer
+from objects import NAMESPACE, deserved, node, pod, policy, queue
 from operating import Operator, eventually, start_operator
+from test_node_qos import (
+    TAINT_KEY,
+    evicted,
+    make_hot_node,
+    node_entry,
+    pod_state,
+    qos_policy,
+    taints,
+)
 
 pytestmark = pytest.mark.skipif(
     TARGET != "local", reason="starts operators as processes; kind runs the deployed one"
@@ -127,6 +137,47 @@ def test_the_lease_deleted_under_the_leader_is_recreated_and_one_replica_still_l
         assert holder["holderIdentity"]
         cluster_with.apply(queue("a", weight=3))
         eventually(lambda: deserved(cluster_with, "a") == ("12", "48Gi"), timeout=30)
+    finally:
+        first.stop(signal.SIGKILL)
+        second.stop(signal.SIGKILL)
+
+
+def test_a_qos_episode_goes_on_when_the_leader_is_killed_in_the_middle_of_it(
+    cluster_with: Cluster, metrics: MetricsServer, operator_kubeconfig: Path, tmp_path: Path
+) -> None:
+    """The leader throttles d and taints w1, then dies. The other replica continues the
+    episode from the policy's status: it restores d's CPU limit to exactly the recorded
+    original when usage falls, and lifts the taint after the cool-down; nothing is evicted."""
+    hot = make_hot_node(cluster_with, metrics)
+    metrics.set_pod(NAMESPACE, "d", {"main": {"cpu": "1900m", "memory": "100Mi"}})
+    first, second = two_replicas(operator_kubeconfig, tmp_path)
+
+    def limit() -> str:
+        return str(pod_state(hot, "d")["spec"]["containers"][0]["resources"]["limits"]["cpu"])
+
+    calm_down = {
+        "name": "calm-down", "disableScheduling": True, "coolDownSeconds": 4,
+        "throttle": {"cpuThrottle": {"minCPURatio": 10, "stepCPURatio": 20}},
+    }  # fmt: skip
+    try:
+        only_d = {"podSelector": {"matchLabels": {"app": "d"}}}
+        hot.apply(qos_policy("episode", action=calm_down, restore=2, candidates=only_d))
+        eventually(lambda: limit() != "2" and TAINT_KEY in taints(hot), timeout=40)
+        assert node_entry(hot, "episode")["throttled"][0]["originalLimit"] == "2"
+
+        first.stop(signal.SIGKILL)
+        killed = time.monotonic()
+        metrics.set_node("w1", cpu="3", memory="8Gi")
+        metrics.set_pod(NAMESPACE, "d", {"main": {"cpu": "200m", "memory": "100Mi"}})
+        eventually(lambda: limit() == "2", timeout=60)
+        restored = time.monotonic() - killed
+        eventually(lambda: TAINT_KEY not in taints(hot), timeout=60)
+        untainted = time.monotonic() - killed
+        print(f"\nleader killed mid-episode -> limit restored after {restored:.1f}s, "
+              f"taint lifted after {untainted:.1f}s")  # fmt: skip
+        assert leading(second)
+        assert evicted(hot) == []
+        assert "throttled" not in node_entry(hot, "episode")
     finally:
         first.stop(signal.SIGKILL)
         second.stop(signal.SIGKILL)
