@@ -268,6 +268,9 @@ class ControlPlane:
     children: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
     # etcd's client URL (plain HTTP on loopback): its JSON gateway answers /v3/kv/... requests.
     etcd_url: str = ""
+    # Each process's command line and whether it was detached, so that start_process can start
+    # a stopped one again exactly as it was; empty when loaded from a state file.
+    commands: dict[str, tuple[list[str], bool]] = field(default_factory=dict, repr=False)
 
     @property
     def audit_log(self) -> Path:
@@ -329,6 +332,41 @@ class ControlPlane:
             if child is not None:
                 child.wait()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def stop_process(self, name: str, grace: float = 10.0) -> int | None:
+        """Stop one process (``etcd`` or ``kube-apiserver``) with SIGTERM and wait until it has
+        exited, SIGKILL after ``grace`` seconds; its files stay for ``start_process``. Returns its
+        exit status (``-9``: it had to be killed), ``None`` if it is not our child."""
+        pid = self.pids.pop(name)
+        child = self.children.pop(name, None)
+        if child is None:
+            _terminate(pid, grace)
+            return None
+        # Through Popen rather than _terminate, whose reaping would lose the exit status.
+        child.terminate()
+        try:
+            return child.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            return child.wait()
+
+    def start_process(self, name: str, timeout: float = 90.0) -> None:
+        """Start a process ``stop_process`` stopped with the command line it first had (the same
+        port, data directory and flags) and wait until it says it is ready."""
+        argv, detached = self.commands[name]
+        _spawn(self, name, argv, detached)
+        self.wait_ready(name, timeout)
+        state = self.workdir / "state.json"
+        if state.exists():  # `local-cluster down` stops the pids it lists
+            state.write_text(json.dumps(self.to_state(), indent=2))
+
+    def wait_ready(self, name: str, timeout: float = 90.0) -> None:
+        """Until etcd answers ``/health`` or kube-apiserver ``/readyz`` (which needs etcd) with
+        200; raises with the log's tail if it does not within ``timeout`` seconds."""
+        if name == "etcd":
+            _wait_http(f"{self.etcd_url}/health", None, timeout, self, name)
+        else:
+            _wait_http(f"{self.server}/readyz", self.admin_token, timeout, self, name)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -478,6 +516,7 @@ def _spawn(plane: ControlPlane, name: str, argv: list[str], detached: bool) -> N
         )
     plane.pids[name] = proc.pid
     plane.children[name] = proc
+    plane.commands[name] = (argv, detached)
 
 
 def _wait_http(url: str, token: str | None, timeout: float, plane: ControlPlane, name: str) -> None:
