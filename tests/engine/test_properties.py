@@ -6,7 +6,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from builders import totals_of
@@ -132,6 +132,13 @@ def test_a_met_request_stays_met_when_the_total_grows(
     cluster: Cluster, policy: str, extra: int
 ) -> None:
     snapshot = cluster.snapshot()
+    if policy == "ProportionOptimize/Guarantee":
+        # Not promised when the new node brings the first unit of a guaranteed dimension: the
+        # guarantee's fraction of the total goes from undefined to defined, and the weight it
+        # raises takes every dimension (a CI run found q3 guaranteeing the only GPU, then
+        # taking all the memory).
+        guaranteed = {d for q in cluster.queues for d, amount in q.guarantee.items() if amount}
+        assume(all(_total(snapshot, d) > 0 for d in guaranteed))
     before = _run(snapshot, SHARINGS[policy])
     bigger = ShareNode(NodeName("extra"), allocatable=dict.fromkeys(DIMENSIONS, extra))
     after = _run(replace(snapshot, nodes=(*snapshot.nodes, bigger)), SHARINGS[policy])
