@@ -66,11 +66,9 @@ class Private:
 def private(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Private]:
     """What the session's ``deployed`` and ``operator_kubeconfig`` fixtures give, on an etcd and
     kube-apiserver of its own: the tests stop them, which must not touch anyone else's."""
-    # Without a watch termination grace period, a SIGTERMed kube-apiserver keeps serving the
-    # operator's open watches for its 60 s request timeout before it exits.
-    with controlplane.running(
-        apiserver_flags=["--shutdown-watch-termination-grace-period=5s"]
-    ) as plane:
+    # controlplane.py gives kube-apiserver a 5 s watch termination grace period, so a SIGTERM
+    # does not wait out the operator's open watches (60 s by default).
+    with controlplane.running() as plane:
         cluster = Cluster(kubeconfig=plane.kubeconfig, kubectl_path=str(plane.kubectl), plane=plane)
         cluster.kubectl("apply", "-f", str(CRDS))
         cluster.kubectl(

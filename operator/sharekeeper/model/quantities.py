@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import decimal
 import functools
+import re
 from collections.abc import Mapping
 
 from lightkube.utils.quantity import parse_quantity
@@ -56,7 +57,8 @@ def scale(resource: str) -> int:
 def to_internal(resource: str, quantity: str | int | float) -> int:
     """Parse a Kubernetes quantity into internal units; reject malformed or negative values."""
     try:
-        value = parse_quantity(str(quantity))
+        small = _small(str(quantity))
+        value = small if small is not None else parse_quantity(str(quantity))
     except (ValueError, decimal.InvalidOperation) as error:
         raise QuantityError(f"{quantity!r} is not a Kubernetes quantity") from error
     if value is None or not value.is_finite():
@@ -67,6 +69,19 @@ def to_internal(resource: str, quantity: str | int | float) -> int:
         raise QuantityError(f"{quantity!r} is above {MAX_QUANTITY_TEXT}, the largest quantity read")
     scaled = value * scale(resource)
     return int(scaled.to_integral_value(rounding=decimal.ROUND_CEILING))
+
+
+_SMALL_SUFFIXES = {"n": decimal.Decimal("1e-9"), "u": decimal.Decimal("1e-6")}
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+
+
+def _small(text: str) -> decimal.Decimal | None:
+    """Quantities with the suffixes ``n`` and ``u`` (nano, micro), which Kubernetes accepts and
+    lightkube's parser does not; None for any other text."""
+    factor = _SMALL_SUFFIXES.get(text[-1:])
+    if factor is None or not _PLAIN_NUMBER.fullmatch(text[:-1]):
+        return None
+    return decimal.Decimal(text[:-1]) * factor
 
 
 @functools.lru_cache(maxsize=1 << 16)
