@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 import controlplane
+from objects import NAMESPACE
 
 REPO = Path(__file__).resolve().parent.parent
 CRDS = REPO / "crds"
@@ -57,3 +58,32 @@ class Cluster:
 
     def apply(self, *manifests: dict[str, Any]) -> None:
         self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(manifests))
+
+
+@dataclass(frozen=True)
+class Installed:
+    """A cluster with Sharekeeper's CRDs and manifests, and a kubeconfig acting as its
+    ServiceAccount (what the session fixtures give the shared cluster)."""
+
+    cluster: Cluster
+    operator_kubeconfig: Path
+
+
+def install_sharekeeper(cluster: Cluster, directory: Path) -> Installed:
+    """What the session fixtures ``deployed`` and ``operator_kubeconfig`` give, on a control
+    plane of a module's own (one its tests may stop or reconfigure)."""
+    assert cluster.plane is not None
+    cluster.kubectl("apply", "-f", str(CRDS))
+    cluster.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s",
+        *(f"crd/{path.stem}" for path in sorted(CRDS.glob("*.yaml"))),
+    )  # fmt: skip
+    cluster.kubectl("apply", "-k", str(MANIFESTS))
+    cluster.kubectl("create", "namespace", NAMESPACE)
+    token = cluster.kubectl(
+        "create", "token", "sharekeeper", "-n", "sharekeeper", "--duration=2h"
+    ).stdout.strip()
+    kubeconfig = controlplane.write_token_kubeconfig(
+        cluster.plane, directory / "operator.kubeconfig", token, "sharekeeper"
+    )
+    return Installed(cluster, kubeconfig)

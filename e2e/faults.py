@@ -25,7 +25,10 @@ import socket
 import ssl
 import struct
 import threading
+import time
+import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Generator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,6 +41,7 @@ import controlplane
 
 if TYPE_CHECKING:
     from clusters import Cluster
+    from operating import Operator
 
 Mode = Literal["forwarding", "holding", "refusing"]
 
@@ -428,3 +432,56 @@ class _ReviewHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the reviews are kept in RefusingWebhook.reviews
+
+
+@dataclass(frozen=True, slots=True)
+class HealthAnswer:
+    asked_at: float
+    """When the poll was made (``time.monotonic()``)."""
+    code: int
+    """The HTTP status, or 0 when nothing answered."""
+    seconds: float
+    """How long the answer took."""
+
+
+class HealthPoller:
+    """Polls an operator's ``/healthz`` every ``interval`` seconds in a thread, recording each
+    answer (a context manager: polling runs inside the ``with``)."""
+
+    def __init__(self, operator: Operator, interval: float) -> None:
+        self._operator = operator
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self.answers: list[HealthAnswer] = []
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            asked_at = time.monotonic()
+            try:
+                self._operator.health()
+                code = 200
+            except urllib.error.HTTPError as error:
+                code = error.code
+            except (urllib.error.URLError, OSError):
+                code = 0
+            took = time.monotonic() - asked_at
+            self.answers.append(HealthAnswer(asked_at, code, took))
+            self._stop.wait(max(0.0, self._interval - took))
+
+    def between(self, start: float, end: float) -> Counter[int]:
+        """How many polls made in ``[start, end)`` got each answer."""
+        return Counter(a.code for a in self.answers if start <= a.asked_at < end)
+
+    def percentile(self, share: float) -> float:
+        """The answer time below which ``share`` of the answers came."""
+        latencies = sorted(a.seconds for a in self.answers)
+        return latencies[min(len(latencies) - 1, int(share * len(latencies)))]
+
+    def __enter__(self) -> HealthPoller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -20,7 +20,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,7 +29,7 @@ import pytest
 import yaml
 
 from clusters import TARGET, Cluster
-from faults import RefusingWebhook, TcpProxy, api_call, kubeconfig_via, watch_events
+from faults import HealthPoller, RefusingWebhook, TcpProxy, api_call, kubeconfig_via, watch_events
 from objects import NAMESPACE, deserved, node, pod, policy, queue, status
 from operating import SERVICE_ACCOUNT, Operator, eventually, start_operator
 
@@ -149,44 +148,6 @@ def operator_via(proxy: TcpProxy, kubeconfig: Path, directory: Path) -> Iterator
         operator.stop(signal.SIGKILL)
 
 
-class HealthPoller:
-    """Polls ``/healthz`` every ``interval`` seconds in a thread: each answer's code (0: none)
-    and latency."""
-
-    def __init__(self, operator: Operator, interval: float) -> None:
-        self._operator = operator
-        self._interval = interval
-        self._stop = threading.Event()
-        self.answers: list[tuple[int, float]] = []
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-
-    def _poll(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                self._operator.health()
-                code = 200
-            except urllib.error.HTTPError as error:
-                code = error.code
-            except (urllib.error.URLError, OSError):
-                code = 0
-            took = time.monotonic() - started
-            self.answers.append((code, took))
-            self._stop.wait(max(0.0, self._interval - took))
-
-    def __enter__(self) -> HealthPoller:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def percentile(self, share: float) -> float:
-        latencies = sorted(took for _, took in self.answers)
-        return latencies[min(len(latencies) - 1, int(share * len(latencies)))]
-
-
 def events_of(cluster: Cluster, kind: str, name: str, reason: str) -> tuple[int, int]:
     """The Events about this object (by uid: earlier tests' objects had the same names) with
     ``reason``: how many Event objects, and their total count."""
@@ -239,7 +200,7 @@ def test_thirty_seconds_without_the_api_server(
             )
             converged = time.monotonic() - cut_at - outage
 
-        codes = [code for code, _ in health.answers]
+        codes = [answer.code for answer in health.answers]
         events = events_of(cluster_with, "queue", "a", "AllocatedAboveDeserved")
         figures(
             "outage",
@@ -251,7 +212,7 @@ def test_thirty_seconds_without_the_api_server(
             retries=int(operator.metric("sharekeeper_write_retries_total") - retries_before),
             healthz_polls=len(codes),
             healthz_not_200=sum(code != 200 for code in codes),
-            healthz_max_s=max(took for _, took in health.answers),
+            healthz_max_s=max(answer.seconds for answer in health.answers),
             overused_events=events,
         )
         assert operator.process.poll() is None, operator.tail()  # the same process throughout
@@ -448,7 +409,7 @@ def test_a_flood_of_five_thousand_pods(cluster_with: Cluster, operator: Operator
 
         eventually(charged_in_full, timeout=60)
         converged = time.monotonic() - started - created
-    codes = [code for code, _ in health.answers]
+    codes = [answer.code for answer in health.answers]
     figures(
         "flood",
         pods=len(manifests),
@@ -457,9 +418,9 @@ def test_a_flood_of_five_thousand_pods(cluster_with: Cluster, operator: Operator
         converged_after_s=converged,
         healthz_polls=len(codes),
         healthz_not_200=sum(code != 200 for code in codes),
-        healthz_p50_ms=1000 * statistics.median(took for _, took in health.answers),
+        healthz_p50_ms=1000 * statistics.median(answer.seconds for answer in health.answers),
         healthz_p99_ms=1000 * health.percentile(0.99),
-        healthz_max_ms=1000 * max(took for _, took in health.answers),
+        healthz_max_ms=1000 * max(answer.seconds for answer in health.answers),
         rss_before_mib=rss_before,
         rss_peak_mib=max([rss_before, *rss.samples]),
         rss_after_mib=rss_mib(pid),

@@ -13,12 +13,8 @@ asserts the outcome; the time bounds are generous, the measured times are what t
 from __future__ import annotations
 
 import signal
-import threading
 import time
-import urllib.error
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +22,8 @@ import pytest
 import yaml
 
 import controlplane
-from clusters import CRDS, MANIFESTS, TARGET, Cluster
+from clusters import TARGET, Cluster, Installed, install_sharekeeper
+from faults import HealthPoller
 from objects import NAMESPACE, deserved, node, pod, policy, queue, status, true_condition
 from operating import Operator, eventually, start_operator
 
@@ -52,78 +49,16 @@ def figures(test: str, **values: Any) -> None:
 # --- a control plane of this module's own --------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Private:
-    """A control plane only this module uses, with Sharekeeper's CRDs and manifests, and a
-    kubeconfig acting as the operator's ServiceAccount."""
-
-    cluster: Cluster
-    plane: controlplane.ControlPlane
-    operator_kubeconfig: Path
-
-
 @pytest.fixture(scope="module")
-def private(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Private]:
-    """What the session's ``deployed`` and ``operator_kubeconfig`` fixtures give, on an etcd and
-    kube-apiserver of its own: the tests stop them, which must not touch anyone else's."""
-    # controlplane.py gives kube-apiserver a 5 s watch termination grace period, so a SIGTERM
-    # does not wait out the operator's open watches (60 s by default).
+def private(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    """Sharekeeper installed on an etcd and kube-apiserver of this module's own: the tests stop
+    them, which must not touch anyone else's."""
     with controlplane.running() as plane:
         cluster = Cluster(kubeconfig=plane.kubeconfig, kubectl_path=str(plane.kubectl), plane=plane)
-        cluster.kubectl("apply", "-f", str(CRDS))
-        cluster.kubectl(
-            "wait", "--for=condition=Established", "--timeout=60s",
-            *(f"crd/{path.stem}" for path in sorted(CRDS.glob("*.yaml"))),
-        )  # fmt: skip
-        cluster.kubectl("apply", "-k", str(MANIFESTS))
-        cluster.kubectl("create", "namespace", NAMESPACE)
-        token = cluster.kubectl(
-            "create", "token", "sharekeeper", "-n", "sharekeeper", "--duration=2h"
-        ).stdout.strip()
-        kubeconfig = controlplane.write_token_kubeconfig(
-            plane, tmp_path_factory.mktemp("restarts") / "operator.kubeconfig", token, "sharekeeper"
-        )
-        yield Private(cluster, plane, kubeconfig)
+        yield install_sharekeeper(cluster, tmp_path_factory.mktemp("restarts"))
 
 
 # --- what the tests watch ----------------------------------------------------------------------
-
-
-class HealthRecorder:
-    """Polls ``/healthz`` every ``interval`` seconds in a thread, recording when each poll was
-    made and what answered it: the HTTP status, or 0 when nothing did."""
-
-    def __init__(self, operator: Operator, interval: float = 0.5) -> None:
-        self._operator = operator
-        self._interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-        self.answers: list[tuple[float, int]] = []
-
-    def _poll(self) -> None:
-        while not self._stop.is_set():
-            asked_at = time.monotonic()
-            try:
-                self._operator.health()
-                code = 200
-            except urllib.error.HTTPError as error:
-                code = error.code
-            except (urllib.error.URLError, OSError):
-                code = 0
-            self.answers.append((asked_at, code))
-            self._stop.wait(max(0.0, self._interval - (time.monotonic() - asked_at)))
-
-    def between(self, start: float, end: float) -> Counter[int]:
-        """How many polls made in ``[start, end)`` got each answer."""
-        return Counter(code for asked_at, code in self.answers if start <= asked_at < end)
-
-    def __enter__(self) -> HealthRecorder:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def event_tally(cluster: Cluster) -> dict[tuple[str, str, str], tuple[int, int]]:
@@ -161,7 +96,7 @@ def counted_since(before: dict[str, float], operator: Operator) -> dict[str, int
 
 
 def test_the_api_server_and_then_etcd_restarted_under_the_operator(
-    private: Private, tmp_path: Path
+    private: Installed, tmp_path: Path
 ) -> None:
     """kube-apiserver is stopped (SIGTERM, until it exits) for 30 s, during which nothing can
     change, and started again on the same port with the same flags; then a weight changes. etcd
@@ -170,7 +105,8 @@ def test_the_api_server_and_then_etcd_restarted_under_the_operator(
     posts no Event again for the condition that stayed True (queue a is overused throughout),
     and ``/healthz`` answers 200 during and after each outage: failed writes are retried and
     planned again, they never fail a round."""
-    cluster, plane = private.cluster, private.plane
+    cluster, plane = private.cluster, private.cluster.plane
+    assert plane is not None
     # 8 cpu between a (5 cpu bound) and b (12 cpu waiting): a deserves 4 cpu at weights 1:1 and
     # 2 at 1:3, below its 5 either way.
     cluster.apply(
@@ -189,7 +125,7 @@ def test_the_api_server_and_then_etcd_restarted_under_the_operator(
         events_before = event_tally(cluster)
 
         counters = write_counters(operator)
-        with HealthRecorder(operator) as health:
+        with HealthPoller(operator, interval=0.5) as health:
             sigterm_at = time.monotonic()
             exit_status = plane.stop_process("kube-apiserver")
             down_at = time.monotonic()
@@ -221,7 +157,7 @@ def test_the_api_server_and_then_etcd_restarted_under_the_operator(
         assert set(health.between(0, float("inf"))) == {200}, health.answers
 
         counters = write_counters(operator)
-        with HealthRecorder(operator) as health:
+        with HealthPoller(operator, interval=0.5) as health:
             sigterm_at = time.monotonic()
             exit_status = plane.stop_process("etcd")
             down_at = time.monotonic()

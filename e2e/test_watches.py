@@ -21,7 +21,6 @@ import subprocess
 import time
 import urllib.error
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ import yaml
 
 import controlplane
 import objects
-from clusters import CRDS, MANIFESTS, TARGET, Cluster
+from clusters import CRDS, TARGET, Cluster, Installed, install_sharekeeper
 from faults import TcpProxy, compact_etcd, etcd_revision, kubeconfig_via, watch_events
 from objects import NAMESPACE, node, pod, policy, queue, status
 from operating import Operator, eventually, start_operator
@@ -197,33 +196,6 @@ def serving(operator: Operator) -> Operator:
 
 
 # --- a control plane of our own, without the watch cache ---------------------------------
-
-
-@dataclass(frozen=True)
-class Installed:
-    """A cluster with Sharekeeper's CRDs and manifests, and a kubeconfig acting as its
-    ServiceAccount (what the session fixtures give the shared cluster)."""
-
-    cluster: Cluster
-    operator_kubeconfig: Path
-
-
-def install_sharekeeper(cluster: Cluster, directory: Path) -> Installed:
-    assert cluster.plane is not None
-    cluster.kubectl("apply", "-f", str(CRDS))
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s",
-        *(f"crd/{path.stem}" for path in sorted(CRDS.glob("*.yaml"))),
-    )  # fmt: skip
-    cluster.kubectl("apply", "-k", str(MANIFESTS))
-    cluster.kubectl("create", "namespace", NAMESPACE)
-    token = cluster.kubectl(
-        "create", "token", "sharekeeper", "-n", "sharekeeper", "--duration=2h"
-    ).stdout.strip()
-    kubeconfig = controlplane.write_token_kubeconfig(
-        cluster.plane, directory / "operator.kubeconfig", token, "sharekeeper"
-    )
-    return Installed(cluster, kubeconfig)
 
 
 @pytest.fixture(scope="module")
