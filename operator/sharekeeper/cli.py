@@ -211,9 +211,14 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.set_defaults(handler=_simulate)
 
     convert = commands.add_parser(
-        "convert", help="turn a Volcano scheduler configuration into a SchedulerPolicy"
+        "convert",
+        help="turn a Volcano scheduler configuration (or its ConfigMap) into a SchedulerPolicy",
     )
-    convert.add_argument("file", type=Path, help="volcano-scheduler.conf (YAML)")
+    convert.add_argument(
+        "file",
+        type=Path,
+        help="volcano-scheduler.conf, or the ConfigMap holding it (YAML or JSON)",
+    )
     convert.add_argument("--name", default="default", help="name of the SchedulerPolicy")
     convert.set_defaults(handler=_convert)
 
