@@ -67,6 +67,7 @@ def pod(
     phase: str | None = None,
     group: str | None = None,
     gated: bool = False,
+    scheduler: str | None = None,
     **requests: str | int,
 ) -> Obj:
     labels = {"sharekeeper.io/queue": queue} if queue else {}
@@ -78,6 +79,8 @@ def pod(
         spec["nodeName"] = node
     if gated:
         spec["schedulingGates"] = [{"name": "wait"}]
+    if scheduler:
+        spec["schedulerName"] = scheduler
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -416,7 +416,7 @@ def test_a_manifest_sharing_a_block_by_alias_is_read(tmp_path: Path) -> None:
     text = dump(policy("p"), node("n1", cpu=4), queue("a")) + "---\n" + SHARED_SPEC
     code, out, err = run("simulate", "-f", str(write(tmp_path, text)), "-o", "json")
     assert (code, err) == (0, "")
-    assert json.loads(out)["queues"]["a"]["allocated"] == {"cpu": "2"}
+    assert json.loads(out)["queues"]["a"]["allocated"] == {"cpu": "2", "pods": "2"}
 
 
 # --- pod priority, as the API server's Priority admission fills it in ----------------------------

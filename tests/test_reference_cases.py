@@ -87,6 +87,12 @@ def _pod(entry: dict[str, Any]) -> Obj:
     }
 
 
+# The ``derived`` values were worked out from Volcano's code without its count of pods (its
+# GetPodResourceRequest adds ``pods: 1`` per pod), so they say nothing about the ``pods``
+# dimension; every other dimension is shared out on its own, so they hold unchanged.
+# ``tests/engine/test_accounting.py`` checks the count of pods.
+
+
 def _derived_queues(case: dict[str, Any]) -> dict[str, dict[str, Any]]:
     derived = case.get("derived") or {}
     if "queues" in derived:
@@ -128,7 +134,7 @@ def test_derived_queue_values(case: dict[str, Any]) -> None:
                 continue
             want = _internal(expected[field])
             got = dict(values[field])
-            for dimension in sorted(set(want) | set(got)):
+            for dimension in sorted((set(want) | set(got)) - {"pods"}):
                 assert got.get(dimension, 0) == want.get(dimension, 0), (name, field, dimension)
         if "share" in expected:
             assert float(actual.share) == pytest.approx(expected["share"]), name

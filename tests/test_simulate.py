@@ -41,7 +41,7 @@ def test_example_table_has_a_row_per_queue(capsys: pytest.CaptureFixture[str]) -
     ]
     assert [line.split()[0] for line in lines[1:]] == ["batch", "default", "research", "training"]
     batch = lines[1].split()
-    assert batch[4] == "cpu=8750m,memory=28Gi"  # 24 cpu water-filled by weight 1:1:3:2
+    assert batch[4] == "cpu=8750m,memory=28Gi,pods=2"  # 24 cpu water-filled by weight 1:1:3:2
     assert batch[-1] == "0.8"
 
 
@@ -107,15 +107,11 @@ def test_fractional_shares_never_exceed_the_total(
             "Queue q: spec.weight: Input should be greater than or equal to 1 (got 0)",
         ),
         (
-            pod("orphan", "missing", cpu=1),
-            "1 pod names queue 'missing', which does not exist",
-        ),
-        (
             policy("p2", "Fair"),
             "SchedulerPolicy p2: spec.sharing.policy: Input should be 'Proportion', 'Capacity'",
         ),
     ],
-    ids=["unknown-kind", "malformed-quantity", "weight-0", "unknown-queue", "unknown-policy"],
+    ids=["unknown-kind", "malformed-quantity", "weight-0", "unknown-policy"],
 )
 def test_bad_input_names_object_and_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: dict[str, object], message: str
@@ -125,6 +121,23 @@ def test_bad_input_names_object_and_field(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert message in captured.err
+
+
+def test_a_pod_naming_a_missing_queue_is_a_warning_as_in_the_operator(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found: a typo'd queue name made simulate refuse the whole input; the operator ignores
+    the pod (with an Event). One rule for both: charged to no queue, said on stderr."""
+    path = _write(
+        tmp_path, policy("p"), node("n1", cpu=4), queue("a"), pod("orphan", "missing", cpu=1)
+    )
+    assert main(["simulate", "-f", str(path), "-o", "json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["queues"]["a"]["request"] == {}
+    assert captured.err == (
+        "sharekeeper simulate: warning: 1 pod names queue 'missing', which does not exist: "
+        "charged to no queue\n"
+    )
 
 
 def test_placements_are_printed_only_when_asked(

@@ -59,6 +59,7 @@ class PodParams:
     node: str | None = None
     phase: str | None = "Pending"
     gated: bool = False
+    scheduler: str | None = None
     unreadable: bool = False
     """A request no one can read (``cpu: lots``)."""
     bad_start_time: bool = False
@@ -87,6 +88,7 @@ POD_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "node": st.sampled_from([None, "", *NODES]),
     "phase": st.sampled_from([None, "Pending", "Running", *TERMINAL]),
     "gated": st.booleans(),
+    "scheduler": st.sampled_from([None, "volcano", "other"]),
     "unreadable": st.sampled_from([False] * 7 + [True]),  # the exception, not half of them
     "bad_start_time": st.booleans(),
     "noise": st.integers(0, 3),
@@ -137,6 +139,8 @@ def pod_object(key: Key, params: PodParams, version: str) -> Obj:
         spec["nodeName"] = params.node
     if params.gated:
         spec["schedulingGates"] = [{"name": "wait"}]
+    if params.scheduler is not None:
+        spec["schedulerName"] = params.scheduler
     status: Obj = {"conditions": [{"type": "Ready", "status": str(params.noise % 2 == 0)}]}
     if params.phase is not None:
         status["phase"] = params.phase
@@ -283,6 +287,7 @@ class Pod:
     named: str | None
     group: str | None
     bad_start_time: bool
+    scheduler: str
 
 
 def live_pods(world: World) -> list[Pod]:
@@ -308,6 +313,7 @@ def live_pods(world: World) -> list[Pod]:
                 named=labels.get(QUEUE_LABEL) or annotations.get(QUEUE_ANNOTATION) or None,
                 group=annotations.get(GROUP_ANNOTATION),
                 bad_start_time=obj["status"].get("startTime") == "not a time",
+                scheduler=obj["spec"].get("schedulerName") or "default-scheduler",
             )
         )
     return pods
@@ -354,9 +360,12 @@ class _Charge:
     allocated: Amounts = field(default_factory=dict)
     request: Amounts = field(default_factory=dict)
     pods: int = 0
+    allocated_pods: int = 0
 
     def charges(self) -> Charges:
-        return Charges(_nonzero(self.allocated), _nonzero(self.request), self.pods)
+        return Charges(
+            _nonzero(self.allocated), _nonzero(self.request), self.pods, self.allocated_pods
+        )
 
 
 @dataclass
@@ -369,7 +378,8 @@ class _Members:
 def recount(pods: list[Pod]) -> PodTotals:
     named: dict[str, dict[str, _Charge]] = {}
     grouped: dict[Key, _Charge] = {}
-    unnamed: dict[str, _Charge] = {}
+    unnamed: dict[str, dict[str, _Charge]] = {}
+    unnamed_bound: dict[str, dict[str, Amounts]] = {}
     groups: dict[Key, _Members] = {}
     node_used: dict[str, Amounts] = {}
     for pod in pods:
@@ -378,11 +388,15 @@ def recount(pods: list[Pod]) -> PodTotals:
         elif pod.group:
             bucket = grouped.setdefault((pod.key[0], pod.group), _Charge())
         else:
-            bucket = unnamed.setdefault(pod.key[0], _Charge())
+            bucket = unnamed.setdefault(pod.scheduler, {}).setdefault(pod.key[0], _Charge())
+            if pod.node:
+                bound = unnamed_bound.setdefault(pod.scheduler, {}).setdefault(pod.node, {})
+                _plus(bound, {**pod.request, "pods": 1})
         bucket.pods += 1
         _plus(bucket.request, pod.request)
         if pod.node:
             _plus(bucket.allocated, pod.request)
+            bucket.allocated_pods += 1
         if pod.group:
             members = groups.setdefault((pod.key[0], pod.group), _Members())
             if pod.node:
@@ -398,7 +412,14 @@ def recount(pods: list[Pod]) -> PodTotals:
             for name, by_namespace in named.items()
         },
         grouped={key: charge.charges() for key, charge in grouped.items()},
-        unnamed={namespace: charge.charges() for namespace, charge in unnamed.items()},
+        unnamed={
+            scheduler: {namespace: charge.charges() for namespace, charge in by_ns.items()}
+            for scheduler, by_ns in unnamed.items()
+        },
+        unnamed_bound={
+            scheduler: {node: _nonzero(used) for node, used in by_node.items()}
+            for scheduler, by_node in unnamed_bound.items()
+        },
         groups={
             key: GroupPods(_nonzero(m.allocated), m.allocated_pods, _nonzero(m.gated))
             for key, m in groups.items()
@@ -409,7 +430,9 @@ def recount(pods: list[Pod]) -> PodTotals:
 
 def without_zeros(totals: PodTotals) -> PodTotals:
     def charges(value: Charges) -> Charges:
-        return Charges(_nonzero(value.allocated), _nonzero(value.request), value.pods)
+        return Charges(
+            _nonzero(value.allocated), _nonzero(value.request), value.pods, value.allocated_pods
+        )
 
     return PodTotals(
         named={
@@ -417,7 +440,14 @@ def without_zeros(totals: PodTotals) -> PodTotals:
             for name, by_namespace in totals.named.items()
         },
         grouped={key: charges(value) for key, value in totals.grouped.items()},
-        unnamed={namespace: charges(value) for namespace, value in totals.unnamed.items()},
+        unnamed={
+            scheduler: {namespace: charges(value) for namespace, value in by_ns.items()}
+            for scheduler, by_ns in totals.unnamed.items()
+        },
+        unnamed_bound={
+            scheduler: {node: _nonzero(used) for node, used in by_node.items()}
+            for scheduler, by_node in totals.unnamed_bound.items()
+        },
         groups={
             key: GroupPods(_nonzero(g.allocated), g.allocated_pods, _nonzero(g.gated))
             for key, g in totals.groups.items()
@@ -446,15 +476,17 @@ def per_queue(
         if queue is None and pod.group is not None:
             group = groups.get((pod.key[0], pod.group))
             queue = group.queue if group is not None else None
+        if queue is None and pod.group is None and pod.scheduler != "volcano":
+            continue  # unmanaged: the default scheduler names of queue_usage are [volcano]
         queue = queue or default
         if queue is None:
             continue
         if queue not in usage:
             unknown[queue] = unknown.get(queue, 0) + 1
             continue
-        _plus(usage[queue].request, pod.request)
+        _plus(usage[queue].request, {**pod.request, "pods": 1})
         if pod.node:
-            _plus(usage[queue].allocated, pod.request)
+            _plus(usage[queue].allocated, {**pod.request, "pods": 1})
     for (namespace, name), group in sorted(groups.items()):
         entry = usage.get(group.queue or "default")
         if entry is None:
@@ -519,6 +551,7 @@ def check(world: World, store: ClusterStore) -> int:
     assert actual.named == expected.named
     assert actual.grouped == expected.grouped
     assert actual.unnamed == expected.unnamed
+    assert actual.unnamed_bound == expected.unnamed_bound
     assert actual.groups == expected.groups
     assert actual.node_used == expected.node_used
 

@@ -80,7 +80,7 @@ def test_an_unreadable_pod_is_left_out_and_reported_until_it_is_fixed() -> None:
     assert ("ns", "bad") not in store.pods.records
     assert "lots" in store.pods.problems[("ns", "bad")]
     assert unreadable_gauge() == 1
-    assert store.totals().named == {"q": {"ns": Charges({"cpu": 1000}, {"cpu": 1000}, 1)}}
+    assert store.totals().named == {"q": {"ns": Charges({"cpu": 1000}, {"cpu": 1000}, 1, 1)}}
     assert keys_on(store, "n") == {("ns", "good")}
 
     store.pods.event("MODIFIED", requests_of(bad, cpu="2"))
@@ -88,7 +88,7 @@ def test_an_unreadable_pod_is_left_out_and_reported_until_it_is_fixed() -> None:
     assert ("ns", "bad") in store.pods.records
     assert store.pods.problems == {}
     assert unreadable_gauge() == 0
-    assert store.totals().named == {"q": {"ns": Charges({"cpu": 3000}, {"cpu": 3000}, 2)}}
+    assert store.totals().named == {"q": {"ns": Charges({"cpu": 3000}, {"cpu": 3000}, 2, 2)}}
     assert keys_on(store, "n") == {("ns", "good"), ("ns", "bad")}
 
 
@@ -163,11 +163,11 @@ def test_a_bound_pod_with_a_malformed_qos_field_counts_in_its_queue_but_is_never
     assert store.pods.problems == {("ns", "broken"): record.problem}
     assert unreadable_gauge() == 1
     # It still counts: in its queue, on its node ...
-    assert store.totals().named == {"q": {"ns": Charges({"cpu": 3000}, {"cpu": 3000}, 2)}}
+    assert store.totals().named == {"q": {"ns": Charges({"cpu": 3000}, {"cpu": 3000}, 2, 2)}}
     assert store.totals().node_used == {"n": {"cpu": 3000}}
     usage = queue_usage([QueueName("q")], store.totals(), ()).usage.get(QueueName("q"))
     assert usage is not None
-    assert usage.allocated == {"cpu": 3000}
+    assert usage.allocated == {"cpu": 3000, "pods": 2}
     # ... but the QoS engine sees only the other pod, which it can still act on.
     assert keys_on(store, "n") == {("ns", "broken"), ("ns", "fine")}
     assert [view.key.name for view in store.pods.qos_views_on("n")] == ["fine"]
@@ -312,7 +312,7 @@ def test_a_relist_that_omits_an_object_deletes_it() -> None:
         assert recorder.calls > before
 
     assert set(store.pods.records) == {("ns", "kept")}
-    assert store.totals().named == {"q": {"ns": Charges({"cpu": 1000}, {"cpu": 1000}, 1)}}
+    assert store.totals().named == {"q": {"ns": Charges({"cpu": 1000}, {"cpu": 1000}, 1, 1)}}
     assert store.totals().node_used == {"n": {"cpu": 1000}}
     assert keys_on(store, "n") == {("ns", "kept")}
     assert set(store.nodes.records) == {"n"}
@@ -420,7 +420,7 @@ def test_pods_of_the_same_name_in_two_namespaces_are_two_pods() -> None:
     store.pods.event("DELETED", pod("p", "q", node="a", cpu="1"))
 
     assert keys_on(store, "a") == {("other", "p")}
-    assert store.totals().named == {"q": {"other": Charges({"cpu": 1000}, {"cpu": 1000}, 1)}}
+    assert store.totals().named == {"q": {"other": Charges({"cpu": 1000}, {"cpu": 1000}, 1, 1)}}
 
 
 def test_no_usage_stays_behind_once_every_pod_is_gone() -> None:

@@ -18,7 +18,7 @@ def _objects() -> list[dict[str, object]]:
         pod("labelled", "a", node="n", cpu=2),
         annotated,
         pod("grouped", group="job", cpu=3),
-        pod("unnamed", cpu=4),
+        pod("unnamed", scheduler="volcano", cpu=4),
         pod("done", "a", node="n", phase="Succeeded", cpu=8),
         pod_group("job", "c", phase="Inqueue", min_resources={"cpu": "5"}),
     ]
@@ -26,10 +26,10 @@ def _objects() -> list[dict[str, object]]:
 
 def test_pods_find_their_queue_by_label_annotation_group_then_default() -> None:
     queues = shares(*_objects()).queues
-    assert queues["a"].allocated == {"cpu": 2000}  # the Succeeded pod does not count
-    assert queues["b"].allocated == {"cpu": 1000}
-    assert queues["c"].request == {"cpu": 3000}
-    assert queues["default"].request == {"cpu": 4000}
+    assert queues["a"].allocated == {"cpu": 2000, "pods": 1}  # the Succeeded pod does not count
+    assert queues["b"].allocated == {"cpu": 1000, "pods": 1}
+    assert queues["c"].request == {"cpu": 3000, "pods": 1}
+    assert queues["default"].request == {"cpu": 4000, "pods": 1}
 
 
 def test_inqueue_is_what_an_admitted_group_has_not_yet_allocated() -> None:
@@ -77,8 +77,8 @@ def test_a_pod_of_a_namespace_the_queue_does_not_admit_is_charged_to_no_queue() 
         pod("also-stolen", "production", namespace="team-b", cpu=1),
     )
     production = result.queues["production"]
-    assert production.allocated == {"cpu": 2000}
-    assert production.request == {"cpu": 2000}
+    assert production.allocated == {"cpu": 2000, "pods": 1}
+    assert production.request == {"cpu": 2000, "pods": 1}
     assert result.queues["default"].request == {}  # charged to no queue at all
     (refusal,) = [r for r in production.reasons if r.kind == "NamespaceNotAdmitted"]
     assert refusal.message.startswith("2 pods in namespace team-b name this queue")
@@ -93,7 +93,7 @@ def test_a_namespace_is_selected_by_its_name_label_even_when_unknown() -> None:
         pod("in", "q", node="n", namespace="ns", cpu=1),
         pod("out", "q", node="n", namespace="elsewhere", cpu=1),
     )  # fmt: skip
-    assert result.queues["q"].allocated == {"cpu": 1000}
+    assert result.queues["q"].allocated == {"cpu": 1000, "pods": 1}
 
 
 def test_pods_that_name_no_queue_go_to_default_only_from_namespaces_it_admits() -> None:
@@ -101,11 +101,11 @@ def test_pods_that_name_no_queue_go_to_default_only_from_namespaces_it_admits() 
         policy(),
         node("n", cpu=16),
         admitting("default", {"matchLabels": {"kubernetes.io/metadata.name": "batch"}}),
-        pod("batch-pod", namespace="batch", cpu=1),
-        pod("system-pod", namespace="kube-system", cpu=4),
+        pod("batch-pod", namespace="batch", scheduler="volcano", cpu=1),
+        pod("system-pod", namespace="kube-system", scheduler="volcano", cpu=4),
     )
     default = result.queues["default"]
-    assert default.request == {"cpu": 1000}
+    assert default.request == {"cpu": 1000, "pods": 1}
     assert not [r for r in default.reasons if r.kind == "NamespaceNotAdmitted"]  # none asked
 
 
@@ -129,4 +129,96 @@ def test_without_namespaces_every_namespace_is_admitted() -> None:
         pod("a", "q", node="n", namespace="one", cpu=1),
         pod("b", "q", node="n", namespace="two", cpu=1),
     )
-    assert result.queues["q"].allocated == {"cpu": 2000}
+    assert result.queues["q"].allocated == {"cpu": 2000, "pods": 2}
+
+
+# --- Which pods count: schedulerNames, unmanaged pods, one pod each ------------------------------
+
+
+def test_each_pod_counts_one_pods_in_request_and_once_bound_in_allocated() -> None:
+    result = shares(
+        policy(),
+        node("n", cpu=16, pods=110),
+        queue("q"),
+        pod("running", "q", node="n", cpu=1),
+        pod("waiting", "q", cpu=1),
+        pod("pending-too", "q", cpu=1),
+    )
+    q = result.queues["q"]
+    assert (q.allocated["pods"], q.request["pods"]) == (1, 3)
+    assert q.deserved["pods"] == 3  # asks for three pods of the 110, gets them
+    assert q.decided_by["pods"] == "Request"
+
+
+def test_a_pod_of_another_scheduler_that_names_no_queue_is_unmanaged() -> None:
+    """Found: one kube-system pod moved default's deserved from 40 to 44 cpu."""
+    result = shares(
+        policy(),
+        node("n", cpu=16, pods=110),
+        queue("default"),
+        queue("busy"),
+        pod("batch", scheduler="volcano", node="n", cpu=2),
+        pod("coredns", namespace="kube-system", node="n", cpu=4),
+        pod("pending-web", cpu=1),
+        pod("work", "busy", cpu=100),
+    )
+    assert result.queues["default"].request == {"cpu": 2000, "pods": 1}
+    policy_share = result.policies["default"]
+    assert policy_share.unmanaged == {"cpu": 4000, "pods": 1}  # a pending pod occupies nothing
+    assert policy_share.total == {"cpu": 12_000, "pods": 109}  # Reserve: 16 - 4
+    assert result.queues["busy"].deserved["cpu"] == 10_000  # 12 - default's 2
+
+
+def test_ignore_shares_the_whole_allocatable_as_volcano_does() -> None:
+    result = shares(
+        policy(unmanaged="Ignore"),
+        node("n", cpu=16),
+        queue("busy"),
+        pod("coredns", namespace="kube-system", node="n", cpu=4),
+        pod("work", "busy", cpu=100),
+    )
+    assert result.policies["default"].total == {"cpu": 16_000}
+    assert result.policies["default"].unmanaged == {"cpu": 4000, "pods": 1}  # still reported
+    assert result.queues["busy"].deserved["cpu"] == 16_000
+
+
+def test_scheduler_names_decide_which_unnamed_pods_count_in_default() -> None:
+    objects = [
+        node("n", cpu=16),
+        queue("default"),
+        pod("plain", node="n", cpu=1),
+        pod("custom", scheduler="my-batch", node="n", cpu=2),
+        pod("volcano", scheduler="volcano", node="n", cpu=4),
+    ]
+    defaults = shares(policy(), *objects)
+    assert defaults.queues["default"].allocated == {"cpu": 4000, "pods": 1}
+    assert defaults.policies["default"].unmanaged == {"cpu": 3000, "pods": 2}
+    listed = shares(policy(schedulerNames=["my-batch", "default-scheduler"]), *objects)
+    assert listed.queues["default"].allocated == {"cpu": 3000, "pods": 2}
+    assert listed.policies["default"].unmanaged == {"cpu": 4000, "pods": 1}
+
+
+def test_a_pod_that_names_a_queue_counts_whatever_its_scheduler() -> None:
+    result = shares(
+        policy(),
+        node("n", cpu=16),
+        queue("q"),
+        pod("labelled", "q", node="n", cpu=1),  # default-scheduler
+        pod("grouped", group="job", node="n", scheduler="kube-batch", cpu=2),
+        pod_group("job", "q", phase="Running"),
+    )
+    assert result.queues["q"].allocated == {"cpu": 3000, "pods": 2}
+    assert result.policies["default"].unmanaged == {}
+
+
+def test_unmanaged_pods_are_reserved_by_the_policy_of_their_node() -> None:
+    result = shares(
+        policy("gpu", node_labels={"pool": "gpu"}, queue_labels={"pool": "gpu"}),
+        policy("cpu", node_labels={"pool": "cpu"}, queue_labels={"pool": "cpu"}),
+        node("g", {"pool": "gpu"}, cpu=8),
+        node("c", {"pool": "cpu"}, cpu=8),
+        pod("agent", namespace="kube-system", node="g", cpu=1),
+    )
+    assert result.policies["gpu"].unmanaged == {"cpu": 1000, "pods": 1}
+    assert result.policies["cpu"].unmanaged == {}
+    assert result.policies["cpu"].total == {"cpu": 8000}

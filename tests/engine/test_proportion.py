@@ -9,7 +9,7 @@ def test_dimensions_a_queue_does_not_request_end_at_zero() -> None:
     result = shares(
         policy(), node("n", cpu=8, memory="8Gi", gpu=2, pods=10), queue("q"), pod("p", "q", cpu=1)
     )
-    assert result.queues["q"].deserved == {"cpu": 1000, "memory": 0, "nvidia.com/gpu": 0, "pods": 0}
+    assert result.queues["q"].deserved == {"cpu": 1000, "memory": 0, "nvidia.com/gpu": 0, "pods": 1}
 
 
 def test_a_guarantee_above_the_request_stays_reserved() -> None:
@@ -70,3 +70,19 @@ def test_overused_when_allocated_exceeds_deserved_in_some_dimension() -> None:
     assert result.queues["a"].overused
     assert not result.queues["b"].overused
     assert result.queues["a"].share == 1.5
+
+
+def test_an_idle_guaranteed_queue_keeps_its_guarantee() -> None:
+    """Differs from Volcano, which leaves a queue without jobs out and gives the others 5/5."""
+    result = shares(
+        policy(),
+        node("n", cpu=10),
+        queue("idle", guarantee={"cpu": "4"}),
+        queue("a"),
+        queue("b"),
+        pod("a", "a", cpu=100),
+        pod("b", "b", cpu=100),
+    )
+    deserved = [result.queues[name].deserved["cpu"] for name in ("idle", "a", "b")]
+    assert deserved == [4000, 3000, 3000]
+    assert result.queues["idle"].decided_by["cpu"] == "Guarantee"

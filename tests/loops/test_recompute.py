@@ -263,7 +263,9 @@ def test_each_pod_naming_a_queue_that_does_not_admit_its_namespace_is_told_once(
     writer = RecordingWriter()
     production = queue("production")
     production["spec"]["namespaces"] = {"matchLabels": {"kubernetes.io/metadata.name": "team-a"}}
-    store = cluster([record(production, queue_snapshot)], [one_policy()])
+    store = cluster(
+        [record(q, queue_snapshot) for q in (production, queue("a"), queue("b"))], [one_policy()]
+    )
     loop = Recompute(writer, store, clock=lambda: 1_000_000.0)
 
     async def scenario() -> None:
@@ -287,7 +289,32 @@ def test_each_pod_naming_a_queue_that_does_not_admit_its_namespace_is_told_once(
         assert admitted["status"] == "True"
         assert admitted["message"].startswith("2 pods in namespace team-b name this queue")
         assert status["allocated"] == {}
-        assert status["request"] == {"cpu": "1"}
+        assert status["request"] == {"cpu": "1", "pods": "1"}
+
+    asyncio.run(scenario())
+
+
+def test_a_pod_naming_a_queue_that_does_not_exist_is_told_once() -> None:
+    """Found: a typo'd queue name was ignored here but made simulate refuse its whole input."""
+    writer = RecordingWriter()
+    store = cluster(
+        [record(queue(name), queue_snapshot) for name in ("production", "a", "b")], [one_policy()]
+    )
+    loop = Recompute(writer, store, clock=lambda: 1_000_000.0)
+
+    async def scenario() -> None:
+        store.pods.event("ADDED", pod("typo", "prodution", namespace="team-a", cpu="1"))
+        store.pods.event("ADDED", pod("fine", "production", namespace="team-a", cpu="1"))
+        await round_written(loop)
+        await asyncio.sleep(0)
+        assert [(pod_name, reason) for pod_name, reason, _ in writer.pod_events] == [
+            ("team-a/typo", "QueueNotFound")
+        ]
+        assert "queue prodution, which does not exist" in writer.pod_events[0][2]
+        await round_written(loop)
+        await asyncio.sleep(0)
+        assert len(writer.pod_events) == 1  # told once
+        assert writer.stored[("Queue", "production")]["request"] == {"cpu": "1", "pods": "1"}
 
     asyncio.run(scenario())
 

@@ -187,6 +187,17 @@ QualifiedName = Annotated[
 """A resource name or a label key (``cpu``, ``nvidia.com/gpu``); as the key type of a map, it
 constrains the map's keys."""
 
+_DNS_SUBDOMAIN = f"^{_DNS_LABEL}([.]{_DNS_LABEL})*$"
+SchedulerName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_PREFIX_LENGTH,
+        pattern=_DNS_SUBDOMAIN,
+        description="A scheduler's name as pods give it in spec.schedulerName: a DNS subdomain.",
+    ),
+]
+
 LabelValue = Annotated[
     str,
     Field(

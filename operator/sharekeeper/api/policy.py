@@ -19,6 +19,7 @@ from sharekeeper.api.base import (
     Metadata,
     QualifiedName,
     Quantity,
+    SchedulerName,
     StatusResources,
     read,
 )
@@ -31,9 +32,10 @@ from sharekeeper.engine.overcommit import (
     factor_number,
 )
 from sharekeeper.engine.proportional import Proportion
-from sharekeeper.engine.selectors import MATCH_ALL
+from sharekeeper.engine.selectors import MATCH_ALL, Operator, Requirement
+from sharekeeper.engine.selectors import LabelSelector as EngineSelector
 from sharekeeper.engine.shares import PolicyShare, PolicySnapshot, Sharing
-from sharekeeper.engine.shares.snapshot import PolicyName
+from sharekeeper.engine.shares.snapshot import DEFAULT_SCHEDULER_NAMES, SOURCE_LABEL, PolicyName
 from sharekeeper.model.conditions import condition
 from sharekeeper.model.objects import timestamp_at
 from sharekeeper.model.quantities import CPU, MEMORY, format_resources, to_internal
@@ -77,6 +79,20 @@ class SharingSpec(ApiModel):
         300,
         ge=1,
         description="GuaranteeQuota with elasticOrder Random. How long one random order is kept.",
+    )
+    scheduler_names: list[SchedulerName] = Field(
+        default_factory=lambda: list(DEFAULT_SCHEDULER_NAMES),
+        max_length=16,
+        description="A pod that names no queue (no sharekeeper.io/queue label, no Volcano "
+        "queue-name annotation, no PodGroup) counts in the queue named default when its "
+        "spec.schedulerName is one of these; otherwise it is unmanaged. Default: [volcano].",
+    )
+    unmanaged: Literal["Reserve", "Ignore"] = Field(
+        "Reserve",
+        description="What the requests of unmanaged pods bound to the policy's nodes do: "
+        "Reserve takes them out of the total the queues share (they occupy those nodes "
+        "whatever the queues deserve); Ignore shares the whole allocatable, as Volcano does. "
+        "Either way status.unmanaged reports them.",
     )
 
 
@@ -129,8 +145,17 @@ class ProportionalSpec(ApiModel):
 class SchedulerPolicySpec(ApiModel):
     """Desired behaviour of the policy."""
 
+    queue_source: Literal["Sharekeeper", "Volcano"] = Field(
+        "Sharekeeper",
+        description="Where this policy's queues come from. Sharekeeper: the Queues people "
+        "create. Volcano: the operator keeps one Sharekeeper Queue per Volcano Queue "
+        f"(queues.scheduling.volcano.sh), labelled {SOURCE_LABEL}=volcano, and the policy "
+        "governs those only. A Sharekeeper policy never governs a mirrored queue.",
+    )
     queue_selector: LabelSelector | None = Field(
-        None, description="Label selector over Queues. Empty or absent selects every queue."
+        None,
+        description="Label selector over Queues, within the queue source. Empty or absent "
+        "selects every queue of the source.",
     )
     node_selector: LabelSelector | None = Field(
         None, description="Label selector over Nodes. Empty or absent selects every node."
@@ -169,10 +194,18 @@ class SchedulerPolicyStatus(ApiModel):
     nodes: int | None = Field(None, description="Number of nodes this policy governs.")
     queues: int | None = Field(None, description="Number of queues this policy governs.")
     total: StatusResources | None = Field(
-        None, description="Sum of the allocatable resources of the governed nodes."
+        None,
+        description="What the governed queues share: the allocatable resources of the governed "
+        "nodes, less status.unmanaged when sharing.unmanaged is Reserve.",
     )
     total_guarantee: StatusResources | None = Field(
         None, description="Sum of the guarantees of the governed queues."
+    )
+    unmanaged: StatusResources | None = Field(
+        None,
+        description="Requests of the unmanaged pods bound to the governed nodes (pods that "
+        "name no queue and whose scheduler is not one of sharing.schedulerNames), with one pod "
+        "each; taken out of total when sharing.unmanaged is Reserve.",
     )
     overcommit: OvercommitStatus | None = None
     last_computed: DateTime | None = Field(None, description="When the status was last computed.")
@@ -205,8 +238,12 @@ class SchedulerPolicy(RootModel):
                    "Allocatable CPU of the governed nodes."),
             Column("Total-Mem", "string", ".status.total.memory",
                    "Allocatable memory of the governed nodes."),
+            Column("Total-GPU", "string", r".status.total.nvidia\.com/gpu",
+                   "Allocatable NVIDIA GPUs of the governed nodes."),
             Column("Ready", "string", '.status.conditions[?(@.type=="Ready")].status',
                    "Whether the last computation succeeded."),
+            Column("Headroom", "string", ".status.overcommit.headroom",
+                   "What one more job may still request and be admitted.", priority=1),
             AGE,
         ),
     )  # fmt: skip
@@ -223,7 +260,9 @@ def policy_spec(obj: Mapping[str, Any]) -> PolicySpec:
     sharing = spec.sharing
     shares = PolicySnapshot(
         name=PolicyName(policy.metadata.name),
-        queue_selector=spec.queue_selector.engine() if spec.queue_selector else MATCH_ALL,
+        queue_selector=within_source(
+            spec.queue_selector.engine() if spec.queue_selector else MATCH_ALL, spec.queue_source
+        ),
         node_selector=spec.node_selector.engine() if spec.node_selector else MATCH_ALL,
         sharing=Sharing(
             policy=sharing.policy,
@@ -232,7 +271,10 @@ def policy_spec(obj: Mapping[str, Any]) -> PolicySpec:
             priority_type=sharing.priority_type,
             elastic_order=sharing.elastic_order,
             reshuffle_seconds=sharing.reshuffle_seconds,
+            scheduler_names=frozenset(sharing.scheduler_names),
+            reserve_unmanaged=sharing.unmanaged == "Reserve",
         ),
+        queue_source=spec.queue_source,
         created_seconds=timestamp_at(obj, "metadata.creationTimestamp"),
     )
     proportional = spec.proportional
@@ -251,6 +293,14 @@ def policy_spec(obj: Mapping[str, Any]) -> PolicySpec:
         else {},
     )
     return PolicySpec(shares, nodes)
+
+
+def within_source(selector: EngineSelector, source: str) -> EngineSelector:
+    """The policy's queue selector, narrowed to the queues of its source: mirrored Volcano
+    Queues carry the source label, Queues people make do not."""
+    operator: Operator = "In" if source == "Volcano" else "NotIn"
+    requirement = Requirement(SOURCE_LABEL, operator, frozenset({"volcano"}))
+    return EngineSelector(selector.match_labels, (*selector.requirements, requirement))
 
 
 # --- status -------------------------------------------------------------------------------------
@@ -293,5 +343,6 @@ def policy_status(result: PolicyShare) -> dict[str, Any]:
         "queues": result.queues,
         "total": format_resources(result.total),
         "totalGuarantee": format_resources(result.total_guarantee),
+        "unmanaged": format_resources(result.unmanaged),
         "conditions": conditions,
     }

@@ -4,7 +4,7 @@ its reading into the share engine's ``QueueSnapshot``, and its status from a ``Q
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -24,6 +24,7 @@ from sharekeeper.api.base import (
 from sharekeeper.api.crds import AGE, Column, Resource, RootModel
 from sharekeeper.engine.selectors import MATCH_ALL
 from sharekeeper.engine.shares import QueueShare, QueueSnapshot
+from sharekeeper.engine.shares.deciding import Decider
 from sharekeeper.engine.shares.snapshot import QueueName
 from sharekeeper.model.conditions import condition
 from sharekeeper.model.quantities import format_resources, to_internal
@@ -143,6 +144,16 @@ class QueueStatus(ApiModel):
         description="Allocated above the minResources of the queue's PodGroups: what could be "
         "reclaimed without breaking a gang.",
     )
+    decided_by: (
+        dict[str, Annotated[Decider, Field(description="The bound that decided deserved.")]] | None
+    ) = Field(
+        None,
+        description="Per resource, the bound that decided deserved: Request (all the queue asks "
+        "for), Capability (its realCapability), Guarantee (its guarantee, above what it would "
+        "otherwise get), Deserved (spec.deserved, Capacity only) or Level (weight times the "
+        "water level the policy's total reaches). `sharekeeper explain queue NAME` shows the "
+        "arithmetic.",
+    )
     share: str | None = Field(
         None, description="Largest ratio allocated/deserved over all resources, as a decimal."
     )
@@ -184,6 +195,16 @@ class Queue(RootModel):
                    "Memory requested by the queue's bound pods."),
             Column("Share", "string", ".status.share",
                    "Largest allocated/deserved ratio over all resources."),
+            Column("Deserved-GPU", "string", r".status.deserved.nvidia\.com/gpu",
+                   "NVIDIA GPUs this queue deserves under its policy.", priority=1),
+            Column("Alloc-GPU", "string", r".status.allocated.nvidia\.com/gpu",
+                   "NVIDIA GPUs requested by the queue's bound pods.", priority=1),
+            Column("Request", "string", ".status.request",
+                   "Allocated plus what the queue's pending pods request.", priority=1),
+            Column("Guarantee", "string", ".status.guarantee",
+                   "Effective guarantee.", priority=1),
+            Column("Capability", "string", ".spec.capability",
+                   "Upper bound set on the queue.", priority=1),
             Column("Policy", "string", ".status.policy",
                    "SchedulerPolicy that governs this queue.", priority=1),
             Column("Overused", "boolean", ".status.overused",
@@ -273,6 +294,7 @@ def queue_status(result: QueueShare) -> dict[str, Any]:
         "request": format_resources(result.request),
         "inqueue": format_resources(result.inqueue),
         "elastic": format_resources(result.elastic),
+        "decidedBy": dict(result.decided_by),
         "share": share_text(result.share),
         "overused": result.overused,
         "conditions": conditions,

@@ -46,15 +46,17 @@ class _ChargeSums:
     allocated: dict[str, int] = field(default_factory=dict)
     request: dict[str, int] = field(default_factory=dict)
     pods: int = 0
+    allocated_pods: int = 0
 
     def change(self, pod: PodSnapshot, sign: int) -> None:
         _add(self.request, pod.request, sign)
         if pod.allocated:
             _add(self.allocated, pod.request, sign)
+            self.allocated_pods += sign
         self.pods += sign
 
     def frozen(self) -> Charges:
-        return Charges(dict(self.allocated), dict(self.request), self.pods)
+        return Charges(dict(self.allocated), dict(self.request), self.pods, self.allocated_pods)
 
 
 @dataclass(slots=True)
@@ -85,14 +87,19 @@ class _NodeSums:
         _add(self.used, pod.request, sign)
         self.pods += sign
 
+    def with_pods(self) -> dict[str, int]:
+        return {**self.used, "pods": self.pods}
+
 
 class PodLedger:
     def __init__(self) -> None:
         self._named: dict[tuple[str, str], _ChargeSums] = {}
         """By (queue, namespace)."""
         self._grouped: dict[GroupKey, _ChargeSums] = {}
-        self._unnamed: dict[str, _ChargeSums] = {}
-        """By namespace."""
+        self._unnamed: dict[tuple[str, str], _ChargeSums] = {}
+        """By (scheduler name, namespace)."""
+        self._unnamed_bound: dict[tuple[str, str], _NodeSums] = {}
+        """The bound ones, by (scheduler name, node)."""
         self._groups: dict[GroupKey, _GroupSums] = {}
         self._nodes: dict[str, _NodeSums] = {}
 
@@ -111,7 +118,10 @@ class PodLedger:
         elif claim[0] == "grouped":
             _bucket(self._grouped, claim[1], _ChargeSums, pod, sign)
         else:
-            _bucket(self._unnamed, pod.namespace, _ChargeSums, pod, sign)
+            scheduler = pod.scheduler_name
+            _bucket(self._unnamed, (scheduler, pod.namespace), _ChargeSums, pod, sign)
+            if pod.allocated and pod.node_name is not None:
+                _bucket(self._unnamed_bound, (scheduler, pod.node_name), _NodeSums, pod, sign)
         if pod.group_name:
             _bucket(self._groups, (pod.namespace, pod.group_name), _GroupSums, pod, sign)
         if pod.allocated and pod.node_name is not None:
@@ -121,10 +131,17 @@ class PodLedger:
         named: dict[str, dict[str, Charges]] = {}
         for (queue, namespace), sums in self._named.items():
             named.setdefault(queue, {})[namespace] = sums.frozen()
+        unnamed: dict[str, dict[str, Charges]] = {}
+        for (scheduler, namespace), sums in self._unnamed.items():
+            unnamed.setdefault(scheduler, {})[namespace] = sums.frozen()
+        unnamed_bound: dict[str, dict[str, dict[str, int]]] = {}
+        for (scheduler, node), node_sums in self._unnamed_bound.items():
+            unnamed_bound.setdefault(scheduler, {})[node] = node_sums.with_pods()
         return PodTotals(
             named=named,
             grouped={key: sums.frozen() for key, sums in self._grouped.items()},
-            unnamed={namespace: sums.frozen() for namespace, sums in self._unnamed.items()},
+            unnamed=unnamed,
+            unnamed_bound=unnamed_bound,
             groups={key: sums.frozen() for key, sums in self._groups.items()},
             node_used={name: dict(sums.used) for name, sums in self._nodes.items()},
         )

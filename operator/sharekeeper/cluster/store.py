@@ -345,12 +345,12 @@ class ClusterStore:
     def totals(self) -> PodTotals:
         return self.ledger.totals()
 
-    def refused_pods(
-        self, refused: Mapping[QueueName, Mapping[str, int]]
+    def misdirected_pods(
+        self, refused: Mapping[QueueName, Mapping[str, int]], unknown: Mapping[str, int]
     ) -> list[tuple[PodKey, str]]:
-        """The pods that name a queue (themselves or through their PodGroup) whose
-        ``namespaces`` do not admit theirs, with that queue. One pass over every pod: the caller
-        asks only when ``refused`` (``ShareResult.refused``) changed."""
+        """The pods that name a queue (themselves or through their PodGroup) that does not
+        exist or whose ``namespaces`` do not admit theirs, with that queue. One pass over every
+        pod: the caller asks only when ``refused`` or ``unknown`` (``ShareResult``) changed."""
         found = []
         for key, record in self.pods.records.items():
             pod = record.share
@@ -362,7 +362,9 @@ class ClusterStore:
                 queue = group.queue if group is not None else None
             else:
                 continue
-            if queue is not None and pod.namespace in refused.get(QueueName(queue), {}):
+            if queue is not None and (
+                queue in unknown or pod.namespace in refused.get(QueueName(queue), {})
+            ):
                 found.append((key, queue))
         return found
 

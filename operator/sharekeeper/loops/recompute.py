@@ -92,7 +92,10 @@ class Recompute:
         )
         self.rounds = 0
         self._series = QueueSeries()
-        self._refused: Mapping[QueueName, Mapping[str, int]] = {}
+        self._misdirected: tuple[Mapping[QueueName, Mapping[str, int]], Mapping[str, int]] = (
+            {},
+            {},
+        )
         self._told: set[tuple[PodKey, str]] = set()
         self._telling: set[asyncio.Task[None]] = set()
         self.health = LoopHealth(
@@ -219,7 +222,8 @@ class Recompute:
         writes.update((("Node", write.node), write) for write in decided.annotations)
         urgent = frozenset((w.kind, w.name) for w in decided.statuses if w.spec_changed)
         self._outbox.replace(writes, urgent)
-        self._tell_refused(decided.publication.shares.refused)
+        shares = decided.publication.shares
+        self._tell_misdirected(shares.refused, shares.unknown)
         self.rounds += 1
         if writes:
             logger.info(
@@ -230,27 +234,36 @@ class Recompute:
             )
         return decided.publication
 
-    def _tell_refused(self, refused: Mapping[QueueName, Mapping[str, int]]) -> None:
-        """A Warning Event on each pod that names a queue not admitting its namespace, once
-        (the queue's ``NamespacesAdmitted`` condition counts them all)."""
-        if refused == self._refused:
+    def _tell_misdirected(
+        self, refused: Mapping[QueueName, Mapping[str, int]], unknown: Mapping[str, int]
+    ) -> None:
+        """A Warning Event on each pod that names a queue that does not exist or does not admit
+        its namespace, once (the queue's ``NamespacesAdmitted`` condition counts the latter)."""
+        if (refused, unknown) == self._misdirected:
             return
-        self._refused = refused
-        pods = self._store.refused_pods(refused) if refused else []
+        self._misdirected = (refused, unknown)
+        pods = self._store.misdirected_pods(refused, unknown) if refused or unknown else []
         new = sorted(set(pods) - self._told)[:MAX_POD_EVENTS]
         self._told = set(pods) & (self._told | set(new))
         if new:
-            task = asyncio.create_task(self._post_refusals(new))
+            task = asyncio.create_task(self._post_misdirections(new, set(unknown)))
             self._telling.add(task)  # held until done: the loop keeps only weak references
             task.add_done_callback(self._telling.discard)
 
-    async def _post_refusals(self, pods: list[tuple[PodKey, str]]) -> None:
+    async def _post_misdirections(self, pods: list[tuple[PodKey, str]], unknown: set[str]) -> None:
         for (namespace, name), queue in pods:
-            message = (
-                f"this pod names queue {queue}, whose spec.namespaces does not admit namespace "
-                f"{namespace}: it is charged to no queue"
+            if queue in unknown:
+                reason = "QueueNotFound"
+                message = f"this pod names queue {queue}, which does not exist"
+            else:
+                reason = "NamespaceNotAdmitted"
+                message = (
+                    f"this pod names queue {queue}, whose spec.namespaces does not admit "
+                    f"namespace {namespace}"
+                )
+            await self._writer.pod_event(
+                namespace, name, reason, f"{message}: it is charged to no queue"
             )
-            await self._writer.pod_event(namespace, name, "NamespaceNotAdmitted", message)
 
     def _with_written(self, kind: Kind, records: Iterable[OwnRecord[Any]]) -> list[OwnRecord[Any]]:
         """The records with the status we wrote where the watch has not shown it yet; at 10,000

@@ -12,7 +12,7 @@ from typing import get_args
 
 from sharekeeper.engine.resources import add, at_least
 from sharekeeper.engine.shares import PodGroupSnapshot, PodSnapshot
-from sharekeeper.engine.shares.snapshot import PodGroupPhase
+from sharekeeper.engine.shares.snapshot import DEFAULT_SCHEDULER, PodGroupPhase
 from sharekeeper.model import qos
 from sharekeeper.model.objects import (
     Obj,
@@ -66,6 +66,7 @@ def pod_snapshot(obj: Obj) -> PodSnapshot:
         queue_label=labels.get(QUEUE_LABEL),
         queue_annotation=annotations.get(VOLCANO_QUEUE_ANNOTATION),
         group_name=annotations.get(GROUP_ANNOTATION),
+        scheduler_name=str(at(obj, "spec.schedulerName") or DEFAULT_SCHEDULER),
     )
 
 

@@ -8,6 +8,7 @@ from one engine and its ``overcommit`` from another). Adding an engine's section
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ from sharekeeper.cluster.snapshots import share_snapshot
 from sharekeeper.engine.proportional import PendingPod
 from sharekeeper.engine.qos import accept_all, node_actions
 from sharekeeper.engine.shares import ShareSnapshot
-from sharekeeper.model.objects import ObjectError, Problem, rfc3339
+from sharekeeper.model.objects import rfc3339
 from sharekeeper.model.qos import TAINT, WATERLINES_ANNOTATION
 from sharekeeper.pipeline.qos import (
     Outcomes,
@@ -59,14 +60,10 @@ def share_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
         if pod.pending and context.placements
     ]
     published = publication(snapshot_of(inputs, context), inputs.node_policies, pending)
-    if published.unknown_queues:
-        raise ObjectError(
-            "input",
-            "",
-            [
-                Problem("", f"{message}, which does not exist")
-                for message in published.unknown_queues
-            ],
+    for message in published.unknown_queues:  # as the operator: an Event, not a refusal
+        print(
+            f"sharekeeper simulate: warning: {message}, which does not exist: charged to no queue",
+            file=sys.stderr,
         )
     return {
         "queues": dict(published.queues),

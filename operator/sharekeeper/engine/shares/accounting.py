@@ -2,8 +2,9 @@
 
 Follows Volcano's session accounting (``reference/volcano.md`` §2, v1.15+):
 
-- ``allocated`` = Σ requests of pods bound to a node and not terminal;
-- ``request`` = ``allocated`` + Σ requests of unbound, non-terminal pods;
+- ``allocated`` = Σ requests of pods bound to a node and not terminal, plus ``pods``: one per
+  pod (Volcano's ``GetPodResourceRequest`` adds it since 2023);
+- ``request`` = ``allocated`` + Σ requests of unbound, non-terminal pods (one ``pods`` each);
 - ``inqueue`` = per PodGroup in phase Inqueue (or Running with at least ``minMember`` pods
   allocated) that has ``minResources``: ``max(minResources - allocated, 0)`` minus what its
   scheduling-gated pods request, floored at 0;
@@ -11,7 +12,11 @@ Follows Volcano's session accounting (``reference/volcano.md`` §2, v1.15+):
   group has no ``minResources``). A pod without a PodGroup is its own job with
   ``minResources`` = its request, so it adds nothing to either.
 
-Pod -> queue: label, then Volcano annotation, then its PodGroup's queue, then ``default``.
+Pod -> queue: label, then Volcano annotation, then its PodGroup's queue (``default`` when the
+PodGroup names none). A pod that names none of them counts in ``default`` only when its
+``spec.schedulerName`` is one of the scheduler names of the policy that governs ``default``
+(Volcano charges a queue only for its own jobs); every other such pod is unmanaged: charged to
+no queue, and reported (and by default reserved) by the policy of the node it is bound to.
 A queue is charged only for pods of the namespaces its ``namespaces`` selector admits (Kueue's
 LocalQueue idea, simply): a pod of another namespace that names it is charged to no queue and
 reported on the queue (``NamespaceNotAdmitted``), so no tenant can spend another team's queue.
@@ -35,6 +40,8 @@ from sharekeeper.engine.resources import (
 from sharekeeper.engine.selectors import NAMESPACE_NAME_LABEL
 from sharekeeper.engine.shares.snapshot import (
     DEFAULT_QUEUE,
+    DEFAULT_SCHEDULER_NAMES,
+    PODS,
     Charges,
     GroupKey,
     GroupPods,
@@ -81,10 +88,14 @@ class Accounting:
     refused: Mapping[QueueName, Mapping[str, int]] = field(default_factory=dict)
     """Queue -> namespace it does not admit -> how many of its pods name the queue anyway
     (those pods are charged to no queue)."""
+    unknown: Mapping[str, int] = field(default_factory=dict)
+    """Queue that does not exist -> how many pods name it (charged to no queue)."""
 
 
 Admits = Callable[[QueueName, str], bool]
 """Whether a queue admits pods of a namespace."""
+Manages = Callable[[str], bool]
+"""Whether pods of a scheduler that name no queue count in the default queue."""
 
 
 def admit_all(queue: QueueName, namespace: str) -> bool:
@@ -119,6 +130,7 @@ def queue_usage(
     totals: PodTotals,
     pod_groups: Iterable[PodGroupSnapshot],
     admits: Admits = admit_all,
+    manages: Manages = DEFAULT_SCHEDULER_NAMES.__contains__,
 ) -> Accounting:
     known = set(queues)
     usage: dict[QueueName, QueueUsage] = {}
@@ -151,6 +163,8 @@ def queue_usage(
         assert entry is not None
         _accumulate(entry.request, charges.request)
         _accumulate(entry.allocated, charges.allocated)
+        _count_pods(entry.request, charges.pods)
+        _count_pods(entry.allocated, charges.allocated_pods)
 
     default = DEFAULT_QUEUE if DEFAULT_QUEUE in known else None
     # 1. Pods: allocated and request, by what they name.
@@ -162,8 +176,10 @@ def queue_usage(
         named = group is not None and bool(group.queue)
         charge(group.queue if group is not None and group.queue else default, key[0], charges,
                named=named)  # fmt: skip
-    for namespace, charges in totals.unnamed.items():
-        charge(default, namespace, charges, named=False)
+    for scheduler, by_namespace in totals.unnamed.items():
+        if manages(scheduler):
+            for namespace, charges in by_namespace.items():
+                charge(default, namespace, charges, named=False)
     # 2. PodGroups: inqueue and elastic, charged to the PodGroup's own queue.
     for key, group in sorted(groups.items()):
         queue = QueueName(group.queue or DEFAULT_QUEUE)
@@ -186,7 +202,7 @@ def queue_usage(
         Reason("UnknownQueue", f"{count} pod{' names' if count == 1 else 's name'} queue {queue!r}")
         for queue, count in sorted(unknown.items())
     )
-    return Accounting(usage, reasons, refused)
+    return Accounting(usage, reasons, refused, unknown)
 
 
 def refusal(counts: Mapping[str, int]) -> Reason:
@@ -208,6 +224,11 @@ def _accumulate(into: dict[str, int], amounts: Mapping[str, int]) -> None:
     get = into.get
     for name, amount in amounts.items():
         into[name] = get(name, 0) + amount
+
+
+def _count_pods(into: dict[str, int], pods: int) -> None:
+    if pods:
+        into[PODS] = into.get(PODS, 0) + pods
 
 
 def _reserves(group: PodGroupSnapshot, allocated_pods: int) -> bool:

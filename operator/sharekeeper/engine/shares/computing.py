@@ -39,11 +39,16 @@ from sharekeeper.engine.shares.accounting import (
 )
 from sharekeeper.engine.shares.capacity import capacity_deserved
 from sharekeeper.engine.shares.common import ShareProblem, dominant_shares
+from sharekeeper.engine.shares.deciding import decided_by
 from sharekeeper.engine.shares.governance import governance, withheld_message
 from sharekeeper.engine.shares.guarantee_quota import guarantee_quota_deserved, random_order
 from sharekeeper.engine.shares.proportion import proportion_deserved
 from sharekeeper.engine.shares.proportion_optimize import proportion_optimize_deserved
 from sharekeeper.engine.shares.snapshot import (
+    DEFAULT_QUEUE,
+    DEFAULT_SCHEDULER_NAMES,
+    PODS,
+    PodTotals,
     PolicyName,
     PolicyShare,
     PolicySnapshot,
@@ -69,7 +74,12 @@ def deserved_shares(snapshot: ShareSnapshot) -> ShareResult:
     )
     # 2. Accounting.
     admits = namespace_admission(snapshot.queues, snapshot.namespace_labels)
-    accounting = queue_usage(queues, snapshot.totals, snapshot.pod_groups, admits)
+    by_name = {policy.name: policy for policy in snapshot.policies}
+    default_owner = by_name.get(queue_owners.owner.get(DEFAULT_QUEUE, PolicyName("")))
+    managed = default_owner.sharing.scheduler_names if default_owner else DEFAULT_SCHEDULER_NAMES
+    accounting = queue_usage(
+        queues, snapshot.totals, snapshot.pod_groups, admits, managed.__contains__
+    )
     results: dict[QueueName, QueueShare] = {}
     policies: dict[PolicyName, PolicyShare] = {}
     # 3. Per policy.
@@ -94,7 +104,27 @@ def deserved_shares(snapshot: ShareSnapshot) -> ShareResult:
     for name, counts in accounting.refused.items():
         results[name] = replace(results[name], reasons=(*results[name].reasons, refusal(counts)))
     return ShareResult(
-        queues=results, policies=policies, reasons=accounting.reasons, refused=accounting.refused
+        queues=results,
+        policies=policies,
+        reasons=accounting.reasons,
+        refused=accounting.refused,
+        unknown=accounting.unknown,
+    )
+
+
+def unmanaged_on(
+    policy: PolicySnapshot, nodes: Sequence[ShareNode], totals: PodTotals
+) -> dict[str, int]:
+    """What the bound pods that name no queue, of schedulers the policy does not manage, hold
+    on its nodes (with one ``pods`` each). O(schedulers + nodes with such pods)."""
+    names = {node.name for node in nodes}
+    managed = policy.sharing.scheduler_names
+    return sum_amounts(
+        amounts
+        for scheduler, by_node in totals.unnamed_bound.items()
+        if scheduler not in managed
+        for node, amounts in by_node.items()
+        if node in names
     )
 
 
@@ -103,18 +133,26 @@ def share_problem(
     governed: Sequence[QueueSnapshot],
     nodes: Sequence[ShareNode],
     usage: Mapping[QueueName, QueueUsage],
+    reserved: Mapping[str, int] | None = None,
 ) -> ShareProblem:
-    """The dense problem of one policy: its queues (sorted by name) over its dimensions."""
+    """The dense problem of one policy: its queues (sorted by name) over its dimensions;
+    ``reserved`` is taken out of the nodes' total (never below 0)."""
     ignore_guarantees = _ignores_guarantees(policy.sharing)
     guarantees = [{} if ignore_guarantees else queue.guarantee for queue in governed]
     capabilities = [capability_bound(queue.capability) for queue in governed]
     total = sum_amounts(node.allocatable for node in nodes)
+    if reserved:
+        total = {name: max(amount - reserved.get(name, 0), 0) for name, amount in total.items()}
     used = [usage.get(queue.name, NO_USAGE) for queue in governed]
     names = dimensions(
         [total, *guarantees, *capabilities]
         + [queue.deserved for queue in governed]
         + [entry.request for entry in used]
     )
+    if PODS not in total:
+        # Nodes that do not say how many pods they run (written by hand: the kubelet always
+        # says) leave the count of pods out of the sharing rather than make every queue overused.
+        names = tuple(name for name in names if name != PODS)
     return ShareProblem(
         queues=tuple(queue.name for queue in governed),
         dimensions=names,
@@ -158,7 +196,10 @@ def _policy_shares(
 ) -> tuple[dict[QueueName, QueueShare], PolicyShare]:
     sharing = policy.sharing
     ignore_elastic = sharing.policy == "ProportionOptimize" and not sharing.elastic_enable
-    problem = share_problem(policy, governed, nodes, usage)
+    unmanaged = unmanaged_on(policy, nodes, snapshot.totals)
+    problem = share_problem(
+        policy, governed, nodes, usage, unmanaged if sharing.reserve_unmanaged else None
+    )
     names = problem.dimensions
     deserved = policy_deserved(problem, policy, snapshot.now_seconds, snapshot.seed)
     total_guarantee = problem.total_guarantee
@@ -183,11 +224,12 @@ def _policy_shares(
         sparse_rows(problem.real_capability, names),
         shares.tolist(),
         overused,
+        decided_by(problem, deserved, capacity=sharing.policy == "Capacity"),
         strict=True,
     )
     ignore_guarantees = _ignores_guarantees(sharing)
     results: dict[QueueName, QueueShare] = {}
-    for queue, queue_deserved, real_capability, share, is_overused in rows:
+    for queue, queue_deserved, real_capability, share, is_overused, decided in rows:
         entry = usage.get(queue.name, NO_USAGE)
         results[queue.name] = QueueShare(
             policy=policy.name,
@@ -202,6 +244,7 @@ def _policy_shares(
             elastic={} if ignore_elastic else entry.elastic,
             share=share,
             overused=is_overused,
+            decided_by=decided,
             reasons=reasons,
         )
     summary = PolicyShare(
@@ -210,6 +253,7 @@ def _policy_shares(
         total=nonzero(sparse_rows(problem.total[np.newaxis, :], names)[0]),
         total_guarantee=nonzero(sparse_rows(total_guarantee[np.newaxis, :], names)[0]),
         reasons=reasons,
+        unmanaged=nonzero(unmanaged),
     )
     return results, summary
 

@@ -22,10 +22,20 @@ PolicyKind = Literal["Proportion", "Capacity", "ProportionOptimize", "GuaranteeQ
 PriorityType = Literal["Weight", "Guarantee"]
 ElasticOrder = Literal["Weight", "Share", "Random"]
 QueueState = Literal["Open", "Closed"]
+QueueSource = Literal["Sharekeeper", "Volcano"]
 PodGroupPhase = Literal["Pending", "Inqueue", "Running", "Unknown", "Completed"]
 
 DEFAULT_QUEUE = QueueName("default")
-"""Pods that name no queue belong here, if a Queue of that name exists."""
+"""Pods that name no queue belong here, if a Queue of that name exists and their scheduler is
+one the governing policy manages."""
+PODS = "pods"
+"""The dimension that counts pods: one per pod in a queue's allocated and request."""
+DEFAULT_SCHEDULER = "default-scheduler"
+"""What the API server puts in a pod's ``spec.schedulerName`` when it names none."""
+DEFAULT_SCHEDULER_NAMES = frozenset({"volcano"})
+"""Whose pods count in the default queue when the policy says nothing (or none governs it)."""
+SOURCE_LABEL = "sharekeeper.io/source"
+"""On a Queue the operator keeps for a Volcano Queue: ``volcano``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +46,8 @@ class Sharing:
     priority_type: PriorityType = "Weight"
     elastic_order: ElasticOrder = "Weight"
     reshuffle_seconds: int = 300
+    scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES
+    reserve_unmanaged: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +59,7 @@ class PolicySnapshot:
     created_seconds: float = 0.0
     """Creation time (Unix seconds; 0 when unknown): of several policies that select a queue or
     node, the oldest keeps it (``governance``)."""
+    queue_source: QueueSource = "Sharekeeper"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +100,8 @@ class PodSnapshot:
     queue_annotation: str | None = None
     group_name: str | None = None
     """The Volcano PodGroup (annotation ``scheduling.k8s.io/group-name``) in the pod's namespace."""
+    scheduler_name: str = DEFAULT_SCHEDULER
+    """``spec.schedulerName``: for a pod that names no queue, whether any queue is charged."""
 
     @property
     def allocated(self) -> bool:
@@ -120,6 +135,7 @@ class Charges:
     allocated: Amounts = field(default_factory=dict)
     request: Amounts = field(default_factory=dict)
     pods: int = 0
+    allocated_pods: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,9 +163,12 @@ class PodTotals:
     charges (the queue's ``namespaces`` decide which of them count)."""
     grouped: Mapping[GroupKey, Charges] = field(default_factory=dict)
     """Pods that name no queue but a PodGroup, by PodGroup."""
-    unnamed: Mapping[str, Charges] = field(default_factory=dict)
-    """Pods that name neither, by namespace: the ``default`` queue's, if it exists and admits
-    the namespace."""
+    unnamed: Mapping[str, Mapping[str, Charges]] = field(default_factory=dict)
+    """Pods that name neither, by scheduler name, then namespace: the ``default`` queue's if
+    it exists, admits the namespace and its policy manages the scheduler; else unmanaged."""
+    unnamed_bound: Mapping[str, Mapping[str, Amounts]] = field(default_factory=dict)
+    """The bound ones of ``unnamed``, by scheduler name, then node: Σ requests plus ``pods``
+    (their count), which an unmanaged pod takes from its node's policy."""
     groups: Mapping[GroupKey, GroupPods] = field(default_factory=dict)
     """Every pod of a PodGroup, whatever queue it names, by PodGroup."""
     node_used: Mapping[str, Amounts] = field(default_factory=dict)
@@ -199,6 +218,9 @@ class QueueShare:
     share: float
     """max over dimensions of allocated/deserved (Volcano §3.3)."""
     overused: bool
+    decided_by: Mapping[str, str] = field(default_factory=dict)
+    """Dimension -> the bound that decided deserved there (``deciding``); empty when no policy
+    governs the queue."""
     reasons: tuple[Reason, ...] = ()
 
 
@@ -209,6 +231,8 @@ class PolicyShare:
     total: Amounts
     total_guarantee: Amounts
     reasons: tuple[Reason, ...] = ()
+    unmanaged: Amounts = field(default_factory=dict)
+    """What unmanaged pods hold on the policy's nodes (``total`` is net of it under Reserve)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,3 +243,5 @@ class ShareResult:
     """Snapshot-wide findings, e.g. pods naming a queue that does not exist."""
     refused: Mapping[QueueName, Mapping[str, int]] = field(default_factory=dict)
     """Queue -> namespace it does not admit -> how many of its pods name the queue anyway."""
+    unknown: Mapping[str, int] = field(default_factory=dict)
+    """Queue that does not exist -> how many pods name it."""

@@ -1,0 +1,54 @@
+"""Which bound decided each queue's deserved, per dimension: the answer to "why this number".
+
+Every policy ends a queue's deserved at one of a few bounds, so the bound can be read back from
+the numbers alone, whatever policy produced them:
+
+- ``Request``: the queue deserves all it asks for (pending and running);
+- ``Capability``: it asks for more than its realCapability (its capability, or the total less
+  the other queues' guarantees), and got all of that;
+- ``Guarantee``: its guarantee is above what it would otherwise get (even above its request);
+- ``Deserved``: Capacity only, its ``spec.deserved`` (trimmed to realCapability);
+- ``Level``: the shared water level: weight x level, what the total leaves for it.
+
+Ties go to the bound earlier in that list (a queue whose request equals its guarantee is
+``Request``: it got what it asked for). Complexity: O(Q x D) over the dense problem.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from sharekeeper.engine.resources import Vectors
+from sharekeeper.engine.shares.common import ShareProblem
+
+Decider = Literal["Request", "Capability", "Guarantee", "Deserved", "Level"]
+_NAMES: tuple[Decider, ...] = ("Request", "Capability", "Guarantee", "Deserved", "Level")
+
+
+def decided_by(problem: ShareProblem, deserved: Vectors, *, capacity: bool) -> list[dict[str, str]]:
+    """Per queue (rows of ``problem``), dimension -> the bound that decided its deserved."""
+    guarantee, request, real = problem.guarantee, problem.request, problem.real_capability
+    guaranteed = (guarantee > 0) & (deserved == guarantee)
+    if capacity:
+        # max(min(spec, realCapability), guarantee): the guarantee, else the trim, else spec.
+        trimmed = np.minimum(problem.spec_deserved, real)
+        choices = [
+            guaranteed & (guarantee > trimmed),
+            (deserved == real) & (problem.spec_deserved > real),
+        ]
+        codes = np.select(choices, [2, 1], default=3)
+    else:
+        choices = [
+            (deserved > request) & guaranteed,
+            deserved == request,
+            deserved == real,
+            guaranteed,
+        ]
+        codes = np.select(choices, [2, 0, 1, 2], default=4)
+    dimensions = problem.dimensions
+    return [
+        {dimension: _NAMES[code] for dimension, code in zip(dimensions, row, strict=True)}
+        for row in codes.tolist()
+    ]
