@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -298,6 +299,8 @@ def test_defaults_are_filled_in(crds: Cluster) -> None:
         "priorityType": "Weight",
         "elasticOrder": "Weight",
         "reshuffleSeconds": 300,
+        "schedulerNames": ["volcano"],
+        "unmanaged": "Reserve",
     }
     assert policy["overcommit"] == {"factor": 1.2}
     assert policy["proportional"] == {"enable": False}
@@ -365,7 +368,40 @@ def test_get_queues_prints_the_contract_columns(crds: Cluster) -> None:
         "SHARE", "AGE",
     ]  # fmt: skip
     wide = crds.kubectl("get", "skq", "-o", "wide").stdout.splitlines()[0].split()
-    assert wide[-3:] == ["POLICY", "OVERUSED", "AGE"]
+    assert wide[-8:] == [
+        "DESERVED-GPU", "ALLOC-GPU", "REQUEST", "GUARANTEE", "CAPABILITY", "POLICY", "OVERUSED",
+        "AGE",
+    ]  # fmt: skip
+
+
+def test_wide_columns_show_gpus_and_whole_resource_lists(crds: Cluster) -> None:
+    """The GPU columns read a resource name with dots; the list columns print the whole map."""
+    crds.apply(
+        {
+            "apiVersion": "scheduling.sharekeeper.io/v1alpha1",
+            "kind": "Queue",
+            "metadata": {"name": "gpu-columns"},
+            "spec": {"capability": {"nvidia.com/gpu": "4"}},
+        }
+    )
+    crds.kubectl(
+        "patch", "skq", "gpu-columns", "--subresource=status", "--type=merge", "-p",
+        '{"status": {"deserved": {"nvidia.com/gpu": "2"}, "allocated": {"nvidia.com/gpu": "1"},'
+        ' "request": {"cpu": "4"}}}',
+    )  # fmt: skip
+    header, line = crds.kubectl("get", "skq", "gpu-columns", "-o", "wide").stdout.splitlines()
+    # Empty cells leave gaps: read each cell where its column's title starts.
+    starts = [m.start() for m in re.finditer(r"\S+", header)]
+    ends = [*starts[1:], None]
+    row = {
+        header[start:end].strip(): line[start:end].strip()
+        for start, end in zip(starts, ends, strict=True)
+    }
+    assert (row["DESERVED-GPU"], row["ALLOC-GPU"]) == ("2", "1")
+    assert row["REQUEST"] == '{"cpu":"4"}'
+    assert row["CAPABILITY"] == '{"nvidia.com/gpu":"4"}'
+    policy_columns = crds.kubectl("get", "skp", "-o", "wide").stdout.splitlines()[0].split()
+    assert {"TOTAL-GPU", "HEADROOM"} <= set(policy_columns)
 
 
 def test_explain_describes_the_fields(crds: Cluster) -> None:

@@ -62,8 +62,8 @@ def test_statuses_appear_with_allocation_request_and_share(
     eventually(lambda: deserved(cluster_with, "a") == ("4", "16Gi"))
     assert deserved(cluster_with, "b") == ("12", "48Gi")
     a = status(cluster_with, "queue", "a")
-    assert a["allocated"] == {"cpu": "2", "memory": "8Gi"}
-    assert a["request"] == {"cpu": "16", "memory": "64Gi"}
+    assert a["allocated"] == {"cpu": "2", "memory": "8Gi", "pods": "1"}
+    assert a["request"] == {"cpu": "16", "memory": "64Gi", "pods": "2"}
     assert a["share"] == "0.5"  # max(2/4, 8Gi/16Gi)
     assert a["policy"] == "shares"
     assert a["state"] == "Open"
@@ -120,8 +120,26 @@ def test_deleting_pods_lowers_allocated(cluster_with: Cluster, operator: Operato
     )
     eventually(lambda: status(cluster_with, "queue", "a").get("allocated", {}).get("cpu") is None)
     a = status(cluster_with, "queue", "a")
-    assert a["request"] == {"cpu": "14", "memory": "56Gi"}
+    assert a["request"] == {"cpu": "14", "memory": "56Gi", "pods": "1"}
     assert a["share"] == "0"
+
+
+def test_pods_of_other_schedulers_are_unmanaged_and_reserved(
+    cluster_with: Cluster, operator: Operator
+) -> None:
+    """Found: one kube-system pod moved the default queue's deserved share. A pod that names
+    no queue and is not Volcano's is charged to no queue, and what it holds is taken out of
+    what the queues share."""
+    two_nodes_two_queues(cluster_with)
+    eventually(lambda: deserved(cluster_with, "a") == ("4", "16Gi"))
+    system = pod("agent", "-", "4", "8Gi", node_name="n1")
+    del system["metadata"]["labels"]
+    cluster_with.apply(system)
+    eventually(lambda: deserved(cluster_with, "a") == ("3", "14Gi"))  # 1:3 of 12 cpu / 56Gi
+    shares = status(cluster_with, "schedulerpolicy", "shares")
+    assert shares["unmanaged"] == {"cpu": "4", "memory": "8Gi", "pods": "1"}
+    assert (shares["total"]["cpu"], shares["total"]["memory"]) == ("12", "56Gi")
+    assert status(cluster_with, "queue", "a")["request"]["pods"] == "2"  # not charged
 
 
 def test_guarantees_above_the_cluster_are_reported(
@@ -164,7 +182,7 @@ def test_a_pod_of_a_namespace_the_queue_does_not_admit_is_not_charged_and_is_tol
         assert found is not None
         assert found["message"].startswith(f"1 pod in namespace {outsider} names this queue")
         production = status(cluster_with, "queue", "production")
-        assert production["allocated"] == {"cpu": "1", "memory": "1Gi"}
+        assert production["allocated"] == {"cpu": "1", "memory": "1Gi", "pods": "1"}
 
         def told() -> str:
             return cluster_with.kubectl(
@@ -270,7 +288,8 @@ def test_a_burst_of_500_pods_costs_a_few_dozen_writes(
     # 500 x 10m = 5 cpu and 500 x 10Mi = 5000Mi now allocated to b.
     eventually(
         lambda: (
-            status(cluster_with, "queue", "b").get("allocated") == {"cpu": "5", "memory": "5000Mi"}
+            status(cluster_with, "queue", "b").get("allocated")
+            == {"cpu": "5", "memory": "5000Mi", "pods": "500"}
         ),
         timeout=60,
     )

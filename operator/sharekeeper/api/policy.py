@@ -81,7 +81,7 @@ class SharingSpec(ApiModel):
         description="GuaranteeQuota with elasticOrder Random. How long one random order is kept.",
     )
     scheduler_names: list[SchedulerName] = Field(
-        default_factory=lambda: list(DEFAULT_SCHEDULER_NAMES),
+        default=sorted(DEFAULT_SCHEDULER_NAMES),
         max_length=16,
         description="A pod that names no queue (no sharekeeper.io/queue label, no Volcano "
         "queue-name annotation, no PodGroup) counts in the queue named default when its "
