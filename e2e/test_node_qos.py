@@ -201,7 +201,7 @@ def test_throttling_lowers_the_cpu_limit_by_resize_and_restores_it(
         "name": "throttle",
         "throttle": {"cpuThrottle": {"minCPURatio": 10, "stepCPURatio": 20}},
     }
-    # d runs at 1.9 of its 2 cores: a lower limit takes real CPU from it (a step of 20% -> 1.6).
+    # d runs at 1.9 of its 2 cores: a step of 20 % from what it uses (1.52) takes CPU from it.
     metrics.set_pod(NAMESPACE, "d", {"main": {"cpu": "1900m", "memory": "100Mi"}})
     hot_node.apply(
         qos_policy(

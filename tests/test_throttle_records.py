@@ -76,15 +76,16 @@ def test_a_throttle_is_recorded_in_the_policy_status_by_uid_and_restored_from_th
     entry = hot["nodeQosEnsurancePolicies"]["cpu-guard"]["nodes"][0]
     records = {record["pod"]: record for record in entry["throttled"]}
     batch_1 = records["batch/batch-1"]
+    # One 20 % step from what it uses (950m), not from its limit: 760m, below its usage.
     assert batch_1 == {"pod": "batch/batch-1", "uid": "uid-batch-1",
-                       "originalLimit": "1", "limit": "800m"}  # fmt: skip
+                       "originalLimit": "1", "limit": "760m"}  # fmt: skip
     # A pod without a CPU limit is recorded with its target and no original limit.
     assert records["batch/batch-0"] == {"pod": "batch/batch-0", "uid": "uid-batch-0",
                                         "limit": "720m"}  # fmt: skip
 
     calm = check(capsys, tmp_path, with_usage(fed_back(docs, hot), "1"))
     restores = {a["pod"]: a for a in calm["actions"] if a["kind"] == "restore"}
-    assert restores["batch/batch-1"]["cpuLimit"] == "960m"  # one step up, below the original
+    assert restores["batch/batch-1"]["cpuLimit"] == "912m"  # one step up, below the original
 
 
 def test_a_forged_throttle_annotation_is_never_read(
@@ -108,7 +109,7 @@ def test_a_restore_never_goes_above_the_recorded_original_limit(
         report = check(capsys, tmp_path, with_usage(later, "1"))
         limits += [a["cpuLimit"] for a in report["actions"] if a["pod"] == "batch/batch-1"]
         later = fed_back(later, report)
-    assert limits == ["960m", "1"]
+    assert limits == ["912m", "1"]
     final = report["nodeQosEnsurancePolicies"]["cpu-guard"]["nodes"]
     assert all("batch/batch-1" not in str(node.get("throttled")) for node in final)
 

@@ -150,6 +150,24 @@ def test_each_pod_counts_one_pods_in_request_and_once_bound_in_allocated() -> No
     assert q.decided_by["pods"] == "Request"
 
 
+def test_the_share_leaves_the_count_of_pods_out() -> None:
+    """Its one pod running, a queue would read as fully served while holding 1 of 8 cpu."""
+    result = shares(
+        policy(), node("n", cpu=16, pods=110), queue("q"), pod("p", "q", node="n", cpu=1)
+    )
+    q = result.queues["q"]
+    assert (q.allocated["pods"], q.deserved["pods"]) == (1, 1)
+    assert q.share == 1.0  # cpu: 1 of 1 deserved; the pod count would also say 1
+    small = shares(
+        policy(),
+        node("n", cpu=16, pods=110),
+        queue("q"),
+        pod("running", "q", node="n", cpu=1),
+        pod("waiting", "q", cpu=7),
+    ).queues["q"]
+    assert small.share == 0.125  # cpu 1 of 8; pods 1 of 2 would have said 0.5
+
+
 def test_a_pod_of_another_scheduler_that_names_no_queue_is_unmanaged() -> None:
     """Found: one kube-system pod moved default's deserved from 40 to 44 cpu."""
     result = shares(

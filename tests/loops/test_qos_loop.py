@@ -12,11 +12,13 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import REGISTRY
 
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.cluster.usage import UsageUnavailable
 from sharekeeper.engine.qos import Outcome, QosAction
 from sharekeeper.loops.qos import QosLoop
+from sharekeeper.model.qos import WATERLINES_ANNOTATION
 from sharekeeper.model.records import OwnRecord
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qos-check.yaml"
@@ -206,3 +208,71 @@ def test_usage_unavailable_is_said_once_and_no_policy_needs_no_usage(
     asked = usage.asked
     asyncio.run(loop.check())
     assert usage.asked == asked, "no policy: usage is not read at all"
+
+
+def test_usage_unavailable_is_a_condition_on_every_policy_and_a_gauge() -> None:
+    """The policies say it all along (not only the log, once): ``UsageAvailable`` False while
+    metrics.k8s.io cannot be read, True again once it can; ``sharekeeper_usage_available``."""
+
+    class Flaky(Usage):
+        served = False
+
+        async def node_metrics(self) -> list[dict[str, Any]]:
+            if not self.served:
+                raise UsageUnavailable("metrics.k8s.io is not served", code=404)
+            return await super().node_metrics()
+
+    docs = example()
+    recorder = Recorder()
+    loop = loop_for(docs, recorder)
+    usage = Flaky(docs)
+    loop.usage = usage
+
+    def condition(kind: str) -> dict[str, Any]:
+        conditions = recorder.statuses["cpu-guard"]["conditions"]
+        found: dict[str, Any] = next(c for c in conditions if c["type"] == kind)
+        return found
+
+    def gauge() -> float | None:
+        return REGISTRY.get_sample_value("sharekeeper_usage_available")
+
+    asyncio.run(loop.check())
+    unavailable = condition("UsageAvailable")
+    assert (unavailable["status"], unavailable["reason"]) == ("False", "MetricsUnavailable")
+    assert "metrics.k8s.io is not served (HTTP 404)" in unavailable["message"]
+    assert gauge() == 0
+    assert recorder.evicted == [], "nothing is acted on blind"
+    usage.served = True
+    asyncio.run(loop.check())
+    assert (condition("UsageAvailable")["status"], condition("Ready")["status"]) == ("True", "True")
+    assert gauge() == 1
+
+
+def test_unreadable_node_usage_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    docs = example()
+    next(d for d in docs if d["kind"] == "NodeMetrics")["usage"]["cpu"] = "lots"
+    loop = loop_for(docs, Recorder())
+    with caplog.at_level(logging.INFO, logger="sharekeeper.loops.qos"):
+        for _ in range(3):
+            asyncio.run(loop.check())
+        next(d for d in docs if d["kind"] == "NodeMetrics")["usage"]["cpu"] = "3"
+        asyncio.run(loop.check())
+    said = [r.getMessage() for r in caplog.records if "worker-1" in r.getMessage()]
+    assert len(said) == 2
+    assert said[0].startswith("usage of node worker-1 cannot be read: ")
+    assert said[1] == "usage of node worker-1 can be read again"
+
+
+def test_a_node_that_becomes_calm_loses_the_waterlines_annotation() -> None:
+    """The annotation says which waterlines are in force (for node agents); a calm node has
+    none, so one published while it was hot is removed, and none is written while it is calm."""
+    docs = example()
+    node = next(d for d in docs if d["kind"] == "Node")
+    node["metadata"]["annotations"] = {
+        WATERLINES_ANNOTATION: '{"evict.cpu_total_usage":"6"}',
+        "other.io/keep": "yes",
+    }
+    next(d for d in docs if d["kind"] == "NodeMetrics")["usage"]["cpu"] = "3"
+    recorder = Recorder()
+    asyncio.run(loop_for(docs, recorder).check())
+    assert recorder.annotation_patches == [("worker-1", {WATERLINES_ANNOTATION: None})]

@@ -253,7 +253,12 @@ class RuleStatus(ApiModel):
         None, description="What the last check saw, Hot, Calm or Missing (no usage)."
     )
     triggered: bool | None = Field(None, description="Whether the last check triggered the rule.")
-    restored: bool | None = Field(None, description="Whether the last check restored the rule.")
+    restored: bool | None = Field(
+        None,
+        description="Whether the rule was triggered and has restored: true on the check it "
+        "restores, then while pods its throttling lowered still get their CPU back. A rule "
+        "that never triggered is never restored.",
+    )
     preview: bool | None = Field(
         None, description="Whether the rule only previews (strategy Preview)."
     )
@@ -378,7 +383,10 @@ class NodeQosEnsurancePolicyStatus(ApiModel):
         "counters, the scheduling taint) and what the last check found and did.",
     )
     conditions: Conditions | None = Field(
-        None, description="Latest observations, Ready and Invalid."
+        None,
+        description="Latest observations: Ready, UsageAvailable (metrics.k8s.io could be "
+        "read), WaterlinesReachable (False names rules no selected node can cross, such as a "
+        "CPU value above every node's capacity) and Invalid.",
     )
 
 
@@ -521,7 +529,8 @@ def state_from_status(policies: Iterable[NodeQosEnsurancePolicy], node: str) -> 
             for rule in entry.rules:
                 phase = Phase.TRIGGERED if rule.phase == "Triggered" else Phase.CALM
                 key = RuleKey(policy.metadata.name, rule.name)
-                rules[key] = RuleState(phase, rule.hot_streak, rule.calm_streak)
+                restored = bool(rule.restored) and phase is Phase.CALM
+                rules[key] = RuleState(phase, rule.hot_streak, rule.calm_streak, restored)
             taint = entry.scheduling
             if taint is not None and taint.disabled:
                 candidate = SchedulingState(True, taint.cool_down_seconds, _epoch(taint.calm_since))
@@ -629,7 +638,7 @@ def node_status_entry(result: NodeCheckResult, policy: str) -> dict[str, object]
                 "calmStreak": r.state.calm_streak,
                 "observation": r.observation.value,
                 "triggered": r.triggered_now,
-                "restored": r.restored_now,
+                "restored": r.state.restored,
                 "preview": r.preview,
             }
             for r in rules

@@ -90,6 +90,8 @@ class QosLoop:
     health: LoopHealth = field(init=False)
     _unavailable: str | None = field(default=None, init=False)
     """Why usage could not be read at the last check, if it could not."""
+    _unreadable: frozenset[str] = field(default=frozenset(), init=False)
+    """Nodes whose usage could not be read at the last check."""
 
     def __post_init__(self) -> None:
         self.health = LoopHealth("qos", self._interval)
@@ -144,6 +146,7 @@ class QosLoop:
         # 1. Usage, all at once; unavailable usage is a fact the engine handles, not a crash.
         node_metrics: list[dict[str, Any]] | None = None
         pod_metrics: list[dict[str, Any]] | None = None
+        problem: str | None = None
         #    Without a policy nothing needs usage (the check still clears what deleted
         #    policies left on nodes), and a cluster without metrics-server is no news then.
         if policies:
@@ -151,11 +154,10 @@ class QosLoop:
             try:
                 node_metrics = await self.usage.node_metrics()
                 pod_metrics = await self.usage.pod_metrics()
-            except UsageUnavailable as problem:
+            except UsageUnavailable as error:
                 node_metrics = pod_metrics = None
-                self._usage_problem(str(problem))
-            else:
-                self._usage_problem(None)
+                problem = str(error)
+            self._usage_problem(problem)
             telemetry.QOS_USAGE_SECONDS.observe(time.perf_counter() - reading)
         # 2. The engine, per node, from the state persisted in the policies' status: on the
         #    records read on arrival, copied here (the watches keep changing the store), in a
@@ -166,8 +168,9 @@ class QosLoop:
         namespaces = dict(store.namespaces.records)
         check = await asyncio.to_thread(
             cluster_check, policies, nodes, pods, namespaces,
-            node_metrics=node_metrics, pod_metrics=pod_metrics, now=now,
+            node_metrics=node_metrics, pod_metrics=pod_metrics, now=now, usage_problem=problem,
         )  # fmt: skip
+        self._unreadable_usage(check.unreadable_usage)
         # 3. Act, telling the planner what each action really did.
         outcomes = {c.node.name: await self._act(c) for c in check.nodes}
         # 4. Publish what changed.
@@ -183,8 +186,8 @@ class QosLoop:
 
     def _usage_problem(self, problem: str | None) -> None:
         """Say it once when usage becomes unavailable, and once when it is back; the policies'
-        Ready condition (MetricsUnavailable) and ``sharekeeper_usage_available`` say it all
-        along."""
+        ``UsageAvailable`` and ``Ready`` conditions (MetricsUnavailable) and
+        ``sharekeeper_usage_available`` say it all along."""
         if problem != self._unavailable:
             if problem is not None:
                 logger.warning("usage unavailable, nothing is acted on: %s", problem)
@@ -192,6 +195,16 @@ class QosLoop:
                 logger.info("usage available again")
         self._unavailable = problem
         telemetry.USAGE_AVAILABLE.set(0 if problem is not None else 1)
+
+    def _unreadable_usage(self, problems: Mapping[str, str]) -> None:
+        """A node whose NodeMetrics or PodMetrics cannot be read is said once, when it starts
+        and when it ends (its rules observe Missing in the status all along)."""
+        now = frozenset(problems)
+        for node in sorted(now - self._unreadable):
+            logger.warning("usage of node %s cannot be read: %s", node, problems[node])
+        for node in sorted(self._unreadable - now):
+            logger.info("usage of node %s can be read again", node)
+        self._unreadable = now
 
     def _with_written(self, record: OwnRecord[Obj]) -> OwnRecord[Obj]:
         status = self._statuses.current(record.name, record.status)
@@ -245,10 +258,11 @@ class QosLoop:
     async def _publish_nodes(self, check: ClusterCheck) -> None:
         outputs = node_outputs(check)
         records = self.store.nodes.sorted_records()
+        # A calm node gets no annotation; one published earlier is removed (the key is ours).
         desired = {
             name: {WATERLINES_ANNOTATION: out["waterlines"]}
             for name, out in outputs.items()
-            if out["waterlines"] != "{}"
+            if out["waterlines"] is not None
         }
         for write in annotation_writes(records, desired, frozenset({WATERLINES_ANNOTATION})):
             await self.writer.patch_node_annotations(write.node, write.patch)

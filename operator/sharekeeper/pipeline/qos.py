@@ -6,12 +6,13 @@ the engine's ``check_node`` on every node some policy selects. Driving the resul
 flows is the caller's job: ``simulate`` accepts every action, the operator executes them and
 reports the outcome.
 The rendering functions turn results and outcomes into what gets written: policy status,
-the ``qos-waterlines`` node annotation, the taint, and the action dicts.
+the ``qos-waterlines`` node annotation, the taint, and the action dicts. Nothing here logs:
+what could not be read is returned (``ClusterCheck.usage_missing``, ``unreadable_usage``) for
+the caller to say once.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -28,14 +29,20 @@ from sharekeeper.api.qos import (
     throttles_from_status,
 )
 from sharekeeper.engine.qos import (
+    REGISTRY,
+    ActionClass,
     NodeCheckResult,
     PlanReport,
     PodSnapshot,
     QosAction,
     QosNode,
     QosPolicy,
+    Skip,
+    SkipReason,
     ThrottleState,
+    UnreachableRule,
     check_node,
+    unreachable_rules,
 )
 from sharekeeper.model.conditions import condition
 from sharekeeper.model.nodes import compact_json
@@ -47,8 +54,7 @@ from sharekeeper.model.qos import (
     waterlines_annotation,
     with_usage,
 )
-
-logger = logging.getLogger(__name__)
+from sharekeeper.model.quantities import CPU, to_quantity
 
 Obj = Mapping[str, Any]
 Json = dict[str, Any]
@@ -70,6 +76,12 @@ class ClusterCheck:
     """Policies that could not be read, with the reason; they take part in nothing."""
     usage_missing: str | None = None
     """Why usage could not be read at all (metrics.k8s.io unavailable), if so."""
+    unreadable_usage: Mapping[str, str] = field(default_factory=dict)
+    """Nodes whose NodeMetrics or PodMetrics could not be read (their usage is missing for
+    this check), with the problem."""
+    unreachable: Mapping[str, tuple[UnreachableRule, ...]] = field(default_factory=dict)
+    """Per policy, the rules no selected node can cross (a value at or above every selected
+    node's capacity)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +103,10 @@ class Outcomes:
         refused: tuple[tuple[QosAction, str], ...] | None = None,
     ) -> Outcomes:
         open_gaps = tuple(
-            f"{action_class.value} {metric}: {metric_quantity(metric, amount)} still to release "
-            "after every candidate (pods without usage data free nothing)"
+            _open_gap(action_class, metric, amount, report.skipped)
             for action_class, metric, amount in report.remaining
-            if amount > 0
+            # A restore's headroom left over is not a problem: the pods are back.
+            if amount > 0 and action_class is not ActionClass.THROTTLE_UP
         )
         return cls(
             done=report.accepted,
@@ -106,6 +118,39 @@ class Outcomes:
         )
 
 
+_SKIP_WORDS = {
+    SkipReason.NO_USAGE: "no usage data",
+    SkipReason.NOTHING_USED: "using none of it",
+    SkipReason.AT_FLOOR: "CPU limit floor (request or minCPURatio) not below its usage",
+}
+_NAMED = 3
+"""Pods named per reason in a message; the rest are counted."""
+
+
+def _open_gap(action_class: ActionClass, metric: str, amount: int, skipped: Sequence[Skip]) -> str:
+    """Why a precise plan left usage above its waterline, naming the pods it passed over."""
+    text = f"{action_class.value} {metric}: {metric_quantity(metric, amount)} still to release"
+    mine = [s for s in skipped if (s.action_class, s.metric) == (action_class, metric)]
+    if not mine:
+        return f"{text}: no candidate left to act on"
+    by_reason: dict[SkipReason, list[Skip]] = {}
+    for skip in mine:
+        by_reason.setdefault(skip.reason, []).append(skip)
+    parts = []
+    for reason, skips in by_reason.items():
+        names = [_skipped_pod(s) for s in skips[:_NAMED]]
+        if len(skips) > _NAMED:
+            names.append(f"{len(skips) - _NAMED} more")
+        parts.append(f"{_SKIP_WORDS[reason]}: {', '.join(names)}")
+    return f"{text}; passed over, acting on them frees nothing ({'; '.join(parts)})"
+
+
+def _skipped_pod(skip: Skip) -> str:
+    if skip.floor_milli is None:
+        return str(skip.pod)
+    return f"{skip.pod} (floor {to_quantity(CPU, skip.floor_milli)})"
+
+
 def cluster_check(
     policies: Sequence[Obj],
     nodes: Sequence[QosNode],
@@ -115,12 +160,14 @@ def cluster_check(
     node_metrics: Iterable[Obj] | None,
     pod_metrics: Iterable[Obj] | None,
     now: int,
+    usage_problem: str | None = None,
 ) -> ClusterCheck:
     """``policies``: NodeQosEnsurancePolicy objects (spec and status; one that cannot be read
     is reported in ``invalid`` and takes part in nothing). ``nodes`` and ``pods`` (by node) as
     read on arrival, without usage (``model.qos`` ``node_view``/``pod_view``);
-    ``node_metrics``/``pod_metrics`` None: the metrics API is unavailable (usage missing).
-    Only the nodes some policy selects are looked at."""
+    ``node_metrics``/``pod_metrics`` None: the metrics API is unavailable (usage missing),
+    ``usage_problem`` saying why if the caller knows. Only the nodes some policy selects are
+    looked at."""
     read: dict[str, NodeQosEnsurancePolicy] = {}
     invalid: dict[str, str] = {}
     for obj in policies:
@@ -133,6 +180,7 @@ def cluster_check(
     usage = node_metrics_by_name(node_metrics or ())
     pod_usage = pod_metrics_by_key(pod_metrics or ())
     checks = []
+    unreadable: dict[str, str] = {}
     for node in sorted(nodes, key=lambda n: n.name):
         selecting = tuple(
             n for n, p in sorted(parsed.items()) if p.node_selector.matches(node.labels)
@@ -145,7 +193,7 @@ def cluster_check(
             snapshot = with_usage(node, on_node, usage.get(node.name), pod_usage, namespace_labels)
         except ObjectError as error:
             # Metrics that cannot be read are missing metrics, for this node only.
-            logger.warning("usage of node %s unknown: %s", node.name, error)
+            unreadable[node.name] = str(error)
             snapshot = with_usage(node, on_node, None, None, namespace_labels)
         state = state_from_status(read.values(), node.name)
         result = check_node([parsed[n] for n in selecting], snapshot, state, now)
@@ -154,8 +202,36 @@ def cluster_check(
         policies=parsed,
         nodes=tuple(checks),
         invalid=invalid,
-        usage_missing=None if node_metrics is not None else "metrics.k8s.io is not available",
+        usage_missing=None
+        if node_metrics is not None
+        else usage_problem or "metrics.k8s.io is not available",
+        unreadable_usage=unreadable,
+        unreachable={
+            name: found
+            for name, policy in sorted(parsed.items())
+            if (found := unreachable_rules(policy, nodes, REGISTRY))
+        },
     )
+
+
+def unreachable_message(rule: UnreachableRule) -> str:
+    """What is wrong with an unreachable rule, and for CPU in cores the likely fix."""
+    spec = REGISTRY.get(rule.metric)
+    resource = spec.resource if spec is not None else CPU
+    value = metric_quantity(rule.metric, rule.value)
+    message = (
+        f"rule {rule.rule}: {rule.metric} {value} is at or above the {resource} capacity of "
+        f"every selected node (largest {to_quantity(resource, rule.largest_capacity)}), so it "
+        "never triggers"
+    )
+    if rule.metric == "cpu_total_usage":
+        # Crane wrote this metric in millicores; here it is in cores.
+        meant = rule.value // 1000
+        message += (
+            f"; values are cores: for Crane's millicores write "
+            f'"{to_quantity(CPU, meant)}" or "{meant}m"'
+        )
+    return message
 
 
 def _with_throttles(
@@ -221,6 +297,7 @@ def policy_statuses(
         checked = "nodes checked"
         if len(listed) < len(entries) - sum(1 for e in entries if _at_rest(e)):
             checked += f"; only the {len(listed)} most urgent of the nodes not at rest are listed"
+        unreachable = [unreachable_message(r) for r in check.unreachable.get(name, ())]
         statuses[name] = {
             "matchedNodes": len(entries),
             "triggeredNodes": triggered,
@@ -229,6 +306,17 @@ def policy_statuses(
                 condition(
                     "Ready", ready, "Checked" if ready else "MetricsUnavailable",
                     checked if ready else f"usage unknown: {check.usage_missing}",
+                ),
+                condition(
+                    "UsageAvailable", ready, "MetricsRead" if ready else "MetricsUnavailable",
+                    "usage read from metrics.k8s.io" if ready
+                    else f"nothing is acted on: {check.usage_missing}",
+                ),
+                condition(
+                    "WaterlinesReachable", not unreachable,
+                    "AboveCapacity" if unreachable else "WithinCapacity",
+                    "; ".join(unreachable) if unreachable
+                    else "no rule value is at or above the capacity of every selected node",
                 ),
             ],
         }  # fmt: skip
@@ -262,6 +350,7 @@ def _at_rest(entry: Json) -> bool:
             and rule.get("observation") == "Calm"
             and not rule["hotStreak"]
             and not rule.get("triggered")
+            and not rule.get("restored")
             for rule in entry["rules"]
         )
     )
@@ -301,10 +390,13 @@ def _action_entries(outcomes: Outcomes, now: str) -> list[Json]:
 
 
 def node_outputs(check: ClusterCheck) -> dict[str, Json]:
-    """Per checked node: the ``qos-waterlines`` annotation value and whether to taint it."""
+    """Per checked node: the ``qos-waterlines`` annotation value (None: the node is calm, no
+    waterline in force, so no annotation) and whether to taint it."""
     return {
         c.node.name: {
-            "waterlines": compact_json(waterlines_annotation(c.result.waterlines)),
+            "waterlines": compact_json(waterlines_annotation(c.result.waterlines))
+            if c.result.waterlines
+            else None,
             "tainted": c.result.scheduling_disabled,
         }
         for c in check.nodes

@@ -1,12 +1,14 @@
-"""Rendering the simulate report as JSON, YAML or a table of queues."""
+"""Rendering the simulate report as JSON, YAML or tables: the queues, and the node QoS plan."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import yaml
+
+from sharekeeper.model.documents import one_line
 
 TABLE_COLUMNS = (
     "QUEUE",
@@ -18,6 +20,9 @@ TABLE_COLUMNS = (
     "REQUEST",
     "SHARE",
 )
+QOS_POLICY_COLUMNS = ("QOS-POLICY", "MATCHED", "TRIGGERED", "CONDITIONS")
+QOS_NODE_COLUMNS = ("NODE", "RULES", "WATERLINES", "GAPS", "THROTTLED", "TAINTED", "MESSAGE")
+QOS_ACTION_COLUMNS = ("#", "NODE", "ACTION", "POD", "METRIC", "RELEASED", "CPU-LIMIT")
 
 
 def render(report: Mapping[str, Any], weights: Mapping[str, int], output: str) -> str:
@@ -25,11 +30,18 @@ def render(report: Mapping[str, Any], weights: Mapping[str, int], output: str) -
         return json.dumps(report, indent=2, sort_keys=True) + "\n"
     if output == "yaml":
         return yaml.safe_dump(dict(report), sort_keys=True)
-    return queue_table(report["queues"], weights)
+    qos = "nodeQosEnsurancePolicies" in report
+    tables = []
+    # A QoS-only input prints its plan alone; an input with neither still gets the header.
+    if report.get("queues") or not qos:
+        tables.append(queue_table(report.get("queues", {}), weights))
+    if qos:
+        tables.append(qos_tables(report))
+    return "\n".join(tables)
 
 
 def queue_table(queues: Mapping[str, Mapping[str, Any]], weights: Mapping[str, int]) -> str:
-    rows = [TABLE_COLUMNS]
+    rows = []
     for name, status in sorted(queues.items()):
         rows.append(
             (
@@ -43,11 +55,91 @@ def queue_table(queues: Mapping[str, Mapping[str, Any]], weights: Mapping[str, i
                 status["share"] + (" (overused)" if status["overused"] else ""),
             )
         )
-    widths = [max(len(row[column]) for row in rows) for column in range(len(TABLE_COLUMNS))]
+    return _table(TABLE_COLUMNS, rows)
+
+
+def qos_tables(report: Mapping[str, Any]) -> str:
+    """The QoS check as three tables: the policies, the nodes that are not at rest (rules,
+    waterlines and gaps in force, throttled pods, taint, why something could not be done),
+    and the actions in the order they were taken."""
+    policies: Mapping[str, Mapping[str, Any]] = report.get("nodeQosEnsurancePolicies", {})
+    nodes: Mapping[str, Mapping[str, Any]] = report.get("nodes", {})
+    policy_rows = [
+        (
+            name,
+            str(status.get("matchedNodes", "-")),
+            str(status.get("triggeredNodes", "-")),
+            _conditions(status.get("conditions", [])),
+        )
+        for name, status in sorted(policies.items())
+    ]
+    node_rows = [
+        _node_row(name, entries, nodes.get(name, {}))
+        for name, entries in sorted(_entries_by_node(policies).items())
+    ]
+    action_rows = [
+        (
+            str(number),
+            action["node"],
+            action["kind"],
+            action["pod"],
+            action["metric"],
+            action["released"],
+            "-" if action["kind"] == "evict" else action.get("cpuLimit") or "none",
+        )
+        for number, action in enumerate(report.get("actions", []), start=1)
+    ]
+    sections = [_table(QOS_POLICY_COLUMNS, policy_rows)]
+    sections.append(
+        _table(QOS_NODE_COLUMNS, node_rows) if node_rows else "No node needs attention.\n"
+    )
+    sections.append(_table(QOS_ACTION_COLUMNS, action_rows) if action_rows else "No actions.\n")
+    return "\n".join(sections)
+
+
+def _entries_by_node(
+    policies: Mapping[str, Mapping[str, Any]],
+) -> dict[str, list[tuple[str, Mapping[str, Any]]]]:
+    """Node name -> (policy, its status entry for the node), for the nodes some policy lists."""
+    found: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    for policy, status in sorted(policies.items()):
+        for entry in status.get("nodes", []):
+            found.setdefault(str(entry["name"]), []).append((policy, entry))
+    return found
+
+
+def _node_row(
+    name: str, entries: Sequence[tuple[str, Mapping[str, Any]]], node: Mapping[str, Any]
+) -> tuple[str, ...]:
+    """One node across the policies selecting it: each policy's entry has that policy's rules
+    and waterlines; gaps, throttled pods and the taint are the node's."""
+    waterlines: dict[str, str] = {}
+    for _, entry in entries:
+        waterlines |= entry.get("waterlines") or {}
+    gaps: Sequence[Mapping[str, Any]] = next(
+        (entry["gaps"] for _, entry in entries if entry.get("gaps")), []
+    )
+    throttled = max(len(entry.get("throttled") or []) for _, entry in entries)
+    messages = dict.fromkeys(entry["message"] for _, entry in entries if entry.get("message"))
+    return (
+        name,
+        _joined(f"{policy}/{_rule(rule)}" for policy, entry in entries for rule in entry["rules"]),
+        _pairs(waterlines),
+        _joined(_gap(gap) for gap in gaps),
+        str(throttled),
+        "yes" if node.get("taints") else "no",
+        "; ".join(messages) or "-",
+    )
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Columns padded to their widest cell; every cell on one printable line."""
+    lines = [tuple(header), *(tuple(one_line(str(cell)) for cell in row) for row in rows)]
+    widths = [max(len(line[column]) for line in lines) for column in range(len(header))]
     return "".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
         + "\n"
-        for row in rows
+        for line in lines
     )
 
 
@@ -55,3 +147,37 @@ def _resources(amounts: Mapping[str, str]) -> str:
     """``cpu=4,memory=8Gi``; zero dimensions are left out to keep the table readable."""
     shown = [f"{name}={value}" for name, value in sorted(amounts.items()) if value != "0"]
     return ",".join(shown) or "-"
+
+
+def _joined(cells: Iterable[str]) -> str:
+    return ",".join(cells) or "-"
+
+
+def _pairs(values: Mapping[str, str]) -> str:
+    return _joined(f"{key}={value}" for key, value in sorted(values.items()))
+
+
+def _rule(rule: Mapping[str, Any]) -> str:
+    """``cpu-evict=Triggered/Hot``, ``(preview)`` and ``(restored)`` when they apply."""
+    text = f"{rule['name']}={rule.get('phase', '?')}/{rule.get('observation', '?')}"
+    if rule.get("restored"):
+        text += "(restored)"
+    if rule.get("preview"):
+        text += "(preview)"
+    return text
+
+
+def _gap(gap: Mapping[str, Any]) -> str:
+    return f"{gap.get('class')}.{gap.get('metric')}={gap.get('gap') or 'unknown'}"
+
+
+def _conditions(conditions: Iterable[Mapping[str, Any]]) -> str:
+    """``Ready``, or the conditions that do not hold, as
+    ``UsageAvailable=False(MetricsUnavailable)``."""
+    listed = list(conditions)
+    failing = [
+        f"{c.get('type')}={c.get('status')}({c.get('reason')})"
+        for c in listed
+        if c.get("status") != "True" or c.get("type") == "Invalid"
+    ]
+    return ",".join(failing) or ("Ready" if listed else "-")

@@ -17,6 +17,7 @@ from sharekeeper.cluster.snapshots import share_snapshot
 from sharekeeper.engine.proportional import PendingPod
 from sharekeeper.engine.qos import accept_all, node_actions
 from sharekeeper.engine.shares import ShareSnapshot
+from sharekeeper.model.documents import one_line
 from sharekeeper.model.objects import rfc3339
 from sharekeeper.model.qos import TAINT, WATERLINES_ANNOTATION
 from sharekeeper.pipeline.qos import (
@@ -25,6 +26,7 @@ from sharekeeper.pipeline.qos import (
     cluster_check,
     node_outputs,
     policy_statuses,
+    unreachable_message,
 )
 from sharekeeper.pipeline.shares import publication
 from sharekeeper.simulate.reading import Inputs
@@ -78,7 +80,8 @@ def share_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
 
 def qos_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
     """One node QoS check with usage from the NodeMetrics/PodMetrics objects read, every
-    action accepted; counters and throttle state come from the input's status/annotations."""
+    action accepted; counters and throttle state come from the input's status. A rule no
+    selected node can cross (a unit mistake, most often) is also warned about on stderr."""
     records = inputs.store.qos_policies.sorted_records()
     if not records:
         return {}
@@ -96,6 +99,10 @@ def qos_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
         pod_metrics=inputs.raw.get("PodMetrics", ()) if node_metrics is not None else None,
         now=int(context.now_seconds),
     )
+    for policy, rules in sorted(check.unreachable.items()):
+        for rule in rules:
+            message = one_line(f"{policy}: {unreachable_message(rule)}")
+            print(f"sharekeeper simulate: warning: {message}", file=sys.stderr)
     outcomes = {}
     for node_check in check.nodes:
         report = accept_all(node_actions(node_check.result, node_check.node))
@@ -107,7 +114,10 @@ def qos_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
         "nodeQosEnsurancePolicies": policy_statuses(check, outcomes, current, now=stamp),
         "nodes": {
             name: {
-                "annotations": {WATERLINES_ANNOTATION: out["waterlines"]},
+                # A calm node gets no waterlines annotation, as in the cluster.
+                "annotations": {}
+                if out["waterlines"] is None
+                else {WATERLINES_ANNOTATION: out["waterlines"]},
                 "taints": [dict(TAINT)] if out["tainted"] else [],
             }
             for name, out in node_outputs(check).items()

@@ -239,7 +239,9 @@ def test_gap_case_g1_evict_uses_the_minimum_triggered_waterline() -> None:
 def test_gap_case_g3_throttle_up_is_the_headroom() -> None:
     case = GAPS["G3"]
     rules = [rule(f"r{w}", case["metric"], w, "throttle") for w in case["restored_waterlines"]]
-    result = check_node([policy(*rules)], node(cpu=case["used"]), NodeQosState(), now=0)
+    # A throttle-up waterline is in force only while some pod waits for its CPU back.
+    throttled = pod("p", cpu=0, throttled=(1_000, 500))
+    result = check_node([policy(*rules)], node(throttled, cpu=case["used"]), NodeQosState(), 0)
     assert only_gap(result, ActionClass.THROTTLE_UP) == pytest.approx(case["expected_gap"])
 
 

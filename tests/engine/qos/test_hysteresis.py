@@ -92,3 +92,26 @@ def test_taint_is_cleared_after_restore_plus_cool_down(
     previous: SchedulingState, cool_downs: tuple[int, ...], now: int, expected: SchedulingState
 ) -> None:
     assert scheduling_state(previous, cool_downs, now) == expected
+
+
+def test_restored_is_reported_only_for_a_rule_that_triggered() -> None:
+    """Found: a throttle rule that never triggered reported ``restored: true`` on every calm
+    check (the planning level was reported). Restored now means: triggered, then restored, and
+    kept while the node still has throttled pods to give CPU back to."""
+    never = RuleState()
+    for _ in range(3):
+        step = advance(never, CALM, 1, 1, giving_back=True)
+        never = step.state
+        assert step.restored_now  # the level that drives throttle-up...
+        assert not never.restored  # ...is not "restored"
+    triggered = advance(RuleState(), HOT, 1, 1).state
+    restoring = advance(triggered, CALM, 1, 1, giving_back=True).state
+    assert restoring.restored
+    assert advance(restoring, CALM, 1, 1, giving_back=True).state.restored  # still giving back
+    assert advance(restoring, MISSING, 1, 1, giving_back=True).state.restored  # a late sample
+    assert not advance(restoring, CALM, 1, 1, giving_back=False).state.restored  # all back
+    assert not advance(restoring, HOT, 1, 1, giving_back=True).state.restored  # triggered again
+    # An evict-only rule (nothing to give back) is restored on the check it restores, only.
+    evicting = advance(triggered, CALM, 1, 1).state
+    assert evicting.restored
+    assert not advance(evicting, CALM, 1, 1).state.restored

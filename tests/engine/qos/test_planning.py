@@ -13,6 +13,7 @@ from sharekeeper.engine.qos import (
     Outcome,
     PlanReport,
     QosAction,
+    SkipReason,
     accept_all,
     check_node,
     node_actions,
@@ -165,3 +166,84 @@ def test_policies_not_selecting_the_node_are_ignored() -> None:
     elsewhere = replace(p, node_selector=LabelSelector({"pool": "gpu"}))
     result = check_node([elsewhere], node(cpu=7_000), NodeQosState(), 0)
     assert result.rules == ()
+
+
+def test_evictions_earlier_in_the_check_count_against_the_throttle_gap() -> None:
+    """Found: "still to release" and the throttle plan ignored what evictions in the same check
+    had freed. An eviction of 3 cores closes the 2.2-core throttle gap: nothing is throttled."""
+    pods = [pod("big", cpu=3_000), pod("small", cpu=1_000, limit=2_000)]
+    n = node(*pods, cpu=10_000)
+    both = policy(
+        rule("evict", "cpu_total_usage", 9_000),
+        rule("throttle", "cpu_total_usage", 8_000, "throttle"),
+    )
+    report = accept_all(node_actions(check_node([both], n, NodeQosState(), 0), n))
+    assert [(a.kind, a.pod.name) for a in report.accepted] == [("evict", "big")]
+    assert {(c, m): v for c, m, v in report.remaining} == {
+        (ActionClass.EVICT, "cpu_total_usage"): 1_100 - 3_000,
+        (ActionClass.THROTTLE_DOWN, "cpu_total_usage"): 2_200 - 3_000,
+    }
+
+
+def test_an_eviction_leaves_the_throttle_plan_only_what_it_did_not_free() -> None:
+    pods = [pod("a", cpu=2_000), pod("b", cpu=1_500), pod("c", cpu=1_000)]
+    n = node(*pods, cpu=10_000)
+    both = policy(
+        rule("evict", "cpu_total_usage", 9_000),
+        rule("throttle", "cpu_total_usage", 8_000, "throttle"),
+    )
+    report = accept_all(node_actions(check_node([both], n, NodeQosState(), 0), n))
+    # Evict gap 1100m: "a" (2000m) goes. Throttle gap 2200m - 2000m = 200m: one 20 % step of
+    # "b" (300m) closes it, and "c" is left alone (without the eviction counted, both went).
+    assert [(a.kind, a.pod.name) for a in report.accepted] == [("evict", "a"), ("throttle", "b")]
+    assert (ActionClass.THROTTLE_DOWN, "cpu_total_usage", -100) in report.remaining
+
+
+def test_pods_passed_over_are_reported_with_the_real_reason() -> None:
+    """Found: a skipped pod was always blamed on missing usage data."""
+    pods = [
+        pod("floored", cpu=500, request=500, limit=1_000),  # its request is its floor
+        pod("unknown", cpu=None, limit=1_000),
+        pod("idle", cpu=0, limit=1_000),
+    ]
+    n = node(*pods, cpu=7_000)
+    throttle = policy(rule("t", "cpu_total_usage", 6_000, "throttle"))
+    report = accept_all(node_actions(check_node([throttle], n, NodeQosState(), 0), n))
+    assert report.accepted == ()
+    assert {(s.pod.name, s.reason, s.floor_milli) for s in report.skipped} == {
+        ("floored", SkipReason.AT_FLOOR, 500),
+        ("unknown", SkipReason.NO_USAGE, None),
+        ("idle", SkipReason.NOTHING_USED, None),
+    }
+
+
+def test_a_calm_node_with_nothing_to_give_back_has_no_waterline() -> None:
+    """Found: a calm node with a throttle rule published a ``throttleUp`` waterline (and its
+    annotation) on every check, with nothing throttled to restore."""
+    throttle = policy(rule("t", "cpu_total_usage", 6_000, "throttle"))
+    calm = check_node([throttle], node(pod("p", cpu=100), cpu=2_000), NodeQosState(), 0)
+    assert (calm.waterlines, calm.gaps, calm.plans) == ((), (), ())
+    assert not calm.rules[0].state.restored
+    waiting = node(pod("p", cpu=100, throttled=(1_000, 500)), cpu=2_000)
+    restoring = check_node([throttle], waiting, NodeQosState(), 0)
+    assert [(w.action_class, w.value) for w in restoring.waterlines] == [
+        (ActionClass.THROTTLE_UP, 6_000)
+    ]
+    assert not restoring.rules[0].state.restored  # it never triggered
+
+
+def test_a_triggered_throttle_rule_is_restored_until_its_pods_are_back() -> None:
+    throttle = policy(rule("t", "cpu_total_usage", 6_000, "throttle"))
+    busy = node(pod("p", cpu=1_000, limit=1_000), cpu=7_000)
+    hot = check_node([throttle], busy, NodeQosState(), 0)
+    (step,) = accept_all(node_actions(hot, busy)).accepted
+    assert step.cpu_limit_milli == 800
+    # The next checks are calm, with the pod at the limit the throttle gave it.
+    waiting = node(pod("p", cpu=800, limit=800, throttled=(1_000, 800)), cpu=2_000)
+    first = check_node([throttle], waiting, hot.state, 10)
+    assert first.rules[0].state.restored
+    second = check_node([throttle], waiting, first.state, 20)
+    assert second.rules[0].state.restored  # still giving back
+    back = check_node([throttle], node(pod("p", cpu=800, limit=1_000), cpu=2_000), second.state, 30)
+    assert not back.rules[0].state.restored
+    assert back.waterlines == ()

@@ -4,6 +4,8 @@ Belongs here: the pure decisions of one periodic check of one node. Entry points
 
 - ``check_node(policies, node, state, now) -> NodeCheckResult``: hysteresis, waterlines,
   gaps, plans and the taint decision; ``result.state`` is the state to persist.
+- ``unreachable_rules(policy, nodes, REGISTRY)``: rules no selected node can cross (a value
+  at or above every node's capacity, usually a unit mistake), for the status to warn about.
 - ``node_actions(result, node) -> Flow``: a sans-I/O generator; it yields ``QosAction`` values,
   the caller sends back ``Outcome.ACCEPTED`` / ``Outcome.REFUSED``, and ``StopIteration.value``
   is the ``PlanReport``. ``accept_all(flow)`` drives it the way ``simulate`` does.
@@ -43,9 +45,11 @@ from sharekeeper.engine.qos.planning import (
     Outcome,
     PlanReport,
     QosAction,
+    Skip,
+    SkipReason,
     accept_all,
 )
-from sharekeeper.engine.qos.waterlines import Gap, Waterline
+from sharekeeper.engine.qos.waterlines import Gap, UnreachableRule, Waterline, unreachable_rules
 from sharekeeper.engine.selectors import LabelSelector, Requirement
 
 __all__ = [
@@ -79,10 +83,14 @@ __all__ = [
     "RuleState",
     "RuleStatus",
     "SchedulingState",
+    "Skip",
+    "SkipReason",
     "Strategy",
     "ThrottleState",
+    "UnreachableRule",
     "Waterline",
     "accept_all",
     "check_node",
     "node_actions",
+    "unreachable_rules",
 ]

@@ -5,6 +5,10 @@
 plans that ``node_actions`` turns into a flow of actions. Policies whose ``nodeSelector`` does
 not match the node are ignored; Preview rules are counted and reported, their waterlines,
 gaps and plans computed separately, and they never act nor disable scheduling.
+
+A restored throttle rule contributes a ``throttleUp`` waterline only while the node has
+throttled pods: with nothing to give back there is no waterline in force, so a calm node has
+none (and gets no waterlines annotation).
 """
 
 from __future__ import annotations
@@ -24,7 +28,13 @@ from sharekeeper.engine.qos.hysteresis import (
 )
 from sharekeeper.engine.qos.inputs import Objective, QosNode, QosPolicy, Strategy
 from sharekeeper.engine.qos.metrics import REGISTRY, ActionClass, MetricRegistry
-from sharekeeper.engine.qos.planning import Flow, MetricPlan, actions, metric_plans
+from sharekeeper.engine.qos.planning import (
+    Flow,
+    MetricPlan,
+    actions,
+    metric_plans,
+    throttled_pods,
+)
 from sharekeeper.engine.qos.waterlines import (
     Contribution,
     Gap,
@@ -59,6 +69,8 @@ class RuleStatus:
     event: Event | None
     triggered_now: bool
     restored_now: bool
+    """The planning level (calm with a full calm streak); ``state.restored`` is what is
+    reported."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +90,7 @@ class NodeCheckResult:
 
 
 def _contributions(
-    policy: QosPolicy, objective: Objective, status: RuleStatus
+    policy: QosPolicy, objective: Objective, status: RuleStatus, giving_back: bool
 ) -> Iterable[Contribution]:
     action = policy.actions.get(objective.action_name)
     if action is None:
@@ -87,7 +99,7 @@ def _contributions(
     if action.throttle is not None:
         if status.triggered_now:
             classes.append(ActionClass.THROTTLE_DOWN)
-        if status.restored_now:
+        if status.restored_now and giving_back:
             classes.append(ActionClass.THROTTLE_UP)
     if action.eviction is not None and status.triggered_now:
         classes.append(ActionClass.EVICT)
@@ -122,6 +134,8 @@ def check_node(
     previewed: list[Contribution] = []
     disabling: list[int] = []
     notes: list[str] = []
+    # Throttled pods waiting for their CPU back: what keeps restore going.
+    giving_back = bool(throttled_pods(node))
     # 1. Hysteresis per rule, from the persisted state.
     for policy in selected:
         for objective in policy.objectives:
@@ -129,11 +143,13 @@ def check_node(
             spec = metrics.get(objective.metric)
             if spec is None:
                 notes.append(f"{key.policy}/{key.rule}: unknown metric {objective.metric!r}")
+            action = policy.actions.get(objective.action_name)
             step = advance(
                 state.rules.get(key, RuleState()),
                 observe(spec, objective.value, node),
                 objective.avoidance_threshold,
                 objective.restore_threshold,
+                giving_back=giving_back and action is not None and action.throttle is not None,
             )
             preview = objective.strategy is Strategy.PREVIEW
             status = RuleStatus(
@@ -148,12 +164,12 @@ def check_node(
                 step.restored_now,
             )
             statuses.append(status)
-            action = policy.actions.get(objective.action_name)
             if action is None:
                 notes.append(f"{key.policy}/{key.rule}: no action {objective.action_name!r}")
                 continue
             # 2. What the rule contributes to the waterlines and to the taint.
-            (previewed if preview else enforced).extend(_contributions(policy, objective, status))
+            contributed = _contributions(policy, objective, status, giving_back)
+            (previewed if preview else enforced).extend(contributed)
             if not preview and action.disable_scheduling and step.state.phase is Phase.TRIGGERED:
                 disabling.append(action.cool_down_seconds)
     # 3. Pool waterlines, measure gaps, decide how each class acts.

@@ -16,8 +16,13 @@ Theory of operation (crane.md §3, fixed):
 3. Levels used for planning: ``triggered_now`` (TRIGGERED and not CALM this check: drives evict
    and throttle-down waterlines) and ``restored_now`` (CALM phase with a full calm streak:
    drives throttle-up, on every such check until the throttled pods are back to their
-   limits, unlike Crane E2's one-shot restore, §12.9).
+   limits, unlike Crane E2's one-shot restore, §12.9). ``restored_now`` is a level, true for a
+   rule that never triggered too; it is not what the status reports as restored.
 4. Events are one-shot: TRIGGERED on entering the phase, RESTORED on leaving it.
+5. ``RuleState.restored`` is what the status reports: the rule *was* triggered and has
+   restored, on the check it restores and then, while the node still has pods its throttling
+   lowered (``giving_back``), until they all have their CPU back or the rule triggers again.
+   It is persisted with the counters, so a rule that never triggered is never "restored".
 
 The disable-scheduling taint (``scheduling_state``) is present while any rule of an action
 with ``disableScheduling`` is TRIGGERED, and is cleared once all such rules restored and the
@@ -94,6 +99,9 @@ class RuleState:
     phase: Phase = Phase.CALM
     hot_streak: int = 0
     calm_streak: int = 0
+    restored: bool = False
+    """The rule triggered and has restored since, and (after the check it restored) the node
+    still has throttled pods to give CPU back to."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +133,17 @@ def _count(how: Count, value: int, limit: int) -> int:
 
 
 def advance(
-    state: RuleState, observation: Observation, avoidance_threshold: int, restore_threshold: int
+    state: RuleState,
+    observation: Observation,
+    avoidance_threshold: int,
+    restore_threshold: int,
+    *,
+    giving_back: bool = False,
 ) -> RuleStep:
-    """One check of one rule: the next state, the one-shot event and the planning levels."""
+    """One check of one rule: the next state, the one-shot event and the planning levels.
+
+    ``giving_back``: the rule's action throttles and the node has throttled pods waiting for
+    their CPU back; it keeps a restored rule reported as restored."""
     avoid, restore = max(1, avoidance_threshold), max(1, restore_threshold)
     # Clamp persisted counters in case a threshold was lowered since they were written.
     hot, calm = min(state.hot_streak, avoid), min(state.calm_streak, restore)
@@ -138,7 +154,10 @@ def advance(
         reached = hot + 1 >= avoid if observation is Observation.HOT else calm + 1 >= restore
         step = TRANSITIONS[(state.phase, observation, reached)]
         phase = step.phase
-    new = RuleState(phase, _count(step.hot, hot, avoid), _count(step.calm, calm, restore))
+    restored = phase is Phase.CALM and (
+        step.event is Event.RESTORED or (state.restored and giving_back)
+    )
+    new = RuleState(phase, _count(step.hot, hot, avoid), _count(step.calm, calm, restore), restored)
     return RuleStep(
         state=new,
         observation=observation,

@@ -8,10 +8,13 @@ API error) is skipped and the next one is tried (crane.md §12.4 counted it anyw
 ``simulate`` drives the same generator with ``accept_all``.
 
 Per check, a pod is acted on at most once, in class order evict → throttle down → restore;
-an accepted eviction reduces every evict gap by what the pod uses of that gap's resource (Crane
-reduced only the gap of the metric being processed). Precise loops skip pods that would
-release nothing: evicting or throttling them cannot close the gap (a pod without usage data
-released 0 in Crane and the loop went on to evict everything, §12.5).
+an accepted eviction or throttle reduces every evict and throttle-down gap by what it frees of
+that gap's resource (Crane reduced only the gap of the metric being processed), so a throttle
+plan after evictions only releases what the evictions left, and what a report calls "still to
+release" is what is left after everything accepted in the check. Restore headroom is only used
+by restores. Precise loops skip pods that would release nothing: evicting or throttling them
+cannot close the gap (a pod without usage data released 0 in Crane and the loop went on to
+evict everything, §12.5); the report says which pods were passed over and why (``Skip``).
 
 Fallbacks, when a waterline's metric cannot be quantified or has no usage:
 - evict: every candidate, only if a policy behind the waterline sets
@@ -38,10 +41,18 @@ from sharekeeper.engine.qos.metrics import (
     pod_usage,
 )
 from sharekeeper.engine.qos.sorting import GENERAL_SORTER
-from sharekeeper.engine.qos.throttling import LimitChange, restore_step, throttle_step
+from sharekeeper.engine.qos.throttling import (
+    LimitChange,
+    restore_step,
+    throttle_floor,
+    throttle_step,
+)
 from sharekeeper.engine.qos.waterlines import Gap, Waterline
 
 ActionKind = Literal["evict", "throttle", "restore"]
+
+RELEASE_CLASSES = frozenset({ActionClass.EVICT, ActionClass.THROTTLE_DOWN})
+"""Classes whose gap is usage to release; throttle-up's is headroom to use."""
 
 
 class Outcome(Enum):
@@ -89,6 +100,27 @@ class QosAction:
     precise: bool = True
 
 
+class SkipReason(Enum):
+    """Why a precise plan passed over a candidate: acting on it would free nothing."""
+
+    NO_USAGE = "NoUsage"
+    """No usage sample for the pod."""
+    NOTHING_USED = "NothingUsed"
+    """The pod uses none of the resource."""
+    AT_FLOOR = "AtFloor"
+    """Throttle: the lowest limit allowed (request, minCPURatio) is not below its usage."""
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    action_class: ActionClass
+    metric: str
+    pod: PodKey
+    reason: SkipReason
+    floor_milli: int | None = None
+    """AT_FLOOR: the lowest CPU limit the pod may be given."""
+
+
 @dataclass(frozen=True, slots=True)
 class PlanReport:
     accepted: tuple[QosAction, ...] = ()
@@ -97,6 +129,8 @@ class PlanReport:
     """Gap left per precise (class, metric) after the accepted actions (≤ 0: closed)."""
     waiting: tuple[str, ...] = ()
     """Why some waterline was not acted on."""
+    skipped: tuple[Skip, ...] = ()
+    """Candidates a precise plan passed over while its gap was open, in plan order."""
 
 
 Flow = Generator[QosAction, Outcome, PlanReport]
@@ -123,7 +157,8 @@ def _grace(waterline: Waterline) -> int | None:
     return min(graces, default=None)
 
 
-def _throttled(node: QosNode) -> tuple[PodSnapshot, ...]:
+def throttled_pods(node: QosNode) -> tuple[PodSnapshot, ...]:
+    """The pods of ``node`` we throttled and that wait for their CPU back."""
     # Restoring is always safe, so every throttled pod qualifies, even one a policy no
     # longer selects (it would otherwise stay throttled forever).
     return tuple(p for p in node.pods if p.throttle is not None and not p.terminating)
@@ -178,7 +213,7 @@ def _throttle_plans(
 
     def pods_for(ws: Iterable[Waterline], spec: MetricSpec) -> tuple[PodSnapshot, ...]:
         if action_class is ActionClass.THROTTLE_UP:
-            return spec.sorter.sort(_throttled(node))
+            return spec.sorter.sort(throttled_pods(node))
         rules = (c.candidates for w in ws for c in w.contributions)
         return spec.sorter.sort(candidate_pods(rules, node))
 
@@ -264,6 +299,7 @@ class _Ledger:
     acted: set[PodKey] = field(default_factory=set)
     accepted: list[QosAction] = field(default_factory=list)
     refused: list[QosAction] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
 
     def open(self, plan: MetricPlan) -> bool:
         return self.remaining.get((plan.action_class, plan.metric), 0) > 0
@@ -280,15 +316,21 @@ class _Ledger:
             self.refused.append(action)
             return
         self.accepted.append(action)
+        # What an eviction or a throttle frees counts against every gap of usage to release
+        # (evictions come first, so the throttle plans see what they left); a restore's
+        # headroom counts only against restore gaps.
+        affected = RELEASE_CLASSES if action_class in RELEASE_CLASSES else {action_class}
         for key, resource in self.resources.items():
-            if key[0] is action_class and resource in released:
+            if key[0] in affected and resource in released:
                 self.remaining[key] -= released[resource]
 
 
-def _eviction(plan: MetricPlan, pod: PodSnapshot, node: str) -> QosAction | None:
-    released = pod_usage(plan.resource, pod) or 0
+def _eviction(plan: MetricPlan, pod: PodSnapshot, node: str) -> QosAction | Skip:
+    usage = pod_usage(plan.resource, pod)
+    released = usage or 0
     if plan.mode is Mode.PRECISE and released <= 0:
-        return None
+        reason = SkipReason.NO_USAGE if usage is None else SkipReason.NOTHING_USED
+        return Skip(plan.action_class, plan.metric, pod.key, reason)
     return QosAction(
         "evict",
         pod.key,
@@ -301,16 +343,28 @@ def _eviction(plan: MetricPlan, pod: PodSnapshot, node: str) -> QosAction | None
     )
 
 
-def _limit_action(plan: MetricPlan, pod: PodSnapshot, node: QosNode) -> QosAction | None:
+def _unthrottleable(plan: MetricPlan, pod: PodSnapshot) -> Skip:
+    """Why a throttle step would free nothing of ``pod``'s CPU."""
+    usage = pod.cpu_usage_milli
+    if usage is None:
+        return Skip(plan.action_class, plan.metric, pod.key, SkipReason.NO_USAGE)
+    if usage <= 0:
+        return Skip(plan.action_class, plan.metric, pod.key, SkipReason.NOTHING_USED)
+    floor = throttle_floor(pod, plan.throttle)
+    return Skip(plan.action_class, plan.metric, pod.key, SkipReason.AT_FLOOR, floor)
+
+
+def _limit_action(plan: MetricPlan, pod: PodSnapshot, node: QosNode) -> QosAction | Skip | None:
     if plan.action_class is ActionClass.THROTTLE_DOWN:
         change = throttle_step(pod, plan.throttle)
         kind: ActionKind = "throttle"
+        # A precise throttle that frees nothing cannot help close the gap.
+        if plan.mode is Mode.PRECISE and (change is None or change.released_milli <= 0):
+            return _unthrottleable(plan, pod)
     else:
         change = restore_step(pod, plan.throttle, node.cpu_capacity_milli)
         kind = "restore"
-    # A precise throttle that frees nothing cannot help close the gap.
-    useless = kind == "throttle" and change is not None and change.released_milli <= 0
-    if change is None or (plan.mode is Mode.PRECISE and useless):
+    if change is None:
         return None
     return QosAction(
         kind,
@@ -350,10 +404,15 @@ def actions(plans: Iterable[MetricPlan], node: QosNode) -> Flow:
             # 2. One action per pod per check, whichever class or metric got there first.
             if pod.key in ledger.acted:
                 continue
+            action: QosAction | Skip | None
             if plan.action_class is ActionClass.EVICT:
                 action = _eviction(plan, pod, node.name)
             else:
                 action = _limit_action(plan, pod, node)
+            if isinstance(action, Skip):
+                # Acting on it frees nothing; say why if the gap stays open.
+                ledger.skipped.append(action)
+                continue
             if action is None:
                 continue
             # 3. Hand it to the caller; only an accepted action counts against the gaps.
@@ -367,6 +426,7 @@ def actions(plans: Iterable[MetricPlan], node: QosNode) -> Flow:
         refused=tuple(ledger.refused),
         remaining=tuple((k[0], k[1], v) for k, v in ledger.remaining.items()),
         waiting=tuple(waiting),
+        skipped=tuple(ledger.skipped),
     )
 
 

@@ -1,11 +1,17 @@
 """CPU limit arithmetic for one pod: one throttle step down, one restore step up.
 
 Pod-level: the limit is the pod's total CPU limit (the caller spreads it over containers).
-A pod never goes below ``max(request, originalLimit * minCPURatio / 100, 1m)``; the floor uses
-the *original* limit, so repeated steps converge on it instead of sliding under it (crane.md
-§12.2 assigned ``limit * ratio`` without the /100, which un-throttled the pod). A pod without
-a CPU limit is throttled from its current usage; restoring it lifts the throttle once the
-target reaches the node's CPU capacity (Crane never gave such pods their freedom back, §12.9).
+
+A step down starts from what the pod *uses* when it uses less than its limit: the new limit is
+``min(limit, usage) * (1 - step)``. Stepping from the limit alone never bites a pod running
+under it (3.5 cores used of a 4-core limit, 10 % steps: 3.6 frees nothing, every check);
+stepping from the usage frees ``step`` percent of it each time. A pod without a CPU limit, or
+whose usage is unknown, steps from what is known (its usage; its limit). A pod never goes below
+``max(request, originalLimit * minCPURatio / 100, 1m)``; the floor uses the *original* limit, so
+repeated steps converge on it instead of sliding under it (crane.md §12.2 assigned
+``limit * ratio`` without the /100, which un-throttled the pod). Restoring a pod that had no
+limit lifts the throttle once the target reaches the node's CPU capacity (Crane never gave such
+pods their freedom back, §12.9).
 """
 
 from __future__ import annotations
@@ -25,21 +31,31 @@ class LimitChange:
     """Throttle: usage - new limit (≥ 0). Restore: headroom it may take, new limit - usage."""
 
 
+def throttle_floor(pod: PodSnapshot, params: CpuThrottle) -> int:
+    """The lowest CPU limit a throttle may set: the request, ``minCPURatio`` percent of the
+    original limit, and 1m, whichever is highest."""
+    original = pod.throttle.original_limit_milli if pod.throttle else pod.cpu_limit_milli
+    floor = max(pod.cpu_request_milli, 1)
+    if original is not None:
+        floor = max(floor, original * min(max(params.min_cpu_ratio, 0), 100) // 100)
+    return floor
+
+
 def throttle_step(pod: PodSnapshot, params: CpuThrottle) -> LimitChange | None:
     """The next lower limit, or None when the pod cannot go lower (or nothing is known)."""
     original = pod.throttle.original_limit_milli if pod.throttle else pod.cpu_limit_milli
     current = pod.throttle.current_limit_milli if pod.throttle else pod.cpu_limit_milli
-    base = current if current is not None else pod.cpu_usage_milli
-    if base is None:
+    usage = pod.cpu_usage_milli
+    known = [amount for amount in (current, usage) if amount is not None]
+    if not known:
         return None
+    base = min(known)
     step = min(max(params.step_cpu_ratio, 0), 100)
-    floor = max(pod.cpu_request_milli, 1)
-    if original is not None:
-        floor = max(floor, original * min(max(params.min_cpu_ratio, 0), 100) // 100)
-    new = max(base * (100 - step) // 100, floor)
-    if new >= base:
+    new = max(base * (100 - step) // 100, throttle_floor(pod, params))
+    # Never a step up: below the current limit, or below the usage of an unlimited pod.
+    if new >= (current if current is not None else base):
         return None
-    released = max(0, (pod.cpu_usage_milli or 0) - new)
+    released = max(0, (usage or 0) - new)
     return LimitChange(new, ThrottleState(original, new), released)
 
 

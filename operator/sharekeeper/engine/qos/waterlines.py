@@ -10,6 +10,9 @@ lost to rounding. A gap is ``None`` when it cannot be computed (no usage, no cap
 
 Difference from Crane: gaps are computed only for metrics that have a waterline, so a metric
 no rule uses can never force the evict-everything fallback (crane.md §12.6).
+
+``unreachable_rules`` finds rules no selected node can ever cross (a value at or above every
+node's capacity), so that a unit mistake is reported instead of silently never acting.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from sharekeeper.engine.qos.inputs import Action, Candidates, QosNode
+from sharekeeper.engine.qos.inputs import Action, Candidates, QosNode, QosPolicy
 from sharekeeper.engine.qos.metrics import (
     ActionClass,
     MetricRegistry,
     MetricSpec,
     absolute,
+    node_capacity,
     node_usage,
 )
 
@@ -120,3 +124,50 @@ def gaps(
     waterlines: Iterable[Waterline], metrics: Mapping[str, MetricSpec], node: QosNode
 ) -> tuple[Gap, ...]:
     return tuple(gap(w, metrics.get(w.metric), node) for w in waterlines)
+
+
+@dataclass(frozen=True, slots=True)
+class UnreachableRule:
+    """A rule whose value no selected node can cross: usage cannot exceed capacity, and a rule
+    is hot only strictly above its value. Usually a unit mistake (Crane wrote
+    ``cpu_total_usage`` in millicores: ``14000`` here is 14000 cores)."""
+
+    policy: str
+    rule: str
+    metric: str
+    value: int
+    """The rule value, in the metric's unit."""
+    largest_capacity: int
+    """The largest capacity among the selected nodes, in the resource's absolute unit."""
+
+
+def unreachable_rules(
+    policy: QosPolicy, nodes: Iterable[QosNode], metrics: MetricRegistry
+) -> tuple[UnreachableRule, ...]:
+    """The rules of ``policy`` whose waterline is at or above the capacity of every node it
+    selects among ``nodes``. Nodes without a known capacity do not count; with none left, no
+    rule is reported (nothing to compare with). O(rules x nodes)."""
+    selected = [n for n in nodes if policy.node_selector.matches(n.labels)]
+    found = []
+    for objective in policy.objectives:
+        spec = metrics.get(objective.metric)
+        if spec is None:
+            continue
+        capacities = [
+            (capacity, absolute(spec, objective.value, n))
+            for n in selected
+            if (capacity := node_capacity(spec.resource, n)) is not None
+        ]
+        if capacities and all(
+            line is not None and line >= capacity for capacity, line in capacities
+        ):
+            found.append(
+                UnreachableRule(
+                    policy.name,
+                    objective.name,
+                    objective.metric,
+                    objective.value,
+                    max(capacity for capacity, _ in capacities),
+                )
+            )
+    return tuple(found)

@@ -213,8 +213,11 @@ def _policy_shares(
         reasons = (
             Reason("GuaranteeUnsatisfiable", f"guarantees exceed the total in {', '.join(short)}"),
         )
-    # 4. Share (best-effort Capacity queues count as fully served) and overuse, per row.
-    shares = dominant_shares(problem.allocated, deserved)
+    # 4. Share (best-effort Capacity queues count as fully served) and overuse, per row. A
+    # count of pods is no share of the cluster: with it, a queue whose few pods all run would
+    # read as fully served whatever cpu it holds. It still counts for overuse.
+    shared = [index for index, name in enumerate(names) if name != PODS]
+    shares = dominant_shares(problem.allocated[:, shared], deserved[:, shared])
     shares = np.where(np.isnan(shares), 1.0 if sharing.policy == "Capacity" else 0.0, shares)
     exceeding = np.asarray((problem.allocated > deserved).any(axis=1))
     overused = [bool(flag) for flag in exceeding.tolist()]
