@@ -1,7 +1,8 @@
 """The ``sharekeeper`` command: the composition root.
 
 ``run`` starts the operator; ``simulate`` and ``convert`` reuse the engine without a cluster;
-``crds`` writes the CustomResourceDefinitions generated from ``api/``.
+``explain`` computes what ``simulate`` computes from one list of the cluster and explains one
+queue or node; ``crds`` writes the CustomResourceDefinitions generated from ``api/``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -22,6 +23,7 @@ from sharekeeper import __version__
 
 if TYPE_CHECKING:
     from sharekeeper.cluster.leadership import LeaseSettings
+    from sharekeeper.simulate.reading import Inputs
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -87,8 +89,65 @@ def _simulate(args: argparse.Namespace) -> int:
     except ObjectError as error:
         print(f"sharekeeper simulate: {one_line(str(error))}", file=sys.stderr)
         return 2
+    if args.explain is not None:
+        return _explained(report, inputs, args.explain, args.output, "simulate")
     weights = {str(queue.name): queue.weight for queue in inputs.queues}
     sys.stdout.write(render(report, weights, args.output))
+    return 0
+
+
+def _explain_target(text: str) -> tuple[str, str]:
+    from sharekeeper.simulate.explaining import parse_target
+
+    try:
+        return parse_target(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _explain(args: argparse.Namespace) -> int:
+    """``simulate``'s computation on one list of the cluster, then one object explained."""
+    import contextlib
+    import io
+    import logging
+
+    from sharekeeper.cluster.listing import ClusterUnreachable, list_objects
+    from sharekeeper.model.documents import one_line
+    from sharekeeper.model.objects import ObjectError
+    from sharekeeper.simulate.explaining import published_qos
+    from sharekeeper.simulate.reading import parse_objects
+    from sharekeeper.simulate.report import Context, build_report, share_section
+
+    logging.basicConfig(level=logging.ERROR)  # objects the operator cannot read are left out
+    try:
+        objects = list_objects()
+        inputs = parse_objects(objects, strict=False)
+        # simulate's warnings (pods naming a queue that does not exist) are about other queues,
+        # and the operator reports them as Events.
+        with contextlib.redirect_stderr(io.StringIO()):
+            report = build_report(
+                inputs, Context(now_seconds=time.time(), seed=0), [share_section, published_qos]
+            )
+    except (ClusterUnreachable, ObjectError) as error:
+        print(f"sharekeeper explain: {one_line(str(error))}", file=sys.stderr)
+        return 2
+    return _explained(report, inputs, (args.kind, args.name), args.output, "explain")
+
+
+def _explained(
+    report: dict[str, Any], inputs: Inputs, target: tuple[str, str], output: str, command: str
+) -> int:
+    from sharekeeper.model.documents import one_line
+    from sharekeeper.simulate.explaining import NotFound, explain
+    from sharekeeper.simulate.explaining import render as render_facts
+
+    kind, name = target
+    try:
+        facts = explain(report, inputs, ("node" if kind == "node" else "queue", name))
+    except NotFound as error:
+        print(f"sharekeeper {command}: {one_line(str(error))}", file=sys.stderr)
+        return 2
+    sys.stdout.write(render_facts(facts, output))
     return 0
 
 
@@ -208,7 +267,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="also print, for every pending pod, the nodes the proportional predicate lets it "
         "onto (output grows with pending pods x nodes)",
     )
+    simulate.add_argument(
+        "--explain",
+        type=_explain_target,
+        metavar="[queue/|node/]NAME",
+        help="instead of the report, explain one queue (NAME or queue/NAME) or node "
+        "(node/NAME): every number and the bound that decided it; -o json for the same facts",
+    )
     simulate.set_defaults(handler=_simulate)
+
+    explain = commands.add_parser(
+        "explain",
+        help="explain one queue's or node's numbers, computed from the current kubeconfig's "
+        "cluster as the operator computes them",
+    )
+    explain.add_argument("kind", choices=("queue", "node"))
+    explain.add_argument("name")
+    explain.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    explain.set_defaults(handler=_explain)
 
     convert = commands.add_parser(
         "convert",

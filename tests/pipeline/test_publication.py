@@ -68,3 +68,20 @@ def test_a_node_two_policies_select_carries_the_older_ones_annotations() -> None
         "cpu": 1.2,
         "memory": 1.2,
     }
+
+
+def test_unmanaged_pods_count_once_in_the_overcommit_headroom() -> None:
+    """Found: under Reserve the overcommitted total was the net total while ``used`` still
+    held the unmanaged pods, so they were taken off twice (headroom 7.8 instead of 9)."""
+    result = published(
+        policy("p"),
+        node("n", cpu=10),
+        queue("q"),
+        pod("work", "q", node="n", cpu=2),
+        pod("agent", namespace="kube-system", node="n", cpu=1),
+    )
+    status = result.policies["p"]
+    assert status["total"]["cpu"] == "9"  # what the queues share
+    assert status["overcommit"]["overcommittedTotal"]["cpu"] == "12"  # 10 x 1.2, gross
+    assert status["overcommit"]["used"]["cpu"] == "3"
+    assert status["overcommit"]["headroom"]["cpu"] == "9"

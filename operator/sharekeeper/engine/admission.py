@@ -120,7 +120,8 @@ def _policy_overcommit(
     return overcommit.overcommit_status(
         overcommit.OvercommitSnapshot(
             spec=settings.overcommit,
-            total=share.total if share is not None else {},
+            # The gross allocatable: ``used`` counts every bound pod, unmanaged ones too.
+            total=share.allocatable if share is not None else {},
             used=sum_amounts(used.get(name, {}) for name in mine),
             podgroups=[group for group in groups if group.queue in queues],
         )

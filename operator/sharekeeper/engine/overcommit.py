@@ -306,21 +306,28 @@ def next_pending(podgroups: Iterable[PodGroupSnapshot]) -> PodGroupSnapshot | No
     return min(pending, key=lambda pg: (-pg.priority, pg.created, pg.name), default=None)
 
 
+def quota_available(queue: QueueSnapshot) -> dict[str, int] | None:
+    """What the queue's capability leaves a new job, per dimension:
+    ``capability - (allocated + inqueue - elastic)``, negative where the queue is over it;
+    ``None`` when no quota applies (no share policy governs the queue)."""
+    if queue.real_capability is None:
+        return None
+    negative_elastic = {name: -amount for name, amount in queue.elastic.items()}
+    committed = sum_amounts((queue.allocated, queue.inqueue, negative_elastic))
+    names = set(queue.real_capability) | set(committed)
+    return {
+        name: queue.real_capability.get(name, 0) - committed.get(name, 0) for name in sorted(names)
+    }
+
+
 def quota_shortfalls(queue: QueueSnapshot, minimum: Mapping[str, int]) -> tuple[Shortfall, ...]:
     """Proportion's enqueue check: minimum + allocated + inqueue - elastic <= capability.
 
     Rephrased as "minimum <= capability - (allocated + inqueue - elastic)" so that the
     shortfall names what the job could still get.
     """
-    if queue.real_capability is None:
-        return ()
-    negative_elastic = {name: -amount for name, amount in queue.elastic.items()}
-    committed = sum_amounts((queue.allocated, queue.inqueue, negative_elastic))
-    names = set(queue.real_capability) | set(committed)
-    available = {
-        name: queue.real_capability.get(name, 0) - committed.get(name, 0) for name in names
-    }
-    return shortfalls(minimum, available)
+    available = quota_available(queue)
+    return () if available is None else shortfalls(minimum, available)
 
 
 def queue_admission(

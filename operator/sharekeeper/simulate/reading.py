@@ -87,7 +87,11 @@ def _files(path: Path) -> list[Path]:
     return sorted(p for p in path.iterdir() if p.suffix in {".yaml", ".yml", ".json"})
 
 
-def parse_objects(objects: Iterable[Obj]) -> Inputs:
+def parse_objects(objects: Iterable[Obj], *, strict: bool = True) -> Inputs:
+    """``Inputs`` from object dicts: read from files (``read_files``) or listed from a cluster
+    (``cluster.listing``). ``strict``: refuse the whole input when one object cannot be read,
+    as simulate does; otherwise leave it out, as the operator does (the store keeps the
+    problem, in ``problems`` of its kind)."""
     objects = list(objects)
     seen: set[tuple[str, str, str]] = set()
     for obj in objects:
@@ -119,7 +123,7 @@ def parse_objects(objects: Iterable[Obj]) -> Inputs:
         )
         for problem in kind_store.problems.values()
     ]  # fmt: skip
-    if problems:
+    if problems and strict:
         raise ObjectError("input", "", [Problem("", problem) for problem in problems])
     policies = store.policies.sorted_records()
     return Inputs(

@@ -134,13 +134,18 @@ def share_problem(
     nodes: Sequence[ShareNode],
     usage: Mapping[QueueName, QueueUsage],
     reserved: Mapping[str, int] | None = None,
+    *,
+    allocatable: Mapping[str, int] | None = None,
 ) -> ShareProblem:
     """The dense problem of one policy: its queues (sorted by name) over its dimensions;
-    ``reserved`` is taken out of the nodes' total (never below 0)."""
+    ``reserved`` is taken out of the nodes' total (never below 0); ``allocatable``, when the
+    caller has summed the nodes already."""
     ignore_guarantees = _ignores_guarantees(policy.sharing)
     guarantees = [{} if ignore_guarantees else queue.guarantee for queue in governed]
     capabilities = [capability_bound(queue.capability) for queue in governed]
-    total = sum_amounts(node.allocatable for node in nodes)
+    total = (
+        dict(allocatable) if allocatable is not None else sum_amounts(n.allocatable for n in nodes)
+    )
     if reserved:
         total = {name: max(amount - reserved.get(name, 0), 0) for name, amount in total.items()}
     used = [usage.get(queue.name, NO_USAGE) for queue in governed]
@@ -197,8 +202,14 @@ def _policy_shares(
     sharing = policy.sharing
     ignore_elastic = sharing.policy == "ProportionOptimize" and not sharing.elastic_enable
     unmanaged = unmanaged_on(policy, nodes, snapshot.totals)
+    allocatable = sum_amounts(node.allocatable for node in nodes)
     problem = share_problem(
-        policy, governed, nodes, usage, unmanaged if sharing.reserve_unmanaged else None
+        policy,
+        governed,
+        nodes,
+        usage,
+        unmanaged if sharing.reserve_unmanaged else None,
+        allocatable=allocatable,
     )
     names = problem.dimensions
     deserved = policy_deserved(problem, policy, snapshot.now_seconds, snapshot.seed)
@@ -257,6 +268,7 @@ def _policy_shares(
         total_guarantee=nonzero(sparse_rows(total_guarantee[np.newaxis, :], names)[0]),
         reasons=reasons,
         unmanaged=nonzero(unmanaged),
+        allocatable=nonzero(allocatable),
     )
     return results, summary
 

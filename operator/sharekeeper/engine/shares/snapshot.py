@@ -233,6 +233,8 @@ class PolicyShare:
     reasons: tuple[Reason, ...] = ()
     unmanaged: Amounts = field(default_factory=dict)
     """What unmanaged pods hold on the policy's nodes (``total`` is net of it under Reserve)."""
+    allocatable: Amounts = field(default_factory=dict)
+    """Σ allocatable of the policy's nodes: ``total`` before unmanaged pods are taken out."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,157 @@
+"""One complete list of every kind the operator watches, as plain dicts: what
+``sharekeeper explain`` computes from, once, where the operator keeps watching.
+
+The client is configured as the watches' (``watching.http_client``): lightkube's reading of
+the in-cluster service account, else ``$KUBECONFIG``, else ``~/.kube/config``; the requests are
+the watches' LISTs (paged, pods without the finished ones). A kind whose CRD is not served
+(Volcano's PodGroups, or our own resources before ``kubectl apply -f crds/``) lists as nothing,
+as the operator then sees nothing of it.
+
+Items of a LIST carry no ``kind`` and ``apiVersion`` (the list does): each item gets them, so
+that the objects read exactly as ``kubectl get -o yaml`` prints them, and as simulate reads
+files. Every failure is one ``ClusterUnreachable`` with a one-line reason: this is a command a
+person runs, and it never retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2 as httpx  # lightkube's HTTP client
+from lightkube.config.client_adapter import Client, ConnectionParams
+from lightkube.config.kubeconfig import KubeConfig
+from lightkube.core.exceptions import ConfigError
+
+from sharekeeper.cluster.watching import (
+    CONNECT_TIMEOUT_SECONDS,
+    REQUEST_TIMEOUT_SECONDS,
+    Resource,
+)
+
+Object = dict[str, Any]
+PAGE_SIZE = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """A kind to list, and the resource that serves it."""
+
+    kind: str
+    resource: Resource
+
+    @property
+    def api_version(self) -> str:
+        group, version = self.resource.group, self.resource.version
+        return f"{group}/{version}" if group else version
+
+
+# What the operator's watches feed its store (``handlers.operator``), in the same versions.
+LISTED = (
+    Listed("Node", Resource("nodes", "", "v1", "nodes")),
+    # Finished pods hold no resources, and the operator's watch leaves them out too.
+    Listed(
+        "Pod", Resource("pods", "", "v1", "pods", "status.phase!=Succeeded,status.phase!=Failed")
+    ),
+    Listed(
+        "PodGroup",
+        Resource("podgroups", "scheduling.volcano.sh", "v1beta1", "podgroups", optional=True),
+    ),
+    Listed("Namespace", Resource("namespaces", "", "v1", "namespaces")),
+    Listed(
+        "Queue",
+        Resource("queues", "scheduling.sharekeeper.io", "v1alpha1", "queues", optional=True),
+    ),
+    Listed(
+        "SchedulerPolicy",
+        Resource(
+            "schedulerpolicies",
+            "scheduling.sharekeeper.io",
+            "v1alpha1",
+            "schedulerpolicies",
+            optional=True,
+        ),
+    ),
+    Listed(
+        "NodeQosEnsurancePolicy",
+        Resource(
+            "nodeqosensurancepolicies",
+            "ensurance.sharekeeper.io",
+            "v1alpha1",
+            "nodeqosensurancepolicies",
+            optional=True,
+        ),
+    ),
+)
+
+
+class ClusterUnreachable(Exception):
+    """The cluster could not be read: no usable kubeconfig, no answer, or a refusal."""
+
+
+def http_client() -> httpx.Client:
+    """A synchronous client configured as the operator's watches configure theirs."""
+    try:
+        config = KubeConfig.from_env().get()
+        assert config is not None  # get() without a default raises ConfigError instead
+        timeout = httpx.Timeout(REQUEST_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
+        return Client(config, ConnectionParams(timeout=timeout))
+    # A kubeconfig can be missing, not YAML, without a context, or name files that are not
+    # there: whichever it is, it is one line for the person who runs the command.
+    except Exception as error:
+        raise ClusterUnreachable(f"cannot use the kubeconfig: {error}") from None
+
+
+def list_objects(client: httpx.Client | None = None) -> list[Object]:
+    """Every object of every kind in ``LISTED``, each with its ``kind`` and ``apiVersion``.
+    ``client``: for tests; by default one from the kubeconfig, closed when done."""
+    own = client is None
+    http = http_client() if client is None else client
+    try:
+        return [obj for listed in LISTED for obj in _items(http, listed)]
+    finally:
+        if own:
+            http.close()
+
+
+def _items(http: httpx.Client, listed: Listed) -> Iterator[Object]:
+    resource = listed.resource
+    params = {"limit": str(PAGE_SIZE)}
+    if resource.field_selector:
+        params["fieldSelector"] = resource.field_selector
+    while True:
+        where = f"GET {resource.path}"
+        try:
+            response = http.get(resource.path, params=params)
+        except (httpx.HTTPError, ConfigError, OSError) as error:
+            reason = str(error) or type(error).__name__
+            raise ClusterUnreachable(
+                f"cannot reach the API server at {http.base_url}: {reason}"
+            ) from None
+        if response.status_code == 404 and resource.optional:
+            return  # the CRD is not served: none of this kind
+        if response.status_code != 200:
+            raise ClusterUnreachable(f"{where}: {_refusal(response)}")
+        try:
+            page = response.json()
+            items = page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue")
+        except (ValueError, AttributeError) as error:
+            raise ClusterUnreachable(f"{where}: not a Kubernetes list: {error}") from None
+        for item in items:
+            if isinstance(item, dict):
+                yield {"apiVersion": listed.api_version, "kind": listed.kind, **item}
+        if not token:
+            return
+        params["continue"] = str(token)
+
+
+def _refusal(response: httpx.Response) -> str:
+    """``HTTP 403: nodes is forbidden: User "x" cannot list ...``: the API server's Status."""
+    try:
+        status = response.json()
+        detail = str(status.get("message") or status.get("reason") or "")
+    except (ValueError, AttributeError):
+        detail = response.text[:300]
+    return f"HTTP {response.status_code}" + (f": {detail.strip()}" if detail.strip() else "")
