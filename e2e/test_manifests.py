@@ -38,6 +38,8 @@ ALLOWED = [
     Access("patch", OURS, "queues", "status"),
     Access("patch", OURS, "schedulerpolicies", "status"),
     Access("patch", QOS, "nodeqosensurancepolicies", "status"),
+    # The Queues kept for Volcano Queues (queueSource: Volcano): created, spec patched, deleted.
+    *(Access(verb, OURS, "queues") for verb in ("create", "patch", "delete")),
     Access("list", "", "nodes"),
     Access("watch", "", "nodes"),
     Access("patch", "", "nodes"),  # our annotations and the interference taint
@@ -51,6 +53,8 @@ ALLOWED = [
     Access("patch", "", "events", namespace="default"),  # a repeat counted into its Event
     Access("list", "scheduling.volcano.sh", "podgroups"),
     Access("watch", "scheduling.volcano.sh", "podgroups"),
+    Access("list", "scheduling.volcano.sh", "queues"),
+    Access("watch", "scheduling.volcano.sh", "queues"),
     Access("list", "metrics.k8s.io", "nodes"),
     Access("list", "metrics.k8s.io", "pods"),
     *(Access(verb, "coordination.k8s.io", "leases", namespace="sharekeeper")
@@ -71,11 +75,14 @@ DENIED = [
     Access("create", "", "pods", "exec", namespace="kube-system"),
     Access("create", "", "pods"),
     Access("delete", "", "pods"),  # evictions only, so PodDisruptionBudgets are honoured
-    # Our objects: status only, never a user's spec.
-    Access("patch", OURS, "queues"),
+    # Our objects: status only, never a user's spec (Queues mirroring Volcano Queues aside:
+    # created, patched and deleted, never rewritten whole, and nothing else of ours).
     Access("update", OURS, "queues"),
-    Access("delete", OURS, "queues"),
+    Access("deletecollection", OURS, "queues"),
     Access("patch", OURS, "schedulerpolicies"),
+    Access("create", OURS, "schedulerpolicies"),
+    Access("delete", OURS, "schedulerpolicies"),
+    Access("create", QOS, "nodeqosensurancepolicies"),
     Access("patch", QOS, "nodeqosensurancepolicies"),
     Access("update", "", "nodes"),
     Access("delete", "", "nodes"),
@@ -86,6 +93,12 @@ DENIED = [
     Access("patch", "apps", "deployments", namespace="kube-system"),
     Access("patch", "apiextensions.k8s.io", "customresourcedefinitions"),
     Access("patch", "scheduling.volcano.sh", "podgroups"),
+    # Volcano's Queues are read, never written.
+    *(
+        Access(verb, "scheduling.volcano.sh", "queues")
+        for verb in ("create", "patch", "update", "delete")
+    ),
+    Access("patch", "scheduling.volcano.sh", "queues", "status"),
     Access("create", "events.k8s.io", "events", namespace="default"),  # core/v1 Events only
     Access("bind", "rbac.authorization.k8s.io", "clusterroles"),
     # The Lease is the operator's own, in its own namespace: no other component's lease.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The demo: a local control plane, the CRDs, the sample queues and policies, demo nodes and
-# pods, the operator running as its ServiceAccount, `kubectl get queues`, one change, and the
+# pods, the operator running as its ServiceAccount, `kubectl get skq`, one change, and the
 # table again. Everything it starts is stopped when it exits (Ctrl-C included).
 # DEMO_KEEP=1 leaves the control plane running (stop it with `e2e/local-cluster down`).
 set -euo pipefail
@@ -45,15 +45,15 @@ KUBECONFIG=$OPERATOR_KUBECONFIG "$VENV/bin/sharekeeper" run --liveness-port=0 --
     >"$LOG" 2>&1 &
 OPERATOR_PID=$!
 # Wait until every queue names its policy in status: the shares are published then.
-QUEUES=$(kubectl get queues -o name | wc -l)
+QUEUES=$(kubectl get skq -o name | wc -l)
 for _ in $(seq 150); do
-    GOVERNED=$(kubectl get queues -o jsonpath='{.items[*].status.policy}' | wc -w)
+    GOVERNED=$(kubectl get skq -o jsonpath='{.items[*].status.policy}' | wc -w)
     [[ "$GOVERNED" -ge "$QUEUES" ]] && break
     sleep 0.2
 done
 
-step "kubectl get queues"
-kubectl get queues
+step "kubectl get skq"
+kubectl get skq
 step "kubectl get schedulerpolicies,nodeqosensurancepolicies"
 kubectl get schedulerpolicies,nodeqosensurancepolicies
 echo "(The QoS policy is not Ready: this control plane has no metrics-server, so node usage is"
@@ -67,9 +67,9 @@ for key, value in sorted(json.load(sys.stdin)["metadata"]["annotations"].items()
         print(f"  {key}: {value}")'
 
 step "One change: research's weight 2 -> 8"
-kubectl patch queue research --type=merge -p '{"spec":{"weight":8}}'
+kubectl patch skq research --type=merge -p '{"spec":{"weight":8}}'
 sleep 2
-kubectl get queues
+kubectl get skq
 
 if [[ "${DEMO_KEEP:-0}" == 1 ]]; then
     printf '\nThe control plane keeps running. Use it with:\n  eval "$(e2e/local-cluster up)"\nStop it with:\n  e2e/local-cluster down\n'

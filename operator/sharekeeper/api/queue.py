@@ -25,11 +25,14 @@ from sharekeeper.api.crds import AGE, Column, Resource, RootModel
 from sharekeeper.engine.selectors import MATCH_ALL
 from sharekeeper.engine.shares import QueueShare, QueueSnapshot
 from sharekeeper.engine.shares.deciding import Decider
-from sharekeeper.engine.shares.snapshot import QueueName
+from sharekeeper.engine.shares.snapshot import SOURCE_LABEL, QueueName
 from sharekeeper.model.conditions import condition
 from sharekeeper.model.quantities import format_resources, to_internal
 
 MAX_WEIGHT = 65535
+VOLCANO_GROUP = "scheduling.volcano.sh"
+VOLCANO_SOURCE = "volcano"
+"""The value of ``SOURCE_LABEL`` on a Queue the operator keeps for a Volcano Queue."""
 
 
 class Guarantee(ApiModel):
@@ -166,7 +169,7 @@ class QueueStatus(ApiModel):
     conditions: Conditions | None = Field(
         None,
         description="Latest observations: Ready, Overused, GuaranteeUnsatisfiable, NoPolicy, "
-        "Enqueueable, Invalid.",
+        "NamespaceNotAdmitted, VolcanoQueueShadowed, Enqueueable, Invalid.",
     )
 
 
@@ -231,7 +234,32 @@ def queue_snapshot(obj: Mapping[str, Any]) -> QueueSnapshot:
         deserved=in_internal_units(spec.deserved),
         state=spec.state,
         namespaces=spec.namespaces.engine() if spec.namespaces else MATCH_ALL,
+        mirror_of=volcano_owner(obj),
     )
+
+
+def volcano_owner(obj: Mapping[str, Any]) -> str | None:
+    """UID of the Volcano Queue this Queue mirrors, or None for a Queue people made: a mirror
+    carries ``SOURCE_LABEL``=volcano and an owner reference to the Volcano Queue of its own
+    name (what the garbage collector deletes it with)."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return None
+    labels = metadata.get("labels")
+    if not isinstance(labels, Mapping) or labels.get(SOURCE_LABEL) != VOLCANO_SOURCE:
+        return None
+    references = metadata.get("ownerReferences")
+    for reference in references if isinstance(references, list) else ():
+        if (
+            isinstance(reference, Mapping)
+            and reference.get("kind") == "Queue"
+            and str(reference.get("apiVersion", "")).split("/")[0] == VOLCANO_GROUP
+            and reference.get("name") == metadata.get("name")
+            and isinstance(reference.get("uid"), str)
+            and reference["uid"]
+        ):
+            return str(reference["uid"])
+    return None
 
 
 # --- status -------------------------------------------------------------------------------------
@@ -251,6 +279,10 @@ _CLEAR = {
     "NamespaceNotAdmitted": (
         "NamespacesAdmitted",
         "every pod naming this queue is in a namespace its spec.namespaces admits",
+    ),
+    "VolcanoQueueShadowed": (
+        "NotShadowing",
+        "no Volcano Queue being mirrored has this queue's name, or this queue is its mirror",
     ),
 }
 

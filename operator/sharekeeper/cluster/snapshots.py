@@ -39,6 +39,7 @@ def share_snapshot(
         namespace_labels=dict(store.namespaces.records),
         now_seconds=now_seconds,
         seed=seed,
+        volcano_queues=store.volcano_queues.uids(),
     )
 
 

@@ -1,5 +1,5 @@
-"""The cluster store: everything our watches deliver (Nodes, Pods, Volcano PodGroups,
-Namespaces, and our own Queues, SchedulerPolicies and NodeQosEnsurancePolicies).
+"""The cluster store: everything our watches deliver (Nodes, Pods, Volcano PodGroups and
+Queues, Namespaces, and our own Queues, SchedulerPolicies and NodeQosEnsurancePolicies).
 
 Each kind's store is a watch sink (``cluster.watching.Sink``): every object is read into its
 small frozen record once, on arrival (``model``), and the raw body is dropped. The pod store
@@ -21,6 +21,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 from sharekeeper import telemetry
+from sharekeeper.api.mirroring import QueueOrigin, VolcanoQueue, queue_origin, volcano_queue
 from sharekeeper.api.policy import policy_spec
 from sharekeeper.api.qos import qos_policy_view
 from sharekeeper.api.queue import queue_snapshot
@@ -304,6 +305,92 @@ def _spec_view(record: OwnRecord[Any]) -> tuple[Any, ...]:
     return record.uid, record.generation, record.spec, record.error
 
 
+OriginChange = Callable[[str, QueueOrigin | None, QueueOrigin | None], None]
+"""A Queue's origin changed: its name, the old origin and the new (None: absent)."""
+
+
+class QueueStore(OwnStore):
+    """Our Queues; besides the records, what mirroring reads of each (``origins``: whether it is
+    a mirror of a Volcano Queue, and a mirror's labels and spec), told to ``on_origin`` on
+    every change."""
+
+    def __init__(
+        self,
+        on_change: Callable[[], None],
+        on_status: Callable[[str, str, Mapping[str, Any]], None],
+        on_gone: Callable[[str, str], None],
+        on_origin: OriginChange,
+    ) -> None:
+        super().__init__("Queue", queue_snapshot, on_change, on_status, on_gone)
+        self.origins: dict[str, QueueOrigin] = {}
+        self._on_origin = on_origin
+
+    def listed(self, objects: list[dict[str, Any]]) -> None:
+        super().listed(objects)
+        for obj in objects:
+            self._see(obj, deleted=False)
+
+    def list_finished(self) -> None:
+        listed = set(self._listing or ())
+        super().list_finished()
+        for name in [name for name in self.origins if name not in listed]:
+            self._set_origin(name, None)
+
+    def event(self, kind: str, obj: dict[str, Any]) -> None:
+        super().event(kind, obj)
+        self._see(obj, deleted=kind == "DELETED")
+
+    def _see(self, obj: Obj, *, deleted: bool) -> None:
+        try:
+            name = _name(obj)
+        except ObjectError:
+            return
+        self._set_origin(name, None if deleted else queue_origin(obj))
+
+    def _set_origin(self, name: str, new: QueueOrigin | None) -> None:
+        old = self.origins.get(name)
+        if new is None:
+            self.origins.pop(name, None)
+        else:
+            self.origins[name] = new
+        if old != new:
+            self._on_origin(name, old, new)
+
+
+class VolcanoQueueStore(KindStore[str, VolcanoQueue]):
+    """Volcano Queues, read for mirroring; one whose spec our Queue model refuses is kept with
+    its ``problem`` (logged once, counted as unreadable) and not mirrored.
+
+    ``on_change`` is called when the Volcano Queues' names or UIDs changed (what the share
+    engine reads); ``on_mirror`` on any change, and after every complete list (an empty list
+    changes nothing, and still tells mirroring what is not there)."""
+
+    kind = "VolcanoQueue"
+
+    def __init__(self, on_change: Callable[[], None], on_mirror: Callable[[], None]) -> None:
+        super().__init__(volcano_queue, _name)
+        self._on_change = on_change
+        self._on_mirror = on_mirror
+
+    def changed(self, old: VolcanoQueue | None, new: VolcanoQueue | None) -> None:
+        if old == new:
+            return
+        if old is None or new is None or old.uid != new.uid:
+            self._on_change()
+        self._on_mirror()
+
+    def list_finished(self) -> None:
+        super().list_finished()
+        self._on_mirror()
+
+    def problem_of(self, record: VolcanoQueue) -> str | None:
+        return record.problem
+
+    def uids(self) -> dict[QueueName, str]:
+        """Name -> UID of every Volcano Queue: what the share engine reads."""
+        return {QueueName(name): record.uid for name, record in sorted(self.records.items())}
+
+
 class ClusterStore:
     """Every kind our watches feed, and the pod totals.
 
@@ -317,15 +404,22 @@ class ClusterStore:
         self.on_change: Callable[[], None] | None = None
         self.on_status: Callable[[str, str, Mapping[str, Any]], None] | None = None
         self.on_gone: Callable[[str, str], None] | None = None
+        self.on_origin: OriginChange | None = None
+        """A Queue's origin changed (the mirroring loop)."""
+        self.on_mirror: Callable[[], None] | None = None
+        """Volcano Queues changed or were listed (the mirroring loop)."""
+        self.on_policies: Callable[[], None] | None = None
+        """A SchedulerPolicy changed: whether Volcano Queues are needed may have too."""
         self.ledger = PodLedger()
         self.nodes = NodeStore(self._changed, self._status, self._gone)
         self.pods = PodStore(self.ledger, self._changed)
         self.pod_groups = PodGroupStore(self._changed)
         self.namespaces = NamespaceStore()
-        self.queues = OwnStore("Queue", queue_snapshot, self._changed, self._status, self._gone)
+        self.queues = QueueStore(self._changed, self._status, self._gone, self._origin)
         self.policies = OwnStore(
-            "SchedulerPolicy", policy_spec, self._changed, self._status, self._gone
+            "SchedulerPolicy", policy_spec, self._policies_changed, self._status, self._gone
         )
+        self.volcano_queues = VolcanoQueueStore(self._changed, self._mirror)
         self.qos_policies = OwnStore(
             "NodeQosEnsurancePolicy", qos_policy_view, _ignore, _ignore_status, self._gone
         )
@@ -333,6 +427,27 @@ class ClusterStore:
     def _changed(self) -> None:
         if self.on_change is not None:
             self.on_change()
+
+    def _policies_changed(self) -> None:
+        self._changed()
+        if self.on_policies is not None:
+            self.on_policies()
+
+    def _origin(self, name: str, old: QueueOrigin | None, new: QueueOrigin | None) -> None:
+        if self.on_origin is not None:
+            self.on_origin(name, old, new)
+
+    def _mirror(self) -> None:
+        if self.on_mirror is not None:
+            self.on_mirror()
+
+    def mirroring_wanted(self) -> bool:
+        """Whether a SchedulerPolicy that can be read has ``queueSource: Volcano``: Volcano
+        Queues are then read and mirrored."""
+        return any(
+            record.spec is not None and record.spec.shares.queue_source == "Volcano"
+            for record in self.policies.records.values()
+        )
 
     def _status(self, kind: str, name: str, status: Mapping[str, Any]) -> None:
         if self.on_status is not None:

@@ -14,6 +14,7 @@ kinds are watched and when the operator counts as ready (the wiring, with ``all_
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
@@ -153,7 +154,13 @@ class ListWatch:
 
     ``synced`` is set once the first complete list reached the sink (for an optional resource
     that is not served, as soon as discovery says so: there is nothing to wait for). ``served``
-    is False while an optional resource is not served.
+    is False while an optional resource is not served. ``listed`` says whether the sink holds
+    a complete list now (kept current by the watch).
+
+    ``wanted`` (optional) says whether the resource is needed now: True, False, or None while
+    that is not known yet. While it is not True nothing is listed or watched; when it turns
+    False the sink is emptied once (and ``synced`` set: there is nothing to wait for). Call
+    ``reconsider()`` when its answer may have changed: a watch no longer wanted stops at once.
     """
 
     def __init__(
@@ -165,6 +172,7 @@ class ListWatch:
         *,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         jitter: Callable[[], float] = random.random,
+        wanted: Callable[[], bool | None] | None = None,
     ) -> None:
         self._http = http
         self._resource = resource
@@ -174,6 +182,11 @@ class ListWatch:
         self._jitter = jitter
         self.synced = asyncio.Event()
         self.served = not resource.optional
+        self.listed = False
+        self._wanted = wanted
+        self._reconsidered = asyncio.Event()
+        self._resting = False
+        self._looked = False  # discovery answered since the watch was last wanted
         self._resource_version: str | None = None  # where the next watch starts; None: list first
         self._listing: _Listing | None = None
         self._attempt = 0  # failures since the last success
@@ -194,11 +207,23 @@ class ListWatch:
         if resource.optional:
             telemetry.WATCH_SERVED.labels(resource.name).set(0)
 
+    @property
+    def wanted(self) -> bool:
+        """Whether the resource is listed and watched now (always, without ``wanted``)."""
+        return self._wanted is None or self._wanted() is True
+
+    def reconsider(self) -> None:
+        """``wanted`` may answer differently now."""
+        self._reconsidered.set()
+
     async def run(self) -> None:
         """List and watch until cancelled; never raises anything but CancelledError."""
         while True:
             try:
-                await self._step()
+                if self._wanted is None:
+                    await self._step()
+                elif not await self._step_while_wanted():
+                    await self._rest()
             except _Expired:
                 logger.info("%s: resourceVersion too old (410), relisting", self._resource.name)
                 self._start_over("expired")
@@ -210,6 +235,56 @@ class ListWatch:
                 # A malformed answer or a failing sink: the store may have missed an event.
                 self._start_over("error")
                 await self._back_off(_Failure("unexpected", repr(error), traceback=True))
+
+    async def _step_while_wanted(self) -> bool:
+        """One step, cancelled as soon as the resource is no longer wanted; False when it is
+        not wanted (nothing done)."""
+        assert self._wanted is not None
+        if self._wanted() is not True:
+            return False
+        self._resting = False
+        step = asyncio.ensure_future(self._step())
+        try:
+            while True:
+                self._reconsidered.clear()
+                change = asyncio.ensure_future(self._reconsidered.wait())
+                try:
+                    await asyncio.wait({step, change}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    change.cancel()
+                if step.done():
+                    step.result()  # what the step raised, for run() to handle
+                    return True
+                if self._wanted() is not True:
+                    return False
+        finally:
+            if not step.done():
+                step.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await step
+
+    async def _rest(self) -> None:
+        """Not wanted (or not known yet): the sink emptied once it is known not to be, then
+        nothing until ``reconsider()``."""
+        assert self._wanted is not None
+        self._reconsidered.clear()
+        decided = self._wanted()
+        if decided is True:
+            return
+        if decided is False and not self._resting:
+            self._resting = True
+            self._looked = False
+            logger.info("%s: not needed now, not watched", self._resource.name)
+            self._sink.list_started()
+            self._sink.list_finished()
+            self._resource_version = None
+            self._listing = None
+            self.listed = False
+            self.served = not self._resource.optional  # unknown: discovery asks again
+            if not self.synced.is_set():
+                self.synced.set()  # nothing to list, nothing to wait for
+                telemetry.WATCH_SYNCED.labels(self._resource.name).set(1)
+        await self._reconsidered.wait()
 
     async def _step(self) -> None:
         if not self.served:
@@ -231,15 +306,16 @@ class ListWatch:
         else:
             raise self._refusal(response)
         self._recovered()
-        if served and self.synced.is_set():
+        if served and self.synced.is_set() and self._looked:
             logger.info("%s: now served, listing it", resource.name)
-        elif not served and not self.synced.is_set():
+        elif not served and not (self.synced.is_set() and self._looked):
             logger.log(
                 self._not_served_level,
                 "%s: not served (its CRD is not installed); checking every %gs",
                 resource.name, self._settings.discovery_interval_seconds,
             )  # fmt: skip
         self._set_served(served)
+        self._looked = True
 
     async def _list(self) -> None:
         if self._listing is None:
@@ -264,6 +340,7 @@ class ListWatch:
                 break
         self._listing = None
         self._sink.list_finished()
+        self.listed = True
         self._resource_version = listing.resource_version
         telemetry.WATCH_LISTS.labels(self._resource.name).inc()
         if not self.synced.is_set():
@@ -359,6 +436,7 @@ class ListWatch:
         )  # fmt: skip
         self._sink.list_started()
         self._sink.list_finished()
+        self.listed = False
         self._resource_version = None
         self._listing = None
         self._set_served(False)

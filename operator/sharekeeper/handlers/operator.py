@@ -14,7 +14,7 @@ import contextlib
 import gc
 import logging
 import os
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import httpx2 as httpx  # lightkube's HTTP client
@@ -28,11 +28,13 @@ from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.cluster.usage import MetricsApiUsage
 from sharekeeper.cluster.watching import ListWatch, Resource, Sink, WatchSettings, http_client
 from sharekeeper.handlers.probes import Probes
+from sharekeeper.loops.mirroring import Mirroring
 from sharekeeper.loops.qos import QosLoop
 from sharekeeper.loops.recompute import Recompute
 from sharekeeper.publish.actions import KubeActuator
 from sharekeeper.publish.events import EventRecorder, recorder_for
 from sharekeeper.publish.kubernetes import KubeWriter
+from sharekeeper.publish.mirror_writes import MirrorWriter
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +58,11 @@ QOS_POLICIES = Resource(
     "nodeqosensurancepolicies", "ensurance.sharekeeper.io", "v1alpha1", "nodeqosensurancepolicies",
     optional=True, warn_when_not_served=True,
 )  # fmt: skip
+# Volcano's Queues, mirrored as ours while a SchedulerPolicy has queueSource Volcano, and only
+# listed and watched then (the watch is wanted). The name tells them from our queues.
+VOLCANO_QUEUES = Resource(
+    "queues.scheduling.volcano.sh", "scheduling.volcano.sh", "v1beta1", "queues", optional=True
+)
 
 DISCOVERY_INTERVAL_ENV = "SHAREKEEPER_DISCOVERY_INTERVAL"
 """Seconds between looks for a CRD that is not served: Volcano's PodGroups, ours (default 30)."""
@@ -86,7 +93,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         qos_loop.forget(kind, name)
 
     store.on_gone = forget
-    report_unreadable = _unreadable_events(recorder_for(client), memo)
+    events = recorder_for(client)
+    report_unreadable = _unreadable_events(events, memo)
     for kind_store in (store.nodes, store.pods, store.pod_groups):
         kind_store.on_problem = report_unreadable
     watch_settings = _settings()
@@ -100,9 +108,34 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         QOS_POLICIES: store.qos_policies,
     }
     watches = {r.name: ListWatch(http, r, sink, watch_settings) for r, sink in sinks.items()}
+    policies_listed = watches[POLICIES.name].synced
+
+    def volcano_wanted() -> bool | None:
+        """Whether a policy has queueSource Volcano; not known before the policies are."""
+        return store.mirroring_wanted() if policies_listed.is_set() else None
+
+    volcano = watches[VOLCANO_QUEUES.name] = ListWatch(
+        http, VOLCANO_QUEUES, store.volcano_queues, watch_settings, wanted=volcano_wanted
+    )
+
+    async def warning(target: Mapping[str, str], reason: str, message: str) -> None:
+        await events.post(target, reason, message, warning=True)
+
+    mirroring = memo["mirroring"] = Mirroring(MirrorWriter(http), warning, store, volcano)
+
+    def policies_changed() -> None:
+        volcano.reconsider()
+        mirroring.wake()
+
+    store.on_policies = policies_changed
+    store.on_origin = mirroring.origin_seen
+    store.on_mirror = mirroring.wake
+    loops = (recompute, qos_loop, mirroring)
     tasks = [
         *(asyncio.create_task(w.run(), name=f"watch {name}") for name, w in watches.items()),
-        asyncio.create_task(_synced(watches.values(), recompute, qos_loop), name="sync"),
+        asyncio.create_task(
+            _synced(watches.values(), loops, policies_listed, volcano), name="sync"
+        ),
     ]
     lease: LeaseSettings | None = memo.get("lease")
     leadership = Leadership(client, lease) if lease is not None else None
@@ -111,19 +144,24 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         tasks += [
             asyncio.create_task(recompute.run(), name="recompute"),
             asyncio.create_task(qos_loop.run(), name="qos"),
+            asyncio.create_task(mirroring.run(), name="mirroring"),
         ]
     else:
 
         async def lead() -> None:
-            await asyncio.gather(recompute.run(), qos_loop.run())
+            await asyncio.gather(recompute.run(), qos_loop.run(), mirroring.run())
 
         tasks.append(asyncio.create_task(leadership.run(lead), name="leadership"))
     memo["tasks"] = tasks
     probes = memo["probes"] = Probes(
         [t for t in tasks if t.get_name() != "sync"],
         watches,
-        lambda: {"recomputeRounds": recompute.rounds, "qosChecks": qos_loop.checks},
-        [recompute.health, qos_loop.health],
+        lambda: {
+            "recomputeRounds": recompute.rounds,
+            "qosChecks": qos_loop.checks,
+            "mirrorRounds": mirroring.rounds,
+        },
+        [recompute.health, qos_loop.health, mirroring.health],
         (lambda: leadership.leading) if leadership is not None else (lambda: True),
     )
     address: tuple[str, int] | None = memo.get("probe_address")
@@ -155,8 +193,16 @@ def _unreadable_events(
     return report
 
 
-async def _synced(watches: Any, recompute: Recompute, qos_loop: QosLoop) -> None:
-    """Let the loops start once every initial list is in the store."""
+async def _synced(
+    watches: Any,
+    loops: tuple[Recompute, QosLoop, Mirroring],
+    policies_listed: asyncio.Event,
+    volcano: ListWatch,
+) -> None:
+    """Let the loops start once every initial list is in the store (the Volcano Queues' too,
+    when the policies want them)."""
+    await policies_listed.wait()
+    volcano.reconsider()  # the policies are known now: whether Volcano Queues are wanted too
     await asyncio.gather(*(watch.synced.wait() for watch in watches))
     logger.info("every initial list is in the store")
     # The store now holds millions of long-lived objects without cycles; a full collection of
@@ -164,8 +210,8 @@ async def _synced(watches: Any, recompute: Recompute, qos_loop: QosLoop) -> None
     # them out of its way.
     gc.collect()
     gc.freeze()
-    recompute.store_synced.set()
-    qos_loop.store_synced.set()
+    for loop in loops:
+        loop.store_synced.set()
 
 
 @kopf.on.cleanup()

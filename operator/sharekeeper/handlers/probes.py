@@ -64,7 +64,11 @@ class Probes:
     async def _ready(self, _: web.Request) -> web.Response:
         lists = {name: watch.synced.is_set() for name, watch in self._watches.items()}
         ready = all_synced(self._watches.values())
-        not_served = [name for name, watch in self._watches.items() if not watch.served]
+        # A resource not needed now (Volcano Queues without a queueSource Volcano policy) was
+        # not looked for: not "not served".
+        not_served = [
+            name for name, watch in self._watches.items() if not watch.served and watch.wanted
+        ]
         body: dict[str, Any] = {
             "ready": ready,
             "leader": self._leading(),

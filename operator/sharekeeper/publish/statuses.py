@@ -23,7 +23,10 @@ from sharekeeper.publish.diffing import (
 Kind = Literal["Queue", "SchedulerPolicy", "NodeQosEnsurancePolicy"]
 
 # Conditions whose turning True deserves an Event on the object.
-QUEUE_EVENTS = {"Overused", "GuaranteeUnsatisfiable", "Invalid", "NoPolicy", "NamespaceNotAdmitted"}
+QUEUE_EVENTS = {
+    "Overused", "GuaranteeUnsatisfiable", "Invalid", "NoPolicy", "NamespaceNotAdmitted",
+    "VolcanoQueueShadowed",
+}  # fmt: skip
 POLICY_EVENTS = {"GuaranteeUnsatisfiable", "Overlapping", "Invalid"}
 
 

@@ -61,6 +61,7 @@ from sharekeeper.engine.shares.snapshot import (
     ShareSnapshot,
     Sharing,
 )
+from sharekeeper.engine.shares.sources import shadowed
 
 
 def deserved_shares(snapshot: ShareSnapshot) -> ShareResult:
@@ -103,6 +104,8 @@ def deserved_shares(snapshot: ShareSnapshot) -> ShareResult:
             results[name] = _ungoverned(queue, accounting.usage.get(name, NO_USAGE), no_policy)
     for name, counts in accounting.refused.items():
         results[name] = replace(results[name], reasons=(*results[name].reasons, refusal(counts)))
+    for name, shadow in shadowed(queues, snapshot.volcano_queues).items():
+        results[name] = replace(results[name], reasons=(*results[name].reasons, shadow))
     return ShareResult(
         queues=results,
         policies=policies,

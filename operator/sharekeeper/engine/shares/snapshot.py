@@ -75,6 +75,9 @@ class QueueSnapshot:
     state: QueueState = "Open"
     namespaces: LabelSelector = MATCH_ALL
     """Over namespace labels: pods of other namespaces that name the queue are not charged."""
+    mirror_of: str | None = None
+    """UID of the Volcano Queue this Queue mirrors (it carries ``SOURCE_LABEL`` and an owner
+    reference to that Volcano Queue); None for a Queue people made."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +190,9 @@ class ShareSnapshot:
     now_seconds: float = 0.0
     """Only the Random elastic order reads it, bucketed by ``reshuffleSeconds``."""
     seed: int = 0
+    volcano_queues: Mapping[QueueName, str] = field(default_factory=dict)
+    """The Volcano Queues being mirrored (while a policy's ``queueSource`` is Volcano): name ->
+    UID. A Queue of the same name that is not their mirror shadows one (``sources``)."""
 
 
 ReasonKind = Literal[
@@ -195,6 +201,7 @@ ReasonKind = Literal[
     "UnknownQueue",
     "Overlapping",
     "NamespaceNotAdmitted",
+    "VolcanoQueueShadowed",
 ]
 
 
