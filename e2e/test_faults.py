@@ -399,7 +399,7 @@ def test_a_flood_of_five_thousand_pods(cluster_with: Cluster, operator: Operator
         started = time.monotonic()
         create_pods(cluster_with, manifests)
         created = time.monotonic() - started
-        expected = {"cpu": "50", "memory": "32000Mi"}
+        expected = {"cpu": "50", "memory": "32000Mi", "pods": "500"}
 
         def charged_in_full() -> bool:
             for i in range(queues):

@@ -250,7 +250,10 @@ def test_malformed_objects_are_refused_or_ignored_and_the_good_ones_go_on(
     charged = {
         name: status(cluster_with, "queue", name).get("allocated") for name in ("ok1", "ok2")
     }
-    assert charged == {"ok1": {"cpu": "1", "memory": "1Gi"}, "ok2": {"cpu": "2", "memory": "2Gi"}}
+    assert charged == {
+        "ok1": {"cpu": "1", "memory": "1Gi", "pods": "1"},
+        "ok2": {"cpu": "2", "memory": "2Gi", "pods": "1"},
+    }
     assert deserved(cluster_with, "ok1") == ("1", "1Gi")
     policy_status = status(cluster_with, "schedulerpolicy", "shares")
     assert policy_status["nodes"] == 1, policy_status
