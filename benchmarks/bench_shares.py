@@ -2,7 +2,9 @@
 
 Run: ``python benchmarks/bench_shares.py``. Each cluster has Q queues (random weights,
 guarantees on a tenth of them, capabilities on a third), Q/10 nodes and two pods per queue
-(one running, one pending). Best of 5 runs, two figures per policy:
+(one running, one pending). The tree rows put the same queues in a tree of depth 5 (each
+queue's parent is queue ``(i - 1) // 8``: 6 levels, 5 below the top queue; pods only in the
+leaves). Best of 5 runs, two figures per policy:
 
 - ``policy``: the share computation itself (``policy_deserved`` on the dense problem);
 - ``end-to-end``: ``deserved_shares`` on the whole snapshot: governance, per-queue accounting
@@ -48,7 +50,8 @@ def _vector(rng: random.Random, scale: int) -> dict[str, int]:
     return {name: rng.randrange(1, scale) * 1000 for name in DIMENSIONS}
 
 
-def cluster(queues: int, seed: int = 1) -> ShareSnapshot:
+def cluster(queues: int, seed: int = 1, fanout: int | None = None) -> ShareSnapshot:
+    """``fanout``: make a tree, queue i under queue (i - 1) // fanout, pods in leaves only."""
     rng = random.Random(seed)
     nodes = tuple(
         ShareNode(NodeName(f"node-{i}"), allocatable=_vector(rng, 200))
@@ -61,9 +64,11 @@ def cluster(queues: int, seed: int = 1) -> ShareSnapshot:
             guarantee=_vector(rng, 3) if i % 10 == 0 else {},
             capability=_vector(rng, 100) if i % 3 == 0 else {},
             deserved=_vector(rng, 20),
+            parent=f"queue-{(i - 1) // fanout:05d}" if fanout and i else None,
         )
         for i in range(queues)
     )
+    inner = {queue.parent for queue in queue_snapshots}
     pods = tuple(
         PodSnapshot(
             "bench",
@@ -74,6 +79,7 @@ def cluster(queues: int, seed: int = 1) -> ShareSnapshot:
         )
         for i in range(queues)
         for running in (True, False)
+        if queue_snapshots[i].name not in inner
     )
     ledger = PodLedger()  # what the operator's store keeps current per event
     for pod in pods:
@@ -91,6 +97,7 @@ def best_seconds(run: Callable[[], object], repeat: int = 5) -> float:
 
 
 def timings(snapshot: ShareSnapshot, sharing: Sharing) -> tuple[float, float]:
+    """The policy alone is timed flat: over a tree it runs inside ``deserved_shares`` only."""
     policy = PolicySnapshot(PolicyName("bench"), sharing=sharing)
     whole = replace(snapshot, policies=(policy,))
     usage = queue_usage([q.name for q in snapshot.queues], snapshot.totals, ()).usage
@@ -118,6 +125,12 @@ def main() -> None:
             print(
                 f"{size:>7}  {label(sharing):<30} {policy_only * 1000:>10.1f} {whole * 1000:>14.1f}"
             )
+    tree = cluster(SIZES[-1], fanout=8)
+    for sharing in (Sharing("Proportion"), Sharing("Capacity")):
+        whole_tree = replace(tree, policies=(PolicySnapshot(PolicyName("b"), sharing=sharing),))
+        seconds = best_seconds(lambda snapshot=whole_tree: deserved_shares(snapshot))
+        name = f"{sharing.policy} (tree, depth 5)"
+        print(f"{SIZES[-1]:>7}  {name:<30} {'':>10} {seconds * 1000:>14.1f}")
 
 
 if __name__ == "__main__":

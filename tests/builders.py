@@ -38,8 +38,11 @@ def queue(
     deserved: Resources | None = None,
     state: str | None = None,
     labels: Mapping[str, str] | None = None,
+    parent: str | None = None,
 ) -> Obj:
     spec: Obj = {}
+    if parent is not None:
+        spec["parent"] = parent
     if weight is not None:
         spec["weight"] = weight
     if capability is not None:

@@ -92,7 +92,8 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.explain is not None:
         return _explained(report, inputs, args.explain, args.output, "simulate")
     weights = {str(queue.name): queue.weight for queue in inputs.queues}
-    sys.stdout.write(render(report, weights, args.output))
+    parents = {str(queue.name): queue.parent for queue in inputs.queues}
+    sys.stdout.write(render(report, weights, args.output, parents))
     return 0
 
 

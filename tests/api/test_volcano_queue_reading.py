@@ -90,13 +90,10 @@ def test_an_empty_volcano_queue_is_a_queue_of_defaults() -> None:
     assert volcano_queue(volcano(spec={"guarantee": {}})).spec == DEFAULTS
 
 
-def test_parent_and_other_fields_are_left_out_and_said() -> None:
-    queue = volcano_queue(volcano(spec={"weight": 2, "parent": "root", "affinity": {"x": 1}}))
-    assert queue.spec == {**DEFAULTS, "weight": 2}
-    assert queue.left_out == (
-        "spec.affinity, spec.parent=root (hierarchical queues are not supported yet: shared as "
-        "a top-level queue)"
-    )
+def test_the_parent_is_copied_and_other_fields_are_left_out_and_said() -> None:
+    queue = volcano_queue(volcano(spec={"weight": 2, "parent": "org", "affinity": {"x": 1}}))
+    assert queue.spec == {**DEFAULTS, "weight": 2, "parent": "org"}
+    assert queue.left_out == "spec.affinity"
 
 
 def test_what_is_left_out_is_bounded() -> None:

@@ -236,11 +236,10 @@ def test_everything_left_out_is_listed_one_line_each(
         "not translated: tiers[0].plugins[0] gang (with enablePreemptable: false)",
         "not translated: tiers[0].plugins[1] nodeorder "
         "(with arguments leastrequested.weight, binpack.weight)",
-        "not translated: tiers[0].plugins[2] drf: enableHierarchy: true; a SchedulerPolicy has "
-        "no hierarchical queues (queue trees) yet, its queues share as siblings",
+        "not translated: tiers[0].plugins[2] drf: enableHierarchy: true; only the capacity "
+        "plugin's queue tree is modelled (a SchedulerPolicy reads spec.parent under Capacity "
+        "and Proportion)",
         "not translated: tiers[0].plugins[2] drf",
-        "not translated: tiers[1].plugins[0] capacity: enableHierarchy: true; a SchedulerPolicy "
-        "has no hierarchical queues (queue trees) yet, its queues share as siblings",
         "not translated: tiers[1].plugins[0] capacity: option enableReclaimable: false",
         "not translated: tiers[1].plugins[1] proportion: a second share plugin; Capacity is kept",
         "not translated: tiers[1].plugins[2] overcommit: argument overcommit-ratio",

@@ -9,7 +9,7 @@ from typing import Any
 
 from sharekeeper.api.mirroring import QueueOrigin, VolcanoQueue, queue_origin, volcano_queue
 from sharekeeper.publish.diffing import Json
-from sharekeeper.publish.mirrors import Create, Delete, Patch, mirror_plan
+from sharekeeper.publish.mirrors import Create, Delete, Patch, mirror_object, mirror_plan
 
 DEFAULTS = {"priority": 0, "reclaimable": True, "state": "Open"}
 
@@ -59,13 +59,17 @@ def test_a_volcano_queue_gets_a_labelled_owned_queue_of_its_name_and_spec() -> N
                 {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
                  "name": "research", "uid": "uid-research", "controller": True}
             ],
-            "annotations": {
-                "sharekeeper.io/volcano-left-out": "spec.parent=root (hierarchical queues are "
-                "not supported yet: shared as a top-level queue)"
-            },
         },
-        "spec": {"weight": 3, "capability": {"cpu": "8"}, **DEFAULTS},
+        "spec": {"weight": 3, "capability": {"cpu": "8"}, "parent": "root", **DEFAULTS},
     }  # fmt: skip
+
+
+def test_volcanos_root_queue_is_the_trees_root_and_not_mirrored() -> None:
+    root, team = volcano("root", weight=1), volcano("team", parent="root")
+    plan = mirror_plan({"root": root, "team": team}, {"root": stored(mirror_object(root))})
+    created = [w.body["metadata"]["name"] for w in plan.writes if isinstance(w, Create)]
+    deleted = [w.name for w in plan.writes if isinstance(w, Delete)]
+    assert (created, deleted) == (["team"], ["root"])  # a mirror from before is removed
 
 
 def test_a_mirror_as_stored_is_not_written_again() -> None:
@@ -104,7 +108,7 @@ def test_a_hand_edit_of_a_mirror_is_put_back() -> None:
 
 
 def test_what_is_left_out_is_kept_current_on_the_mirror() -> None:
-    before = volcano("a", parent="root")
+    before = volcano("a", affinity={"zone": "x"})
     after = volcano("a")
     (patch,) = mirror_plan({"a": after}, mirrored(before)).writes
     assert isinstance(patch, Patch)

@@ -188,6 +188,15 @@ QualifiedName = Annotated[
 constrains the map's keys."""
 
 _DNS_SUBDOMAIN = f"^{_DNS_LABEL}([.]{_DNS_LABEL})*$"
+QueueReference = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_PREFIX_LENGTH,
+        pattern=_DNS_SUBDOMAIN,
+        description="The name of a Queue (a DNS subdomain).",
+    ),
+]
 SchedulerName = Annotated[
     str,
     Field(

@@ -27,12 +27,9 @@ VOLCANO_API_VERSION = f"{VOLCANO_GROUP}/v1beta1"
 LEFT_OUT_ANNOTATION = "sharekeeper.io/volcano-left-out"
 """On a mirror: the Volcano Queue's fields that a Queue does not have, and so were not copied."""
 
-_COPIED = ("weight", "capability", "deserved", "priority", "reclaimable")
+_COPIED = ("weight", "capability", "deserved", "priority", "reclaimable", "parent")
 """Fields of a Volcano Queue's spec copied as they are (``guarantee`` and the state are read
 on their own)."""
-_WHY_LEFT_OUT = {
-    "parent": "hierarchical queues are not supported yet: shared as a top-level queue",
-}
 MAX_LEFT_OUT = 1024
 """The annotation is cut there: a Volcano Queue may carry any number of unknown fields."""
 _OPEN = {"Open": "Open", "Closed": "Closed", "Closing": "Closed"}
@@ -114,8 +111,7 @@ def _mirror_spec(obj: Mapping[str, Any], name: str) -> tuple[dict[str, Any], str
         for key in sorted(map(str, spec))
         if key not in (*_COPIED, "guarantee", "state") and spec[key] is not None
     ]
-    reasons = sorted({_WHY_LEFT_OUT[key] for key in spec if key in _WHY_LEFT_OUT})
-    text = ", ".join(left_out) + (f" ({'; '.join(reasons)})" if reasons else "")
+    text = ", ".join(left_out)
     if len(text) > MAX_LEFT_OUT:
         text = text[: MAX_LEFT_OUT - 3] + "..."
     return _form(queue.spec), text or None

@@ -211,7 +211,8 @@ class SchedulerPolicyStatus(ApiModel):
     last_computed: DateTime | None = Field(None, description="When the status was last computed.")
     conditions: Conditions | None = Field(
         None,
-        description="Latest observations: Ready, Invalid, GuaranteeUnsatisfiable, and "
+        description="Latest observations: Ready, Invalid, GuaranteeUnsatisfiable, "
+        "TreeUnsupported (queues name parents, which this sharing policy does not read) and "
         "Overlapping (an older SchedulerPolicy keeps some of the queues or nodes this one "
         "selects).",
     )
@@ -319,6 +320,7 @@ def overcommit_section(result: OvercommitResult) -> dict[str, Any]:
 
 _CLEAR = {
     "GuaranteeUnsatisfiable": ("GuaranteesFit", "the guarantees fit in the policy's nodes"),
+    "TreeUnsupported": ("TreeRead", "every spec.parent of the policy's queues is read"),
     # Worded to hold for the older of two overlapping policies too: its status must not change.
     "Overlapping": (
         "KeepsAllSelected",

@@ -16,12 +16,14 @@ from sharekeeper.api.base import (
     Int64,
     LabelSelector,
     Metadata,
+    QueueReference,
     ResourceList,
     StatusResources,
     in_internal_units,
     read,
 )
 from sharekeeper.api.crds import AGE, Column, Resource, RootModel
+from sharekeeper.engine.resources import UNLIMITED
 from sharekeeper.engine.selectors import MATCH_ALL
 from sharekeeper.engine.shares import QueueShare, QueueSnapshot
 from sharekeeper.engine.shares.deciding import Decider
@@ -98,6 +100,14 @@ class QueueSpec(ApiModel):
         "this queue. Empty or absent selects every namespace; the label "
         "kubernetes.io/metadata.name selects a namespace by name.",
     )
+    parent: QueueReference | None = Field(
+        None,
+        description="Name of the parent Queue, as in Volcano: this queue shares what its parent "
+        "deserves with its siblings. Absent or root: directly under the cluster. The parent "
+        "must exist, be governed by the same SchedulerPolicy and not be below this queue; "
+        "otherwise the queue and everything below it get no numbers (condition InvalidParent). "
+        "Pods belong in leaf queues.",
+    )
 
     @model_validator(mode="after")
     def _guarantee_within_capability(self) -> QueueSpec:
@@ -169,7 +179,8 @@ class QueueStatus(ApiModel):
     conditions: Conditions | None = Field(
         None,
         description="Latest observations: Ready, Overused, GuaranteeUnsatisfiable, NoPolicy, "
-        "NamespaceNotAdmitted, VolcanoQueueShadowed, Enqueueable, Invalid.",
+        "NamespaceNotAdmitted, VolcanoQueueShadowed, InvalidParent, PodsInInnerQueue, "
+        "Enqueueable, Invalid.",
     )
 
 
@@ -208,6 +219,8 @@ class Queue(RootModel):
                    "Effective guarantee.", priority=1),
             Column("Capability", "string", ".spec.capability",
                    "Upper bound set on the queue.", priority=1),
+            Column("Parent", "string", ".spec.parent",
+                   "The queue this one shares with its siblings; empty: the cluster."),
             Column("Policy", "string", ".status.policy",
                    "SchedulerPolicy that governs this queue.", priority=1),
             Column("Overused", "boolean", ".status.overused",
@@ -235,6 +248,7 @@ def queue_snapshot(obj: Mapping[str, Any]) -> QueueSnapshot:
         state=spec.state,
         namespaces=spec.namespaces.engine() if spec.namespaces else MATCH_ALL,
         mirror_of=volcano_owner(obj),
+        parent=spec.parent,
     )
 
 
@@ -284,20 +298,23 @@ _CLEAR = {
         "NotShadowing",
         "no Volcano Queue being mirrored has this queue's name, or this queue is its mirror",
     ),
+    "InvalidParent": ("ParentValid", "the queue has its place in its policy's tree"),
+    "PodsInInnerQueue": ("PodsInLeaves", "no pod names this queue while queues are below it"),
 }
 
 
 def queue_status(result: QueueShare) -> dict[str, Any]:
     """``QueueStatus`` as a dict (built directly: 10,000 queues a round), without
     ``observedGeneration`` and the conditions' times, which the publisher stamps."""
-    kinds = {reason.kind for reason in result.reasons}
-    governed = result.policy is not None
+    # No numbers: no policy governs the queue, or it has no place in its policy's tree.
+    blocking = next((r for r in result.reasons if r.kind in ("NoPolicy", "InvalidParent")), None)
+    governed = blocking is None
     conditions = [
         condition(
             "Ready",
             governed,
-            "Computed" if governed else sorted(kinds)[0],
-            "deserved computed" if governed else result.reasons[0].message,
+            "Computed" if blocking is None else blocking.kind,
+            "deserved computed" if blocking is None else blocking.message,
         ),
         condition(
             "Overused",
@@ -321,7 +338,10 @@ def queue_status(result: QueueShare) -> dict[str, Any]:
     status |= {
         "deserved": format_resources(result.deserved),
         "guarantee": format_resources(result.guarantee),
-        "realCapability": format_resources(result.real_capability),
+        # A tree's root bounds nothing (Capacity): an unbounded dimension is left out.
+        "realCapability": format_resources(
+            {name: amount for name, amount in result.real_capability.items() if amount < UNLIMITED}
+        ),
         "allocated": format_resources(result.allocated),
         "request": format_resources(result.request),
         "inqueue": format_resources(result.inqueue),

@@ -18,12 +18,18 @@ pod is visited.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from sharekeeper.engine import overcommit, proportional
 from sharekeeper.engine.resources import Amounts, sum_amounts
-from sharekeeper.engine.shares import GroupPods, PolicySnapshot, ShareResult, ShareSnapshot
+from sharekeeper.engine.shares import (
+    GroupPods,
+    PolicySnapshot,
+    QueueShare,
+    ShareResult,
+    ShareSnapshot,
+)
 from sharekeeper.engine.shares.governance import governance
 from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
 
@@ -136,21 +142,36 @@ def _queue_admissions(
     """Each governed queue's verdict, against its own policy's headroom."""
     verdicts: dict[QueueName, overcommit.QueueAdmission] = {}
     for policy, status in statuses.items():
-        views = [
-            overcommit.QueueSnapshot(
+        mine = {name: share for name, share in shares.queues.items() if share.policy == policy}
+        own = {
+            name: overcommit.QueueSnapshot(
                 name=name,
                 open=share.state == "Open",
                 allocated=share.allocated,
                 inqueue=share.inqueue,
                 elastic=share.elastic,
                 real_capability=share.real_capability,
+                leaf=share.leaf,
             )
-            for name, share in shares.queues.items()
-            if share.policy == policy
+            for name, share in mine.items()
+        }
+        views = [
+            replace(view, ancestors=tuple(own[a] for a in _ancestors(name, mine)))
+            for name, view in own.items()
         ]
         found = overcommit.queue_admissions(views, groups, status.headroom)
         verdicts.update({QueueName(name): verdict for name, verdict in found.items()})
     return verdicts
+
+
+def _ancestors(name: QueueName, shares: Mapping[QueueName, QueueShare]) -> list[QueueName]:
+    """The queues above ``name``, nearest first (the share engine checked the tree)."""
+    found: list[QueueName] = []
+    parent = shares[name].parent
+    while parent is not None and parent in shares and len(found) < len(shares):
+        found.append(parent)
+        parent = shares[parent].parent
+    return found
 
 
 def placements(

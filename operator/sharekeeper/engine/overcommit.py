@@ -280,6 +280,10 @@ class QueueSnapshot:
     elastic: Mapping[str, int] = field(default_factory=dict)
     real_capability: Mapping[str, int] | None = None
     """``None`` skips the quota check (no share policy governs the queue)."""
+    leaf: bool = True
+    """False for a queue with queues below it: it takes no jobs (Volcano's rule)."""
+    ancestors: tuple[QueueSnapshot, ...] = ()
+    """Its parent, the parent's parent, ...: a job must fit in every one of them too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,10 +298,16 @@ class QueueAdmission:
     """Dimensions where the job exceeds the cluster's enqueue headroom."""
     quota: tuple[Shortfall, ...] = ()
     """Dimensions where the job exceeds the queue's capability (proportion)."""
+    inner: bool = False
+    """The queue has queues below it, and takes no jobs."""
+    limiting: str | None = None
+    """The ancestor whose capability ``quota`` is about; None: the queue's own."""
 
     @property
     def admitted(self) -> bool:
-        return self.podgroup is not None and not (self.closed or self.overcommit or self.quota)
+        return self.podgroup is not None and not (
+            self.closed or self.inner or self.overcommit or self.quota
+        )
 
 
 def next_pending(podgroups: Iterable[PodGroupSnapshot]) -> PodGroupSnapshot | None:
@@ -341,15 +351,23 @@ def queue_admission(
     candidate = next_pending(podgroups)
     if candidate is None:
         return QueueAdmission(queue=queue.name, podgroup=None, closed=not queue.open)
+    if not queue.leaf:
+        return QueueAdmission(queue=queue.name, podgroup=candidate.name, inner=True)
     if candidate.min_resources is None:
         # The enqueue action admits a PodGroup without minResources without asking anyone.
         return QueueAdmission(queue=queue.name, podgroup=candidate.name)
+    quota, limiting = quota_shortfalls(queue, candidate.min_resources), None
+    for ancestor in queue.ancestors:  # the job counts in every queue above (Volcano §4.3)
+        if quota:
+            break
+        quota, limiting = quota_shortfalls(ancestor, candidate.min_resources), ancestor.name
     return QueueAdmission(
         queue=queue.name,
         podgroup=candidate.name,
         closed=not queue.open,
         overcommit=shortfalls(candidate.min_resources, headroom),
-        quota=quota_shortfalls(queue, candidate.min_resources),
+        quota=quota,
+        limiting=limiting if quota else None,
     )
 
 

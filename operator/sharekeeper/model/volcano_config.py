@@ -15,7 +15,7 @@ Volcano does.
 
 Everything else is listed as not translated, one line each: the other plugins (with their
 arguments and options), the other arguments and options of the translated ones,
-``enableHierarchy: true`` (a SchedulerPolicy has no queue trees yet), the actions other than
+``enableHierarchy: true`` on a plugin other than capacity, the actions other than
 ``enqueue`` and ``allocate`` (whose checks the policy stands for), every ``configurations`` entry
 (no action argument has a SchedulerPolicy counterpart), ``metrics``, unknown top-level keys and
 the ConfigMap's other entries. Warnings name what the policy does differently from Volcano.
@@ -241,10 +241,10 @@ def _plugin(
     hierarchy = options.get("enableHierarchy")
     if hierarchy is not None and not isinstance(hierarchy, bool):
         raise _error(f"{where}.enableHierarchy", "must be true or false", hierarchy)
-    if hierarchy:
+    if hierarchy and plugin != "capacity":
         conversion.untranslated.append(
-            f"{where} {plugin}: enableHierarchy: true; a SchedulerPolicy has no hierarchical "
-            "queues (queue trees) yet, its queues share as siblings"
+            f"{where} {plugin}: enableHierarchy: true; only the capacity plugin's queue tree "
+            "is modelled (a SchedulerPolicy reads spec.parent under Capacity and Proportion)"
         )
     options = {key: value for key, value in options.items() if key != "enableHierarchy"}
     if plugin in SHARE_PLUGINS and spec["sharing"]:

@@ -83,15 +83,21 @@ def enqueueable(verdict: QueueAdmission) -> Json:
         return condition("Enqueueable", True, "Admissible", f"{job} would be admitted now")
     if verdict.closed:
         return condition("Enqueueable", False, "QueueClosed", f"{job} waits: the queue is Closed")
+    if verdict.inner:
+        return condition(
+            "Enqueueable", False, "QueueNotLeaf",
+            f"{job} waits: this queue has queues below it, and jobs belong in leaf queues",
+        )  # fmt: skip
     if verdict.overcommit:
         return condition(
             "Enqueueable", False, "OvercommitHeadroomExceeded",
             f"{job} asks for more than the policy's overcommitted headroom: "
             + shortfall_text(verdict.overcommit),
         )  # fmt: skip
+    where = "the queue's" if verdict.limiting is None else f"queue {verdict.limiting}'s"
     return condition(
         "Enqueueable", False, "CapabilityExceeded",
-        f"{job} does not fit in the queue's capability: " + shortfall_text(verdict.quota),
+        f"{job} does not fit in {where} capability: " + shortfall_text(verdict.quota),
     )  # fmt: skip
 
 

@@ -34,6 +34,7 @@ from sharekeeper.api.mirroring import (
 )
 from sharekeeper.api.queue import VOLCANO_SOURCE
 from sharekeeper.engine.shares.snapshot import SOURCE_LABEL
+from sharekeeper.engine.shares.tree import ROOT
 from sharekeeper.publish.diffing import Json, merge_patch
 
 QUEUE_API_VERSION = "scheduling.sharekeeper.io/v1alpha1"
@@ -87,6 +88,8 @@ def mirror_plan(
     O(Volcano Queues + Queues); an unchanged pair costs a few comparisons and no write."""
     writes: list[MirrorWrite] = []
     reports: list[Report] = []
+    # Volcano's root queue is the tree's root, which a Queue's parent "root" already names.
+    volcano = {name: source for name, source in volcano.items() if name != ROOT}
     for name in sorted(volcano):
         source = volcano[name]
         queue = queues.get(name)

@@ -125,7 +125,13 @@ def queue_facts(report: Mapping[str, Any], inputs: Inputs, name: str) -> Json:
     policy = status.get("policy")
     policy_status: Mapping[str, Any] = report.get("schedulerPolicies", {}).get(policy, {})
     policy_spec = next((p for p in inputs.policies if p.name == policy), None)
-    weights = {str(queue.name): queue.weight for queue in inputs.queues}
+    parents = {str(queue.name): queue.parent for queue in inputs.queues}
+    # In a tree the level is shared by the queue's siblings only: each parent is filled apart.
+    weights = {
+        str(queue.name): queue.weight
+        for queue in inputs.queues
+        if parents[str(queue.name)] == spec.parent
+    }
     deserved: Json = {}
     for dimension, amount in status.get("deserved", {}).items():
         decided = status.get("decidedBy", {}).get(dimension)
@@ -144,6 +150,7 @@ def queue_facts(report: Mapping[str, Any], inputs: Inputs, name: str) -> Json:
         "name": name,
         "state": status.get("state"),
         "policy": policy,
+        "path": tree_path(name, parents),
         "sharing": _sharing(policy_spec),
         "policyNodes": policy_status.get("nodes"),
         "policyQueues": policy_status.get("queues"),
@@ -166,6 +173,17 @@ def queue_facts(report: Mapping[str, Any], inputs: Inputs, name: str) -> Json:
         "conditions": conditions,
         "publishedDeserved": published if isinstance(published, Mapping) else None,
     }
+
+
+def tree_path(name: str, parents: Mapping[str, str | None]) -> list[str]:
+    """The queues from the top of its tree down to ``name`` (``[name]`` for a queue under the
+    root); a parent that does not exist, or a cycle, ends the walk."""
+    path = [name]
+    parent = parents.get(name)
+    while parent is not None and parent != "root" and parent in parents and parent not in path:
+        path.append(parent)
+        parent = parents[parent]
+    return path[::-1]
 
 
 def _sharing(policy: PolicySnapshot | None) -> Json | None:
@@ -389,6 +407,7 @@ def _queue_text(f: Mapping[str, Any]) -> list[str]:
     width = max((len(entry["deserved"]) for entry in f["deserved"].values()), default=0)
     lines = [
         f"Queue {f['name']} ({f['state']}): policy {f['policy']}, {sharing['policy']}{options}",
+        *([f"  path            root / {' / '.join(f['path'])}"] if len(f["path"]) > 1 else []),
         *_rows(
             [
                 ("policy total", total),
@@ -396,8 +415,10 @@ def _queue_text(f: Mapping[str, Any]) -> list[str]:
                 ("weight", str(f["weight"])),
                 ("guarantee", _res(f["guarantee"])),
                 ("capability", _res(f["capability"]) if f["capability"] else "unlimited"),
-                ("realCapability", f"{_res(f['realCapability'])}  = min(total - Σ guarantee "
-                                   "+ guarantee, capability)"),
+                ("realCapability", f"{_res(f['realCapability'])}  = " + (
+                    "min(total - Σ guarantee + guarantee, capability)" if len(f["path"]) == 1
+                    else "min(the parent's realCapability - Σ its children's guarantees "
+                    "+ guarantee, capability)")),
             ],
             indent=2,
         ),

@@ -25,7 +25,13 @@ QOS_NODE_COLUMNS = ("NODE", "RULES", "WATERLINES", "GAPS", "THROTTLED", "TAINTED
 QOS_ACTION_COLUMNS = ("#", "NODE", "ACTION", "POD", "METRIC", "RELEASED", "CPU-LIMIT")
 
 
-def render(report: Mapping[str, Any], weights: Mapping[str, int], output: str) -> str:
+def render(
+    report: Mapping[str, Any],
+    weights: Mapping[str, int],
+    output: str,
+    parents: Mapping[str, str | None] | None = None,
+) -> str:
+    """``parents``: each queue's ``spec.parent``, to print the queues as their tree."""
     if output == "json":
         return json.dumps(report, indent=2, sort_keys=True) + "\n"
     if output == "yaml":
@@ -34,18 +40,23 @@ def render(report: Mapping[str, Any], weights: Mapping[str, int], output: str) -
     tables = []
     # A QoS-only input prints its plan alone; an input with neither still gets the header.
     if report.get("queues") or not qos:
-        tables.append(queue_table(report.get("queues", {}), weights))
+        tables.append(queue_table(report.get("queues", {}), weights, parents or {}))
     if qos:
         tables.append(qos_tables(report))
     return "\n".join(tables)
 
 
-def queue_table(queues: Mapping[str, Mapping[str, Any]], weights: Mapping[str, int]) -> str:
+def queue_table(
+    queues: Mapping[str, Mapping[str, Any]],
+    weights: Mapping[str, int],
+    parents: Mapping[str, str | None],
+) -> str:
     rows = []
-    for name, status in sorted(queues.items()):
+    for name, depth in tree_order(sorted(queues), parents):
+        status = queues[name]
         rows.append(
             (
-                name,
+                "  " * depth + name,
                 status.get("policy", "-"),
                 str(weights.get(name, 1)),
                 _resources(status["guarantee"]),
@@ -56,6 +67,25 @@ def queue_table(queues: Mapping[str, Mapping[str, Any]], weights: Mapping[str, i
             )
         )
     return _table(TABLE_COLUMNS, rows)
+
+
+def tree_order(names: Sequence[str], parents: Mapping[str, str | None]) -> list[tuple[str, int]]:
+    """The queues depth first, each under its parent, with its depth; a queue whose parent is
+    missing stands at the top, and queues on a cycle of parents come last, unindented."""
+    known = set(names)
+    children: dict[str | None, list[str]] = {}
+    for name in names:
+        parent = parents.get(name)
+        children.setdefault(parent if parent in known else None, []).append(name)
+    ordered: list[tuple[str, int]] = []
+    stack = [(name, 0) for name in reversed(children.get(None, []))]
+    while stack:
+        name, depth = stack.pop()
+        ordered.append((name, depth))
+        stack.extend((child, depth + 1) for child in reversed(children.get(name, [])))
+    placed = {name for name, _ in ordered}
+    ordered.extend((name, 0) for name in names if name not in placed)
+    return ordered
 
 
 def qos_tables(report: Mapping[str, Any]) -> str:

@@ -15,7 +15,7 @@ Deterministic: no clock or global random source; Random order derives from ``now
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -24,6 +24,7 @@ from sharekeeper.engine.resources import (
     UNLIMITED,
     Vectors,
     capability_bound,
+    column_sums,
     dense,
     dimensions,
     nonzero,
@@ -37,12 +38,12 @@ from sharekeeper.engine.shares.accounting import (
     queue_usage,
     refusal,
 )
-from sharekeeper.engine.shares.capacity import capacity_deserved
+from sharekeeper.engine.shares.capacity import capacity_deserved, capacity_tree
 from sharekeeper.engine.shares.common import ShareProblem, dominant_shares
 from sharekeeper.engine.shares.deciding import decided_by
 from sharekeeper.engine.shares.governance import governance, withheld_message
 from sharekeeper.engine.shares.guarantee_quota import guarantee_quota_deserved, random_order
-from sharekeeper.engine.shares.proportion import proportion_deserved
+from sharekeeper.engine.shares.proportion import proportion_deserved, proportion_tree
 from sharekeeper.engine.shares.proportion_optimize import proportion_optimize_deserved
 from sharekeeper.engine.shares.snapshot import (
     DEFAULT_QUEUE,
@@ -62,6 +63,13 @@ from sharekeeper.engine.shares.snapshot import (
     Sharing,
 )
 from sharekeeper.engine.shares.sources import shadowed
+from sharekeeper.engine.shares.tree import (
+    TREE_POLICIES,
+    TreeRows,
+    inner_pods,
+    queue_tree,
+    roll_up,
+)
 
 
 def deserved_shares(snapshot: ShareSnapshot) -> ShareResult:
@@ -89,7 +97,9 @@ def deserved_shares(snapshot: ShareSnapshot) -> ShareResult:
             queues[name] for name in sorted(queues) if queue_owners.owner.get(name) == policy.name
         ]
         nodes = [node for node in snapshot.nodes if node_owners.owner.get(node.name) == policy.name]
-        shares, summary = _policy_shares(snapshot, policy, governed, nodes, accounting.usage)
+        shares, summary = _policy_shares(
+            snapshot, policy, governed, nodes, accounting.usage, owner_of=queue_owners.owner.get
+        )
         withheld_queues = queue_owners.withheld.get(policy.name, {})
         withheld_nodes = node_owners.withheld.get(policy.name, {})
         if withheld_queues or withheld_nodes:
@@ -198,25 +208,50 @@ def policy_deserved(
 def _policy_shares(
     snapshot: ShareSnapshot,
     policy: PolicySnapshot,
-    governed: Sequence[QueueSnapshot],
+    queues: Sequence[QueueSnapshot],
     nodes: Sequence[ShareNode],
     usage: Mapping[QueueName, QueueUsage],
+    *,
+    owner_of: Callable[[str], PolicyName | None],
 ) -> tuple[dict[QueueName, QueueShare], PolicyShare]:
     sharing = policy.sharing
     ignore_elastic = sharing.policy == "ProportionOptimize" and not sharing.elastic_enable
+    tree = queue_tree({queue.name: queue.parent for queue in queues}, owner_of)
+    governed = [queue for queue in queues if queue.name not in tree.left_out]
+    nested = tree.nested and sharing.policy in TREE_POLICIES
+    policy_reasons: tuple[Reason, ...] = ()
+    if tree.nested and not nested:
+        policy_reasons = (
+            Reason(
+                "TreeUnsupported",
+                f"{sharing.policy} shares among all its queues as one level: spec.parent is not "
+                f"read under it (only {' and '.join(TREE_POLICIES)} share over a tree)",
+            ),
+        )
     unmanaged = unmanaged_on(policy, nodes, snapshot.totals)
     allocatable = sum_amounts(node.allocatable for node in nodes)
+    rolled = roll_up(tree, usage) if nested else usage
     problem = share_problem(
         policy,
         governed,
         nodes,
-        usage,
+        rolled,
         unmanaged if sharing.reserve_unmanaged else None,
         allocatable=allocatable,
     )
     names = problem.dimensions
-    deserved = policy_deserved(problem, policy, snapshot.now_seconds, snapshot.seed)
-    total_guarantee = problem.total_guarantee
+    if nested:
+        tree_rows = TreeRows.of(tree, problem.queues)
+        if sharing.policy == "Capacity":
+            deserved, real = capacity_tree(problem, tree_rows)
+        else:
+            deserved, real = proportion_tree(problem, tree_rows)
+        floors = tree_rows.floors(problem.guarantee)
+        total_guarantee = column_sums(floors[tree_rows.levels[0]])
+        reading = replace(problem, guarantee=floors)
+    else:
+        deserved = policy_deserved(problem, policy, snapshot.now_seconds, snapshot.seed)
+        real, total_guarantee, reading = problem.real_capability, problem.total_guarantee, problem
     short = [
         n
         for n, g, t in zip(names, total_guarantee.tolist(), problem.total.tolist(), strict=True)
@@ -238,17 +273,25 @@ def _policy_shares(
     rows = zip(
         governed,
         sparse_rows(deserved, names),
-        sparse_rows(problem.real_capability, names),
+        sparse_rows(real, names),
         shares.tolist(),
         overused,
-        decided_by(problem, deserved, capacity=sharing.policy == "Capacity"),
+        decided_by(reading, deserved, capacity=sharing.policy == "Capacity", real=real),
         strict=True,
     )
+    inner = {parent for parent in tree.parent.values() if parent is not None} if nested else set()
     ignore_guarantees = _ignores_guarantees(sharing)
     results: dict[QueueName, QueueShare] = {}
     for queue, queue_deserved, real_capability, share, is_overused, decided in rows:
-        entry = usage.get(queue.name, NO_USAGE)
+        entry = rolled.get(queue.name, NO_USAGE)
+        own_pods = usage.get(queue.name, NO_USAGE).request.get(PODS, 0)
+        queue_reasons = reasons
+        if queue.name in inner and own_pods:
+            queue_reasons = (*reasons, inner_pods(own_pods))
+        parent = tree.parent[queue.name] if nested else None
         results[queue.name] = QueueShare(
+            parent=QueueName(parent) if parent is not None else None,
+            leaf=queue.name not in inner,
             policy=policy.name,
             state=queue.state,
             deserved=queue_deserved,
@@ -262,14 +305,20 @@ def _policy_shares(
             share=share,
             overused=is_overused,
             decided_by=decided,
-            reasons=reasons,
+            reasons=queue_reasons,
         )
+    for queue in queues:
+        if queue.name in tree.left_out:
+            reason = Reason("InvalidParent", tree.left_out[queue.name])
+            results[queue.name] = replace(
+                _ungoverned(queue, usage.get(queue.name, NO_USAGE), reason), policy=policy.name
+            )
     summary = PolicyShare(
         nodes=len(nodes),
-        queues=len(governed),
+        queues=len(queues),
         total=nonzero(sparse_rows(problem.total[np.newaxis, :], names)[0]),
         total_guarantee=nonzero(sparse_rows(total_guarantee[np.newaxis, :], names)[0]),
-        reasons=reasons,
+        reasons=(*reasons, *policy_reasons),
         unmanaged=nonzero(unmanaged),
         allocatable=nonzero(allocatable),
     )

@@ -27,9 +27,13 @@ Decider = Literal["Request", "Capability", "Guarantee", "Deserved", "Level"]
 _NAMES: tuple[Decider, ...] = ("Request", "Capability", "Guarantee", "Deserved", "Level")
 
 
-def decided_by(problem: ShareProblem, deserved: Vectors, *, capacity: bool) -> list[dict[str, str]]:
-    """Per queue (rows of ``problem``), dimension -> the bound that decided its deserved."""
-    guarantee, request, real = problem.guarantee, problem.request, problem.real_capability
+def decided_by(
+    problem: ShareProblem, deserved: Vectors, *, capacity: bool, real: Vectors | None = None
+) -> list[dict[str, str]]:
+    """Per queue (rows of ``problem``), dimension -> the bound that decided its deserved;
+    ``real``: the realCapability when it is not the flat one (a tree's)."""
+    guarantee, request = problem.guarantee, problem.request
+    real = problem.real_capability if real is None else real
     guaranteed = (guarantee > 0) & (deserved == guarantee)
     if capacity:
         # max(min(spec, realCapability), guarantee): the guarantee, else the trim, else spec.

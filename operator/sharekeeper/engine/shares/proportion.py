@@ -12,10 +12,67 @@ Complexity: O(D · Q log Q).
 
 from __future__ import annotations
 
-from sharekeeper.engine.resources import Vectors
+import numpy as np
+
+from sharekeeper.engine.resources import UNLIMITED, Vectors
 from sharekeeper.engine.shares.common import ShareProblem, water_fill
+from sharekeeper.engine.shares.tree import TreeRows
 
 
 def proportion_deserved(problem: ShareProblem) -> Vectors:
     weights = problem.weights.astype(float)
     return water_fill(problem.total, weights, problem.guarantee, problem.demand)
+
+
+def proportion_tree(problem: ShareProblem, tree: TreeRows) -> tuple[Vectors, Vectors]:
+    """(deserved, realCapability) over a queue tree: the total is water-filled among the
+    root's children as in the flat policy; each inner queue's deserved is then water-filled
+    among its children the same way. A queue's floor is the larger of its guarantee and its
+    children's floors; ``realCapability`` is the flat one with the parent's realCapability in
+    place of the total and floors in place of guarantees; a queue's cap is its demand: the
+    request within realCapability for a leaf, the children's demands within realCapability
+    for an inner queue. Four passes over the levels (floors up, realCapability down, demand
+    up, deserved down). With no queue below another, every number equals
+    ``proportion_deserved``'s."""
+    floors = tree.floors(problem.guarantee)
+    siblings = tree.sibling_sums(floors)
+    real = np.zeros_like(floors)
+    for level in tree.levels:
+        parents = tree.parent[level]
+        parent_real = np.where(
+            (parents < 0)[:, np.newaxis], problem.total[np.newaxis, :], real[np.maximum(parents, 0)]
+        )
+        free = np.maximum(parent_real - siblings[level], 0)
+        real[level] = np.minimum(
+            np.minimum(free + floors[level], UNLIMITED), problem.capability[level]
+        )
+    demand = np.minimum(problem.request, real)
+    for level in reversed(tree.levels[1:]):
+        inner, below = _sums_by_parent(tree.parent[level], demand[level], demand.shape)
+        demand[inner] = np.minimum(below[inner], real[inner])
+    weights = problem.weights.astype(float)
+    deserved = np.zeros_like(real)
+    if tree.levels:
+        top = tree.levels[0]
+        deserved[top] = water_fill(problem.total, weights[top], floors[top], demand[top])
+    for level in tree.levels[1:]:
+        parents = tree.parent[level]
+        order = np.argsort(parents, kind="stable")  # rows stay sorted by name within a parent
+        rows, grouped = level[order], parents[order]
+        starts = np.flatnonzero(np.diff(grouped, prepend=-2))
+        for first, end in zip(starts.tolist(), [*starts[1:].tolist(), len(rows)], strict=True):
+            children = rows[first:end]
+            deserved[children] = water_fill(
+                deserved[int(grouped[first])], weights[children], floors[children], demand[children]
+            )
+    return deserved, real
+
+
+def _sums_by_parent(
+    parents: Vectors, values: Vectors, shape: tuple[int, ...]
+) -> tuple[Vectors, Vectors]:
+    """The parents of a level, and per row Σ ``values`` of its children (saturated)."""
+    sums = np.zeros(shape, dtype=np.int64)
+    np.add.at(sums, parents, values)
+    np.minimum(sums, UNLIMITED, out=sums)
+    return np.unique(parents), sums

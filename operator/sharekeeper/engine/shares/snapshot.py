@@ -78,6 +78,8 @@ class QueueSnapshot:
     mirror_of: str | None = None
     """UID of the Volcano Queue this Queue mirrors (it carries ``SOURCE_LABEL`` and an owner
     reference to that Volcano Queue); None for a Queue people made."""
+    parent: str | None = None
+    """``spec.parent``: the queue whose deserved this one shares (None or ``root``: none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +204,9 @@ ReasonKind = Literal[
     "Overlapping",
     "NamespaceNotAdmitted",
     "VolcanoQueueShadowed",
+    "InvalidParent",
+    "PodsInInnerQueue",
+    "TreeUnsupported",
 ]
 
 
@@ -225,6 +230,10 @@ class QueueShare:
     share: float
     """max over dimensions of allocated/deserved (Volcano §3.3)."""
     overused: bool
+    parent: QueueName | None = None
+    """The queue above it in its policy's tree (None: the root, or not in a tree)."""
+    leaf: bool = True
+    """No queue is below it."""
     decided_by: Mapping[str, str] = field(default_factory=dict)
     """Dimension -> the bound that decided deserved there (``deciding``); empty when no policy
     governs the queue."""

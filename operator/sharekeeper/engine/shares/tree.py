@@ -1,0 +1,214 @@
+"""Queue trees: ``spec.parent`` read into a forest under an implicit root, checked, and walked
+one level at a time over the dense problem's rows.
+
+A queue's parent is the queue its ``parent`` names; none (or ``root``) puts it under the root.
+A queue is left out of the tree, with the reason, when its parent does not exist, is governed
+by another policy (or none), or when it is on a cycle; every queue below such a queue is left
+out too, since its numbers would depend on it. Only the queues in the tree get numbers.
+
+Complexity: ``queue_tree`` O(Q); the per-level helpers O(depth x Q x D) in numpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from sharekeeper.engine.resources import UNLIMITED, Vectors, add
+from sharekeeper.engine.shares.accounting import NO_USAGE, QueueUsage
+from sharekeeper.engine.shares.snapshot import QueueName, Reason
+
+ROOT = "root"
+"""The name that stands for the implicit root in ``parent`` (Volcano's root queue)."""
+TREE_POLICIES = ("Proportion", "Capacity")
+"""The sharing policies that read ``parent``; the others share among all queues as one level."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueTree:
+    parent: Mapping[str, str | None]
+    """Every queue in the tree -> its parent (None: the root)."""
+    levels: tuple[tuple[str, ...], ...]
+    """The queues by depth: ``levels[0]`` are the root's children; names sorted per level."""
+    left_out: Mapping[str, str]
+    """Queue -> why it is not in the tree."""
+
+    @property
+    def nested(self) -> bool:
+        """Whether any queue has a parent other than the root."""
+        return len(self.levels) > 1
+
+    def children(self) -> dict[str | None, list[str]]:
+        found: dict[str | None, list[str]] = {}
+        for level in self.levels:
+            for name in level:
+                found.setdefault(self.parent[name], []).append(name)
+        return found
+
+    def path(self, name: str) -> tuple[str, ...]:
+        """From the root's child down to ``name``."""
+        steps = [name]
+        parent = self.parent[name]
+        while parent is not None:
+            steps.append(parent)
+            parent = self.parent[parent]
+        return tuple(reversed(steps))
+
+
+def queue_tree(
+    parents: Mapping[str, str | None], governs: Callable[[str], str | None]
+) -> QueueTree:
+    """``parents``: every governed queue of one policy -> its ``spec.parent``; ``governs``: for
+    any queue name, the policy that governs it (None: none does, or it does not exist)."""
+    own = governs(next(iter(parents))) if parents else None
+    left_out: dict[str, str] = {}
+    parent: dict[str, str | None] = {}
+    for name, named in parents.items():
+        if named is None or named == ROOT:
+            parent[name] = None
+        elif named not in parents:
+            owner = governs(named)
+            left_out[name] = (
+                f"parent {named} does not exist"
+                if owner is None
+                else f"parent {named} is governed by SchedulerPolicy {owner}, not {own}"
+            )
+        else:
+            parent[name] = named
+    # Cycles: walk up from each queue, marking the walk; a walk that meets itself is a cycle.
+    state: dict[str, int] = {}  # 1: on the current walk, 2: settled
+    for start in sorted(parent):
+        walk: list[str] = []
+        at: str | None = start
+        while at is not None and at in parent and state.get(at, 0) == 0:
+            state[at] = 1
+            walk.append(at)
+            at = parent[at]
+        if at is not None and state.get(at) == 1:
+            cycle = walk[walk.index(at) :]
+            text = " -> ".join([*cycle, at])
+            for member in cycle:
+                left_out[member] = f"on a cycle of parents: {text}"
+        for member in walk:
+            state[member] = 2
+    # Below a queue left out: left out too. Parents first, by walking each chain once.
+    resolved: dict[str, str | None] = {}  # queue -> the left-out ancestor, None when fine
+
+    def blocker(name: str) -> str | None:
+        chain = []
+        at: str | None = name
+        found: str | None = None
+        while at is not None:
+            if at in resolved:
+                found = resolved[at]
+                break
+            if at in left_out:
+                found = at
+                break
+            chain.append(at)
+            at = parent.get(at)
+        for member in chain:
+            resolved[member] = found
+        return found
+
+    for name in sorted(parent):
+        if name in left_out:
+            continue
+        above = blocker(name)
+        if above is not None:
+            left_out[name] = f"under queue {above}, which is left out: {left_out[above]}"
+    kept = {name: p for name, p in parent.items() if name not in left_out}
+    children: dict[str | None, list[str]] = {}
+    for name, p in kept.items():
+        children.setdefault(p, []).append(name)
+    levels: list[tuple[str, ...]] = []
+    current = sorted(children.get(None, []))
+    while current:
+        levels.append(tuple(current))
+        current = sorted(child for name in current for child in children.get(name, []))
+    return QueueTree(kept, tuple(levels), left_out)
+
+
+@dataclass(frozen=True, slots=True)
+class TreeRows:
+    """A tree over the rows of a dense problem (queues sorted by name)."""
+
+    parent: Vectors
+    """Row -> its parent's row; -1 under the root."""
+    levels: tuple[Vectors, ...]
+    """Rows by depth, top first."""
+    leaf: npt.NDArray[np.bool_]
+
+    @classmethod
+    def of(cls, tree: QueueTree, rows: Sequence[str]) -> TreeRows:
+        index = {name: row for row, name in enumerate(rows)}
+        parent = np.full(len(rows), -1, dtype=np.int64)
+        for name, p in tree.parent.items():
+            if p is not None:
+                parent[index[name]] = index[p]
+        leaf = np.ones(len(rows), dtype=bool)
+        leaf[parent[parent >= 0]] = False
+        levels = tuple(
+            np.array([index[name] for name in level], dtype=np.int64) for level in tree.levels
+        )
+        return cls(parent, levels, leaf)
+
+    def roll_up(self, own: Vectors) -> Vectors:
+        """Each row plus everything below it (saturating at ``UNLIMITED``)."""
+        rolled = own.copy()
+        for level in reversed(self.levels[1:]):
+            np.add.at(rolled, self.parent[level], rolled[level])
+            np.minimum(rolled, UNLIMITED, out=rolled)
+        return rolled
+
+    def floors(self, guarantee: Vectors) -> Vectors:
+        """Each row's guarantee, raised to the sum of its children's floors: what must stay
+        reserved for it and everything below it."""
+        floors = guarantee.copy()
+        for level in reversed(self.levels[1:]):
+            parents = self.parent[level]
+            below = np.zeros_like(floors)
+            np.add.at(below, parents, floors[level])
+            inner = np.unique(parents)
+            floors[inner] = np.maximum(floors[inner], np.minimum(below[inner], UNLIMITED))
+        return floors
+
+    def sibling_sums(self, values: Vectors) -> Vectors:
+        """Per row, Σ ``values`` over the children of its parent (itself included)."""
+        groups = self.parent + 1  # the root's children form group 0
+        sums = np.zeros((len(self.parent) + 1, values.shape[1]), dtype=np.int64)
+        np.add.at(sums, groups, values)
+        np.minimum(sums, UNLIMITED, out=sums)
+        result: Vectors = sums[groups]
+        return result
+
+
+def roll_up(tree: QueueTree, usage: Mapping[QueueName, QueueUsage]) -> dict[QueueName, QueueUsage]:
+    """Each queue's usage plus everything below it: what an inner queue's status shows, and
+    what its capability is checked against. O(Q x D)."""
+    rolled: dict[QueueName, QueueUsage] = dict(usage)
+    for level in reversed(tree.levels[1:]):
+        for name in level:
+            parent = tree.parent[name]
+            below = rolled.get(QueueName(name))
+            if parent is None or below is None:
+                continue
+            above = rolled.get(QueueName(parent), NO_USAGE)
+            rolled[QueueName(parent)] = QueueUsage(
+                allocated=add(above.allocated, below.allocated),
+                request=add(above.request, below.request),
+                inqueue=add(above.inqueue, below.inqueue),
+                elastic=add(above.elastic, below.elastic),
+            )
+    return rolled
+
+
+def inner_pods(pods: int) -> Reason:
+    return Reason(
+        "PodsInInnerQueue",
+        f"{pods} pod{' names' if pods == 1 else 's name'} this queue, which has queues below it: "
+        "they count in its numbers, but jobs belong in leaf queues (Volcano refuses them)",
+    )
