@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from sharekeeper.api.mirroring import VOLCANO_API_VERSION, QueueOrigin, queue_origin
 from sharekeeper.cluster.store import ClusterStore
+from sharekeeper.loops.debouncing import settle
 from sharekeeper.loops.echoes import HOLD_SECONDS
 from sharekeeper.loops.health import LoopHealth
 from sharekeeper.loops.recompute import LoopSettings
@@ -125,20 +126,11 @@ class Mirroring:
                 self.health.succeeded()
 
     async def _settle(self) -> None:
-        """Until changes have been quiet for a moment (or the longest delay has passed)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._settings.max_delay_seconds
-        while True:
-            self._woken.clear()
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return
-            try:
-                await asyncio.wait_for(
-                    self._woken.wait(), timeout=min(self._settings.quiet_seconds, remaining)
-                )
-            except TimeoutError:
-                return
+        await settle(
+            self._woken,
+            quiet_seconds=self._settings.quiet_seconds,
+            max_delay_seconds=self._settings.max_delay_seconds,
+        )
 
     async def mirror(self) -> MirrorPlan | None:
         """One round: None when there is nothing to mirror from (no policy wants it, or the

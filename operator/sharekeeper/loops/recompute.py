@@ -22,6 +22,7 @@ from sharekeeper.cluster.store import ClusterStore, PodKey
 from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.shares import ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
+from sharekeeper.loops.debouncing import settle
 from sharekeeper.loops.echoes import Echoes
 from sharekeeper.loops.health import LoopHealth
 from sharekeeper.loops.outbox import Outbox
@@ -176,19 +177,11 @@ class Recompute:
         asyncio.get_running_loop().call_later(self._settings.error_backoff_seconds, self.wake)
 
     async def _settle(self) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._settings.max_delay_seconds
-        while True:
-            self._woken.clear()
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return
-            try:
-                await asyncio.wait_for(
-                    self._woken.wait(), timeout=min(self._settings.quiet_seconds, remaining)
-                )
-            except TimeoutError:
-                return
+        await settle(
+            self._woken,
+            quiet_seconds=self._settings.quiet_seconds,
+            max_delay_seconds=self._settings.max_delay_seconds,
+        )
 
     async def recompute(self) -> Publication:
         started = time.perf_counter()
