@@ -244,7 +244,7 @@ TREE_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "tree.yaml"
 def test_the_table_prints_the_tree_indented(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "-f", str(TREE_EXAMPLE)]) == 0
     names = [line.split(" tree")[0].rstrip() for line in capsys.readouterr().out.splitlines()[1:]]
-    assert names == ["lab", "org", "  team-a", "    x", "    y", "  team-b"]
+    assert names == ["lab", "org", "  team-a", "    speech", "    vision", "  team-b"]
 
 
 def test_the_example_tree_shares_level_by_level(capsys: pytest.CaptureFixture[str]) -> None:
@@ -252,13 +252,15 @@ def test_the_example_tree_shares_level_by_level(capsys: pytest.CaptureFixture[st
     queues = json.loads(capsys.readouterr().out)["queues"]
     cpu = {name: status["deserved"]["cpu"] for name, status in queues.items()}
     # 96 by 2:1, org's 64 by 1:1 (team-a's guarantee of 8 is below its half), team-a's 32 to
-    # x's request of 4 and y the rest.
-    assert cpu == {"lab": "32", "org": "64", "team-a": "32", "team-b": "32", "x": "4", "y": "28"}
-    assert queues["y"]["decidedBy"]["cpu"] == "Level"
+    # vision's request of 4 and speech the rest.
+    assert cpu == {
+        "lab": "32", "org": "64", "team-a": "32", "team-b": "32", "vision": "4", "speech": "28"
+    }  # fmt: skip
+    assert queues["speech"]["decidedBy"]["cpu"] == "Level"
 
 
 def test_explain_prints_the_path_from_the_root(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["simulate", "-f", str(TREE_EXAMPLE), "--explain", "y"]) == 0
+    assert main(["simulate", "-f", str(TREE_EXAMPLE), "--explain", "speech"]) == 0
     out = capsys.readouterr().out
-    assert "  path            root / org / team-a / y\n" in out
-    assert "L ≈ 9333m per unit of weight" in out  # team-a's level: y's only sibling is x
+    assert "  path            root / org / team-a / speech\n" in out
+    assert "L ≈ 9333m per unit of weight" in out  # team-a's level: only vision beside it
