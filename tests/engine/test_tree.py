@@ -17,7 +17,9 @@ from sharekeeper.engine.shares.tree import QueueTree, TreeRows, queue_tree
 
 def tree_of(parents: Mapping[str, str | None], **others: str) -> QueueTree:
     """``others``: queues outside ``parents``, by the policy that governs them."""
-    return queue_tree(parents, lambda name: "p" if name in parents else others.get(name))
+    return queue_tree(
+        parents, lambda name: "p" if name in parents else others.get(name), {*parents, *others}
+    )
 
 
 def test_levels_and_paths() -> None:
@@ -37,9 +39,11 @@ def test_a_missing_parent_leaves_out_the_queue_and_its_subtree() -> None:
     assert tree.levels == (("fine",),)
 
 
-def test_a_parent_under_another_policy_is_named() -> None:
+def test_a_parent_under_another_policy_or_none_is_named() -> None:
     tree = tree_of({"team": "org"}, org="gpu-policy")
     assert tree.left_out["team"] == "parent org is governed by SchedulerPolicy gpu-policy, not p"
+    ungoverned = queue_tree({"team": "org"}, {"team": "p"}.get, {"team", "org"})
+    assert ungoverned.left_out["team"] == "parent org is governed by no SchedulerPolicy, not p"
 
 
 def test_a_cycle_leaves_out_its_members_and_what_hangs_below() -> None:

@@ -15,7 +15,7 @@ Deterministic: no clock or global random source; Random order derives from ``now
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -98,7 +98,13 @@ def deserved_shares(snapshot: ShareSnapshot) -> ShareResult:
         ]
         nodes = [node for node in snapshot.nodes if node_owners.owner.get(node.name) == policy.name]
         shares, summary = _policy_shares(
-            snapshot, policy, governed, nodes, accounting.usage, owner_of=queue_owners.owner.get
+            snapshot,
+            policy,
+            governed,
+            nodes,
+            accounting.usage,
+            owner_of=queue_owners.owner.get,
+            exists=queues,
         )
         withheld_queues = queue_owners.withheld.get(policy.name, {})
         withheld_nodes = node_owners.withheld.get(policy.name, {})
@@ -213,10 +219,11 @@ def _policy_shares(
     usage: Mapping[QueueName, QueueUsage],
     *,
     owner_of: Callable[[str], PolicyName | None],
+    exists: Container[str],
 ) -> tuple[dict[QueueName, QueueShare], PolicyShare]:
     sharing = policy.sharing
     ignore_elastic = sharing.policy == "ProportionOptimize" and not sharing.elastic_enable
-    tree = queue_tree({queue.name: queue.parent for queue in queues}, owner_of)
+    tree = queue_tree({queue.name: queue.parent for queue in queues}, owner_of, exists)
     governed = [queue for queue in queues if queue.name not in tree.left_out]
     nested = tree.nested and sharing.policy in TREE_POLICIES
     policy_reasons: tuple[Reason, ...] = ()

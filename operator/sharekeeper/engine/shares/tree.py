@@ -11,7 +11,7 @@ Complexity: ``queue_tree`` O(Q); the per-level helpers O(depth x Q x D) in numpy
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,10 +59,12 @@ class QueueTree:
 
 
 def queue_tree(
-    parents: Mapping[str, str | None], governs: Callable[[str], str | None]
+    parents: Mapping[str, str | None],
+    governs: Callable[[str], str | None],
+    exists: Container[str],
 ) -> QueueTree:
     """``parents``: every governed queue of one policy -> its ``spec.parent``; ``governs``: for
-    any queue name, the policy that governs it (None: none does, or it does not exist)."""
+    any queue name, the policy that governs it (None: none); ``exists``: every Queue's name."""
     own = governs(next(iter(parents))) if parents else None
     left_out: dict[str, str] = {}
     parent: dict[str, str | None] = {}
@@ -71,11 +73,12 @@ def queue_tree(
             parent[name] = None
         elif named not in parents:
             owner = governs(named)
-            left_out[name] = (
-                f"parent {named} does not exist"
-                if owner is None
-                else f"parent {named} is governed by SchedulerPolicy {owner}, not {own}"
-            )
+            if named not in exists:
+                left_out[name] = f"parent {named} does not exist"
+            elif owner is None:
+                left_out[name] = f"parent {named} is governed by no SchedulerPolicy, not {own}"
+            else:
+                left_out[name] = f"parent {named} is governed by SchedulerPolicy {owner}, not {own}"
         else:
             parent[name] = named
     # Cycles: walk up from each queue, marking the walk; a walk that meets itself is a cycle.
