@@ -12,6 +12,9 @@ import pytest
 import reference
 from builders import node, pod, pod_group, policy, queue, shares
 from sharekeeper.cli import main
+from sharekeeper.engine.admission import queue_views
+from sharekeeper.engine.overcommit import allocation_refused
+from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
 from sharekeeper.pipeline.shares import Publication, publication
 from sharekeeper.simulate.reading import parse_objects
 from sharekeeper.simulate.report import Context, snapshot_of
@@ -264,3 +267,43 @@ def test_explain_prints_the_path_from_the_root(capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     assert "  path            root / org / team-a / speech\n" in out
     assert "L ≈ 9333m per unit of weight" in out  # team-a's level: only vision beside it
+
+
+def allocation(result: Publication, queue_name: str, **request: int) -> tuple[str, str] | None:
+    """Where the allocate check stops a pod of ``queue_name`` asking for ``request`` (cpu in
+    millicores): (the refusing queue, the first short dimension), None when it may be placed."""
+    views = queue_views(result.shares, PolicyName("volcano"))
+    refused = allocation_refused(views[QueueName(queue_name)], request)
+    if refused is None:
+        return None
+    queue, short = refused
+    return queue, short[0].resource if short else ""
+
+
+@pytest.mark.parametrize(
+    ("case_id", "queue_name", "asks"),
+    [
+        ("capacity/OnSessionOpenWithHierarchy/case5", "q51", {"cpu": 1000}),
+        ("capacity/OnSessionOpenWithHierarchy/case9", "q91",
+         {"cpu": 2000, "memory": 2 * 1024**3, "nvidia.com/gpu": 1000}),
+        ("capacity/OnSessionOpenWithHierarchy/case11", "case11-queue11",
+         {"cpu": 1000, "memory": 1024**3, "nvidia.com/gpu": 4000}),
+        ("capacity/OnSessionOpenWithHierarchy/case11", "case11-queue12",
+         {"cpu": 1000, "memory": 1024**3, "nvidia.com/gpu": 4000}),
+    ],
+)  # fmt: skip
+def test_the_pods_volcano_binds_pass_the_allocate_check_at_every_level(
+    case_id: str, queue_name: str, asks: dict[str, int]
+) -> None:
+    assert allocation(volcano_case(case_id), queue_name, **asks) is None
+
+
+def test_case1_a_pod_of_an_inner_queue_is_not_placed() -> None:
+    result = volcano_case("capacity/OnSessionOpenWithHierarchy/case1")
+    assert allocation(result, "q1", cpu=1000) == ("q1", "")
+
+
+def test_case3_the_parent_is_full_until_a_sibling_gives_back() -> None:
+    """q32's pod fits q32 but not q3, which q31 fills: Volcano reclaims p7 from q31."""
+    result = volcano_case("capacity/OnSessionOpenWithHierarchy/case3")
+    assert allocation(result, "q32", cpu=2000, memory=2 * 1024**3) == ("q3", "cpu")

@@ -142,26 +142,33 @@ def _queue_admissions(
     """Each governed queue's verdict, against its own policy's headroom."""
     verdicts: dict[QueueName, overcommit.QueueAdmission] = {}
     for policy, status in statuses.items():
-        mine = {name: share for name, share in shares.queues.items() if share.policy == policy}
-        own = {
-            name: overcommit.QueueSnapshot(
-                name=name,
-                open=share.state == "Open",
-                allocated=share.allocated,
-                inqueue=share.inqueue,
-                elastic=share.elastic,
-                real_capability=share.real_capability,
-                leaf=share.leaf,
-            )
-            for name, share in mine.items()
-        }
-        views = [
-            replace(view, ancestors=tuple(own[a] for a in _ancestors(name, mine)))
-            for name, view in own.items()
-        ]
+        views = queue_views(shares, policy).values()
         found = overcommit.queue_admissions(views, groups, status.headroom)
         verdicts.update({QueueName(name): verdict for name, verdict in found.items()})
     return verdicts
+
+
+def queue_views(
+    shares: ShareResult, policy: PolicyName
+) -> dict[QueueName, overcommit.QueueSnapshot]:
+    """The policy's queues as the admission checks read them, each with the queues above it."""
+    mine = {name: share for name, share in shares.queues.items() if share.policy == policy}
+    own = {
+        name: overcommit.QueueSnapshot(
+            name=name,
+            open=share.state == "Open",
+            allocated=share.allocated,
+            inqueue=share.inqueue,
+            elastic=share.elastic,
+            real_capability=share.real_capability,
+            leaf=share.leaf,
+        )
+        for name, share in mine.items()
+    }
+    return {
+        name: replace(view, ancestors=tuple(own[a] for a in _ancestors(name, mine)))
+        for name, view in own.items()
+    }
 
 
 def _ancestors(name: QueueName, shares: Mapping[QueueName, QueueShare]) -> list[QueueName]:
