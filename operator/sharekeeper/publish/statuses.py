@@ -25,9 +25,9 @@ Kind = Literal["Queue", "SchedulerPolicy", "NodeQosEnsurancePolicy"]
 # Conditions whose turning True deserves an Event on the object.
 QUEUE_EVENTS = {
     "Overused", "GuaranteeUnsatisfiable", "Invalid", "NoPolicy", "NamespaceNotAdmitted",
-    "VolcanoQueueShadowed",
+    "VolcanoQueueShadowed", "InvalidParent", "PodsInInnerQueue",
 }  # fmt: skip
-POLICY_EVENTS = {"GuaranteeUnsatisfiable", "Overlapping", "Invalid"}
+POLICY_EVENTS = {"GuaranteeUnsatisfiable", "Overlapping", "Invalid", "TreeUnsupported"}
 
 
 @dataclass(frozen=True, slots=True)
