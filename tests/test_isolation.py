@@ -271,3 +271,12 @@ def test_malformed_node_metrics_make_only_that_nodes_usage_unknown() -> None:
     assert recorder.evicted == ["batch/batch-0"]
     names = [n["name"] for n in recorder.statuses["cpu-guard"]["nodes"]]
     assert names == ["worker-1", "worker-2"]
+
+
+def test_a_queue_with_an_invalid_parent_is_told_and_the_others_get_their_shares() -> None:
+    lost = queue("lost")
+    lost["spec"]["parent"] = "nowhere"
+    writer = share_round([*share_cluster(), lost])
+    assert ("Queue", "lost", "InvalidParent") in writer.events
+    assert condition(writer.stored[("Queue", "lost")], "Ready")["reason"] == "InvalidParent"
+    assert writer.stored[("Queue", "a")]["deserved"]["cpu"] == "2"
