@@ -12,7 +12,7 @@ from sharekeeper.engine.resources import UNLIMITED
 from sharekeeper.engine.shares.capacity import capacity_tree
 from sharekeeper.engine.shares.common import ShareProblem
 from sharekeeper.engine.shares.proportion import proportion_deserved, proportion_tree
-from sharekeeper.engine.shares.tree import QueueTree, TreeRows, queue_tree
+from sharekeeper.engine.shares.tree import QueueTree, TreeRows, path_from_root, queue_tree
 
 
 def tree_of(parents: Mapping[str, str | None], **others: str) -> QueueTree:
@@ -25,7 +25,7 @@ def tree_of(parents: Mapping[str, str | None], **others: str) -> QueueTree:
 def test_levels_and_paths() -> None:
     tree = tree_of({"org": None, "team": "org", "project": "team", "other": "root"})
     assert tree.levels == (("org", "other"), ("team",), ("project",))
-    assert tree.path("project") == ("org", "team", "project")
+    assert path_from_root("project", tree.parent) == ["org", "team", "project"]
     assert tree.nested
     assert not tree.left_out
 
@@ -176,7 +176,10 @@ def test_children_never_deserve_more_than_their_parent_when_guarantees_fit(
     tree = tree_of(parents)
     rows = TreeRows.of(tree, names)
     deserved, _ = proportion_tree(p, rows)
-    children = tree.children()
+    children: dict[str | None, list[str]] = {}
+    for level in tree.levels:
+        for name in level:
+            children.setdefault(tree.parent[name], []).append(name)
     floors = _floors(p.guarantee[:, 0].tolist(), names, children)
     if sum(floors[c] for c in children.get(None, [])) > total:
         return

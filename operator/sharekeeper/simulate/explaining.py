@@ -34,6 +34,7 @@ from sharekeeper.engine.overcommit import QueueSnapshot as AdmissionView
 from sharekeeper.engine.overcommit import quota_available
 from sharekeeper.engine.shares import PolicySnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName
+from sharekeeper.engine.shares.tree import path_from_root
 from sharekeeper.model.documents import one_line
 from sharekeeper.model.nodes import (
     OVERCOMMIT_ALLOCATABLE,
@@ -150,7 +151,7 @@ def queue_facts(report: Mapping[str, Any], inputs: Inputs, name: str) -> Json:
         "name": name,
         "state": status.get("state"),
         "policy": policy,
-        "path": tree_path(name, parents),
+        "path": path_from_root(name, parents),
         "sharing": _sharing(policy_spec),
         "policyNodes": policy_status.get("nodes"),
         "policyQueues": policy_status.get("queues"),
@@ -173,17 +174,6 @@ def queue_facts(report: Mapping[str, Any], inputs: Inputs, name: str) -> Json:
         "conditions": conditions,
         "publishedDeserved": published if isinstance(published, Mapping) else None,
     }
-
-
-def tree_path(name: str, parents: Mapping[str, str | None]) -> list[str]:
-    """The queues from the top of its tree down to ``name`` (``[name]`` for a queue under the
-    root); a parent that does not exist, or a cycle, ends the walk."""
-    path = [name]
-    parent = parents.get(name)
-    while parent is not None and parent != "root" and parent in parents and parent not in path:
-        path.append(parent)
-        parent = parents[parent]
-    return path[::-1]
 
 
 def _sharing(policy: PolicySnapshot | None) -> Json | None:

@@ -48,7 +48,7 @@ def proportion_tree(problem: ShareProblem, tree: TreeRows) -> tuple[Vectors, Vec
         )
     demand = np.minimum(problem.request, real)
     for level in reversed(tree.levels[1:]):
-        inner, below = _sums_by_parent(tree.parent[level], demand[level], demand.shape)
+        inner, below = tree.children_sums(level, demand)
         demand[inner] = np.minimum(below[inner], real[inner])
     weights = problem.weights.astype(float)
     deserved = np.zeros_like(real)
@@ -66,13 +66,3 @@ def proportion_tree(problem: ShareProblem, tree: TreeRows) -> tuple[Vectors, Vec
                 deserved[int(grouped[first])], weights[children], floors[children], demand[children]
             )
     return deserved, real
-
-
-def _sums_by_parent(
-    parents: Vectors, values: Vectors, shape: tuple[int, ...]
-) -> tuple[Vectors, Vectors]:
-    """The parents of a level, and per row Σ ``values`` of its children (saturated)."""
-    sums = np.zeros(shape, dtype=np.int64)
-    np.add.at(sums, parents, values)
-    np.minimum(sums, UNLIMITED, out=sums)
-    return np.unique(parents), sums

@@ -15,7 +15,6 @@ from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from sharekeeper.engine.resources import UNLIMITED, Vectors, add
 from sharekeeper.engine.shares.accounting import NO_USAGE, QueueUsage
@@ -41,21 +40,16 @@ class QueueTree:
         """Whether any queue has a parent other than the root."""
         return len(self.levels) > 1
 
-    def children(self) -> dict[str | None, list[str]]:
-        found: dict[str | None, list[str]] = {}
-        for level in self.levels:
-            for name in level:
-                found.setdefault(self.parent[name], []).append(name)
-        return found
 
-    def path(self, name: str) -> tuple[str, ...]:
-        """From the root's child down to ``name``."""
-        steps = [name]
-        parent = self.parent[name]
-        while parent is not None:
-            steps.append(parent)
-            parent = self.parent[parent]
-        return tuple(reversed(steps))
+def path_from_root(name: str, parents: Mapping[str, str | None]) -> list[str]:
+    """The queues from the top of ``name``'s tree down to it, by each queue's ``parent``
+    (``[name]`` under the root); a parent that does not exist, or a cycle, ends the walk."""
+    path = [name]
+    parent = parents.get(name)
+    while parent is not None and parent != ROOT and parent in parents and parent not in path:
+        path.append(parent)
+        parent = parents[parent]
+    return path[::-1]
 
 
 def queue_tree(
@@ -143,7 +137,6 @@ class TreeRows:
     """Row -> its parent's row; -1 under the root."""
     levels: tuple[Vectors, ...]
     """Rows by depth, top first."""
-    leaf: npt.NDArray[np.bool_]
 
     @classmethod
     def of(cls, tree: QueueTree, rows: Sequence[str]) -> TreeRows:
@@ -152,31 +145,27 @@ class TreeRows:
         for name, p in tree.parent.items():
             if p is not None:
                 parent[index[name]] = index[p]
-        leaf = np.ones(len(rows), dtype=bool)
-        leaf[parent[parent >= 0]] = False
         levels = tuple(
             np.array([index[name] for name in level], dtype=np.int64) for level in tree.levels
         )
-        return cls(parent, levels, leaf)
+        return cls(parent, levels)
 
-    def roll_up(self, own: Vectors) -> Vectors:
-        """Each row plus everything below it (saturating at ``UNLIMITED``)."""
-        rolled = own.copy()
-        for level in reversed(self.levels[1:]):
-            np.add.at(rolled, self.parent[level], rolled[level])
-            np.minimum(rolled, UNLIMITED, out=rolled)
-        return rolled
+    def children_sums(self, level: Vectors, values: Vectors) -> tuple[Vectors, Vectors]:
+        """The parents of the rows ``level``, and per parent row Σ ``values`` of those rows
+        (saturated at ``UNLIMITED``; other rows 0)."""
+        parents = self.parent[level]
+        sums = np.zeros((len(self.parent), values.shape[1]), dtype=np.int64)
+        np.add.at(sums, parents, values[level])
+        np.minimum(sums, UNLIMITED, out=sums)
+        return np.unique(parents), sums
 
     def floors(self, guarantee: Vectors) -> Vectors:
         """Each row's guarantee, raised to the sum of its children's floors: what must stay
         reserved for it and everything below it."""
         floors = guarantee.copy()
         for level in reversed(self.levels[1:]):
-            parents = self.parent[level]
-            below = np.zeros_like(floors)
-            np.add.at(below, parents, floors[level])
-            inner = np.unique(parents)
-            floors[inner] = np.maximum(floors[inner], np.minimum(below[inner], UNLIMITED))
+            inner, below = self.children_sums(level, floors)
+            floors[inner] = np.maximum(floors[inner], below[inner])
         return floors
 
     def sibling_sums(self, values: Vectors) -> Vectors:
