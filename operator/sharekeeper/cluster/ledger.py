@@ -19,7 +19,7 @@ from typing import Protocol, TypeVar
 from sharekeeper.engine.resources import Amounts
 from sharekeeper.engine.shares import Charges, GroupPods, PodSnapshot, PodTotals
 from sharekeeper.engine.shares.accounting import pod_claim
-from sharekeeper.engine.shares.snapshot import GroupKey
+from sharekeeper.engine.shares.snapshot import PODS, GroupKey
 
 
 def _add(into: dict[str, int], amounts: Amounts, sign: int) -> None:
@@ -88,7 +88,7 @@ class _NodeSums:
         self.pods += sign
 
     def with_pods(self) -> dict[str, int]:
-        return {**self.used, "pods": self.pods}
+        return {**self.used, PODS: self.pods}
 
 
 class PodLedger:

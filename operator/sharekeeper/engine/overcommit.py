@@ -323,11 +323,15 @@ def quota_available(queue: QueueSnapshot) -> dict[str, int] | None:
     if queue.real_capability is None:
         return None
     negative_elastic = {name: -amount for name, amount in queue.elastic.items()}
-    committed = sum_amounts((queue.allocated, queue.inqueue, negative_elastic))
-    names = set(queue.real_capability) | set(committed)
-    return {
-        name: queue.real_capability.get(name, 0) - committed.get(name, 0) for name in sorted(names)
-    }
+    return _room(
+        queue.real_capability, sum_amounts((queue.allocated, queue.inqueue, negative_elastic))
+    )
+
+
+def _room(capability: Mapping[str, int], committed: Mapping[str, int]) -> dict[str, int]:
+    """``capability - committed`` per dimension of either (a missing one is 0)."""
+    names = set(capability) | set(committed)
+    return {name: capability.get(name, 0) - committed.get(name, 0) for name in sorted(names)}
 
 
 def quota_shortfalls(queue: QueueSnapshot, minimum: Mapping[str, int]) -> tuple[Shortfall, ...]:
@@ -352,12 +356,7 @@ def allocation_refused(
     for level in (queue, *queue.ancestors):
         if level.real_capability is None:
             continue
-        names = set(level.real_capability) | set(level.allocated)
-        available = {
-            name: level.real_capability.get(name, 0) - level.allocated.get(name, 0)
-            for name in sorted(names)
-        }
-        short = shortfalls(request, available)
+        short = shortfalls(request, _room(level.real_capability, level.allocated))
         if short:
             return level.name, short
     return None
@@ -379,18 +378,20 @@ def queue_admission(
     if candidate.min_resources is None:
         # The enqueue action admits a PodGroup without minResources without asking anyone.
         return QueueAdmission(queue=queue.name, podgroup=candidate.name)
-    quota, limiting = quota_shortfalls(queue, candidate.min_resources), None
-    for ancestor in queue.ancestors:  # the job counts in every queue above (Volcano §4.3)
+    quota: tuple[Shortfall, ...] = ()
+    limiting = None
+    for level in (queue, *queue.ancestors):  # the job counts in every queue above (§4.3)
+        quota = quota_shortfalls(level, candidate.min_resources)
         if quota:
+            limiting = None if level is queue else level.name
             break
-        quota, limiting = quota_shortfalls(ancestor, candidate.min_resources), ancestor.name
     return QueueAdmission(
         queue=queue.name,
         podgroup=candidate.name,
         closed=not queue.open,
         overcommit=shortfalls(candidate.min_resources, headroom),
         quota=quota,
-        limiting=limiting if quota else None,
+        limiting=limiting,
     )
 
 
