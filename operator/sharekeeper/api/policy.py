@@ -24,6 +24,7 @@ from sharekeeper.api.base import (
     read,
 )
 from sharekeeper.api.crds import AGE, Column, Resource, RootModel
+from sharekeeper.api.queue import VOLCANO_SOURCE
 from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.overcommit import (
     OvercommitResult,
@@ -149,7 +150,7 @@ class SchedulerPolicySpec(ApiModel):
         "Sharekeeper",
         description="Where this policy's queues come from. Sharekeeper: the Queues people "
         "create. Volcano: the operator keeps one Sharekeeper Queue per Volcano Queue "
-        f"(queues.scheduling.volcano.sh), labelled {SOURCE_LABEL}=volcano, and the policy "
+        f"(queues.scheduling.volcano.sh), labelled {SOURCE_LABEL}={VOLCANO_SOURCE}, and the policy "
         "governs those only. A Sharekeeper policy never governs a mirrored queue.",
     )
     queue_selector: LabelSelector | None = Field(
@@ -300,7 +301,7 @@ def within_source(selector: EngineSelector, source: str) -> EngineSelector:
     """The policy's queue selector, narrowed to the queues of its source: mirrored Volcano
     Queues carry the source label, Queues people make do not."""
     operator: Operator = "In" if source == "Volcano" else "NotIn"
-    requirement = Requirement(SOURCE_LABEL, operator, frozenset({"volcano"}))
+    requirement = Requirement(SOURCE_LABEL, operator, frozenset({VOLCANO_SOURCE}))
     return EngineSelector(selector.match_labels, (*selector.requirements, requirement))
 
 
