@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from sharekeeper.api.mirroring import VOLCANO_API_VERSION, QueueOrigin, queue_origin
 from sharekeeper.cluster.store import ClusterStore
-from sharekeeper.loops.debouncing import settle
+from sharekeeper.loops.debouncing import debounced_rounds
 from sharekeeper.loops.echoes import HOLD_SECONDS
 from sharekeeper.loops.health import LoopHealth
 from sharekeeper.loops.recompute import LoopSettings
@@ -109,28 +109,7 @@ class Mirroring:
         # A new term trusts only what it reads: another leader may have written meanwhile.
         self._expected, self._refused, self._reported = {}, {}, {}
         self._woken.set()
-        while True:
-            await self._woken.wait()
-            await self._settle()
-            self.health.started()
-            try:
-                await self.mirror()
-            except Exception as error:
-                logger.exception(
-                    "mirroring failed; retrying in %.0fs", self._settings.error_backoff_seconds
-                )
-                self.health.failed(error)
-                await asyncio.sleep(self._settings.error_backoff_seconds)
-                self._woken.set()
-            else:
-                self.health.succeeded()
-
-    async def _settle(self) -> None:
-        await settle(
-            self._woken,
-            quiet_seconds=self._settings.quiet_seconds,
-            max_delay_seconds=self._settings.max_delay_seconds,
-        )
+        await debounced_rounds("mirroring", self._woken, self._settings, self.health, self.mirror)
 
     async def mirror(self) -> MirrorPlan | None:
         """One round: None when there is nothing to mirror from (no policy wants it, or the

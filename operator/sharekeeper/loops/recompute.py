@@ -22,7 +22,7 @@ from sharekeeper.cluster.store import ClusterStore, PodKey
 from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.shares import ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
-from sharekeeper.loops.debouncing import settle
+from sharekeeper.loops.debouncing import debounced_rounds
 from sharekeeper.loops.echoes import Echoes
 from sharekeeper.loops.health import LoopHealth
 from sharekeeper.loops.outbox import Outbox
@@ -135,22 +135,14 @@ class Recompute:
         self._statuses, self._annotations = Echoes(), Echoes()
         self._woken.set()  # the first round publishes whatever changed while we were away
         try:
-            while True:
-                await self._woken.wait()
-                await self._settle()
-                self.health.started()
-                try:
-                    await self.recompute()
-                except Exception as error:
-                    logger.exception(
-                        "recompute failed; retrying in %.0fs", self._settings.error_backoff_seconds
-                    )
-                    self.health.failed(error)
-                    self._report_stale()
-                    await asyncio.sleep(self._settings.error_backoff_seconds)
-                    self._woken.set()
-                else:
-                    self.health.succeeded()
+            await debounced_rounds(
+                "recompute",
+                self._woken,
+                self._settings,
+                self.health,
+                self.recompute,
+                on_failure=self._report_stale,
+            )
         finally:
             await self._outbox.close()
 
@@ -175,13 +167,6 @@ class Recompute:
 
     def _retry_later(self) -> None:
         asyncio.get_running_loop().call_later(self._settings.error_backoff_seconds, self.wake)
-
-    async def _settle(self) -> None:
-        await settle(
-            self._woken,
-            quiet_seconds=self._settings.quiet_seconds,
-            max_delay_seconds=self._settings.max_delay_seconds,
-        )
 
     async def recompute(self) -> Publication:
         started = time.perf_counter()
