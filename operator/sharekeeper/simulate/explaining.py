@@ -53,6 +53,7 @@ from sharekeeper.model.quantities import (
     to_quantity,
 )
 from sharekeeper.simulate.reading import Inputs
+from sharekeeper.simulate.rendering import resources_text
 from sharekeeper.simulate.report import Context
 
 Json = dict[str, Any]
@@ -383,9 +384,9 @@ def _queue_text(f: Mapping[str, Any]) -> list[str]:
             *_rows([("weight", str(f["weight"])), *_holdings(f)], indent=2),
             *_conditions_text(f["conditions"]),
         ]
-    unmanaged = _res(f["unmanaged"])
+    unmanaged = resources_text(f["unmanaged"])
     total = (
-        f"{_res(f['policyTotal'])} ({_count(f['policyNodes'], 'node')}, "
+        f"{resources_text(f['policyTotal'])} ({_count(f['policyNodes'], 'node')}, "
         f"{_count(f['policyQueues'], 'queue')})"
     )
     if unmanaged != "-":
@@ -401,11 +402,11 @@ def _queue_text(f: Mapping[str, Any]) -> list[str]:
         *_rows(
             [
                 ("policy total", total),
-                ("Σ guarantee", _res(f["totalGuarantee"])),
+                ("Σ guarantee", resources_text(f["totalGuarantee"])),
                 ("weight", str(f["weight"])),
-                ("guarantee", _res(f["guarantee"])),
-                ("capability", _res(f["capability"]) if f["capability"] else "unlimited"),
-                ("realCapability", f"{_res(f['realCapability'])}  = " + (
+                ("guarantee", resources_text(f["guarantee"])),
+                ("capability", resources_text(f["capability"]) if f["capability"] else "unlimited"),
+                ("realCapability", f"{resources_text(f['realCapability'])}  = " + (
                     "min(total - Σ guarantee + guarantee, capability)" if len(f["path"]) == 1
                     else "min(the parent's realCapability - Σ its children's guarantees "
                     "+ guarantee, capability)")),
@@ -426,8 +427,8 @@ def _queue_text(f: Mapping[str, Any]) -> list[str]:
     computed = {d: e["deserved"] for d, e in f["deserved"].items()}
     if published is not None and dict(published) != computed:
         lines.append(
-            f"  (the object's status.deserved is still {_res(published)}: these numbers are "
-            "not written yet)"
+            f"  (the object's status.deserved is still {resources_text(published)}: these "
+            "numbers are not written yet)"
         )
     lines += ["", *_rows(_holdings(f), indent=2)]
     if f["enqueue"] is not None:
@@ -438,10 +439,10 @@ def _queue_text(f: Mapping[str, Any]) -> list[str]:
 def _holdings(f: Mapping[str, Any]) -> list[tuple[str, str]]:
     share = f"{f['share']}{' (overused)' if f['overused'] else ''}"
     return [
-        ("request", _res(f["request"])),
-        ("allocated", _res(f["allocated"])),
-        ("inqueue", _res(f["inqueue"])),
-        ("elastic", _res(f["elastic"])),
+        ("request", resources_text(f["request"])),
+        ("allocated", resources_text(f["allocated"])),
+        ("inqueue", resources_text(f["inqueue"])),
+        ("elastic", resources_text(f["elastic"])),
         ("share", f"{share}  = max allocated/deserved, pods left out"),
     ]
 
@@ -487,17 +488,18 @@ def _why(f: Mapping[str, Any], dimension: str, entry: Mapping[str, Any]) -> str:
 
 def _enqueue_text(policy: str, e: Mapping[str, Any], state: str) -> list[str]:
     factors = ",".join(f"{name}={factor}" for name, factor in sorted(e["factors"].items()))
-    may = _res(e["nextPodGroupMayRequest"], zeros=True)
+    may = resources_text(e["nextPodGroupMayRequest"], zeros=True)
     if state != "Open":
         may = f"nothing: the queue is {state}"
     rows = [
         ("overcommit factors", factors or "-"),
-        ("overcommittedTotal", _res(e["overcommittedTotal"])),
-        ("used", _res(e["used"])),
-        ("inqueue", _res(e["inqueue"])),
-        ("headroom", f"{_res(e['headroom'], zeros=True)}  = overcommittedTotal - used - inqueue"),
-        ("capability room", f"{_res(e['capabilityRoom'], zeros=True)}  = realCapability - "
-                            "allocated - inqueue + elastic"),
+        ("overcommittedTotal", resources_text(e["overcommittedTotal"])),
+        ("used", resources_text(e["used"])),
+        ("inqueue", resources_text(e["inqueue"])),
+        ("headroom", f"{resources_text(e['headroom'], zeros=True)}  "
+                     "= overcommittedTotal - used - inqueue"),
+        ("capability room", f"{resources_text(e['capabilityRoom'], zeros=True)}  "
+                            "= realCapability - allocated - inqueue + elastic"),
         ("one more PodGroup", f"may request {may}" if state == "Open" else may),
     ]  # fmt: skip
     condition = e["enqueueable"]
@@ -521,27 +523,30 @@ def _node_text(f: Mapping[str, Any]) -> list[str]:
     header = f"Node {f['name']}: " + (
         f"policy {policy}" if policy else "no single SchedulerPolicy selects it"
     )
-    rows = [("allocatable", _res(f["allocatable"]))]
+    rows = [("allocatable", resources_text(f["allocatable"]))]
     if policy:
         factors = f["overcommitFactors"] or {}
         rows += [
             ("overcommit factors", ",".join(f"{k}={v}" for k, v in sorted(factors.items()))),
-            ("overcommit-allocatable", _res(f["overcommitAllocatable"] or {})),
+            ("overcommit-allocatable", resources_text(f["overcommitAllocatable"] or {})),
         ]
     proportional = f["proportional"]
     if proportional is not None:
         for resource, entry in sorted(proportional["resources"].items()):
             rows.append(
-                (f"kept for {resource}", f"{entry['idle']} idle x {_res(entry['perUnit'])} each")
+                (
+                    f"kept for {resource}",
+                    f"{entry['idle']} idle x {resources_text(entry['perUnit'])} each",
+                )
             )
         rows += [
-            ("proportional-reserved", _res(proportional["reserved"] or {})),
-            ("proportional-available", f"{_res(proportional['available'] or {}, zeros=True)}  "
-                                       "= idle - reserved"),
+            ("proportional-reserved", resources_text(proportional["reserved"] or {})),
+            ("proportional-available",
+             f"{resources_text(proportional['available'] or {}, zeros=True)}  = idle - reserved"),
         ]  # fmt: skip
     pods = f["pods"]
     rows.append(
-        ("pods bound", f"{pods['count']}, requesting {_res(pods['requests'])}"),
+        ("pods bound", f"{pods['count']}, requesting {resources_text(pods['requests'])}"),
     )
     qos = f["qos"]
     if qos["waterlines"] is None:
@@ -578,14 +583,6 @@ def _json(text: str | None) -> Any:
         return json.loads(text)
     except ValueError:
         return text
-
-
-def _res(amounts: Mapping[str, Any], *, zeros: bool = False) -> str:
-    """``cpu=4,memory=8Gi``; zero dimensions left out unless ``zeros``."""
-    shown = [
-        f"{name}={value}" for name, value in sorted(amounts.items()) if zeros or str(value) != "0"
-    ]
-    return ",".join(shown) or "-"
 
 
 def _count(number: Any, noun: str) -> str:

@@ -59,10 +59,10 @@ def queue_table(
                 "  " * depth + name,
                 status.get("policy", "-"),
                 str(weights.get(name, 1)),
-                _resources(status["guarantee"]),
-                _resources(status["deserved"]),
-                _resources(status["allocated"]),
-                _resources(status["request"]),
+                resources_text(status["guarantee"]),
+                resources_text(status["deserved"]),
+                resources_text(status["allocated"]),
+                resources_text(status["request"]),
                 status["share"] + (" (overused)" if status["overused"] else ""),
             )
         )
@@ -173,9 +173,12 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     )
 
 
-def _resources(amounts: Mapping[str, str]) -> str:
-    """``cpu=4,memory=8Gi``; zero dimensions are left out to keep the table readable."""
-    shown = [f"{name}={value}" for name, value in sorted(amounts.items()) if value != "0"]
+def resources_text(amounts: Mapping[str, Any], *, zeros: bool = False) -> str:
+    """``cpu=4,memory=8Gi``; zero dimensions are left out (to keep a table readable) unless
+    ``zeros``."""
+    shown = [
+        f"{name}={value}" for name, value in sorted(amounts.items()) if zeros or str(value) != "0"
+    ]
     return ",".join(shown) or "-"
 
 
