@@ -75,6 +75,9 @@ def queue_tree(
                 left_out[name] = f"parent {named} is governed by SchedulerPolicy {owner}, not {own}"
         else:
             parent[name] = named
+    if not left_out and all(named is None for named in parent.values()):
+        # No queue below another (every round of a flat policy): one level, nothing to check.
+        return QueueTree(parent, (tuple(sorted(parent)),) if parent else (), {})
     # Cycles: walk up from each queue, marking the walk; a walk that meets itself is a cycle.
     state: dict[str, int] = {}  # 1: on the current walk, 2: settled
     for start in sorted(parent):
