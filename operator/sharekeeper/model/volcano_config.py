@@ -164,12 +164,8 @@ def _from_configuration(config: Any, name: str) -> Conversion:
             raise _error(f"tiers[{tier}].plugins", "must be a list", plugins)
         for index, item in enumerate(plugins):
             where = f"tiers[{tier}].plugins[{index}]"
-            plugin = _mapping(item, where)
-            if not isinstance(plugin.get("name"), str):
-                raise _error(f"{where}.name", "must be a string", plugin.get("name"))
-            arguments = _mapping(plugin.get("arguments"), f"{where}.arguments")
-            options = {key: value for key, value in plugin.items() if key not in _PLUGIN_FIELDS}
-            _plugin(plugin["name"], arguments, spec, conversion, where, options=options)
+            name, arguments, options = _named_entry(item, where)
+            _plugin(name, arguments, spec, conversion, where, options=options)
     conversion.untranslated += _configurations(config.get("configurations"))
     conversion.untranslated += [
         f"action {action}" for action in actions or () if action not in _MODELLED_ACTIONS
@@ -189,6 +185,21 @@ def _from_configuration(config: Any, name: str) -> Conversion:
             "headroom and Enqueueable conditions still check overcommit and queue quotas"
         )
     return conversion
+
+
+def _named_entry(item: Any, where: str) -> tuple[str, Mapping[str, Any], dict[str, Any]]:
+    """A ``{name, arguments, ...}`` entry (a plugin, or a configuration of an action): its
+    name, its arguments, and its other fields."""
+    entry = _mapping(item, where)
+    name = entry.get("name")
+    if not isinstance(name, str):
+        raise _error(f"{where}.name", "must be a string", name)
+    arguments = _mapping(entry.get("arguments"), f"{where}.arguments")
+    return (
+        name,
+        arguments,
+        {key: value for key, value in entry.items() if key not in _PLUGIN_FIELDS},
+    )
 
 
 def _actions(value: Any) -> list[str] | None:
@@ -212,13 +223,9 @@ def _configurations(value: Any) -> list[str]:
     notes = []
     for index, item in enumerate(value):
         where = f"configurations[{index}]"
-        entry = _mapping(item, where)
-        if not isinstance(entry.get("name"), str):
-            raise _error(f"{where}.name", "must be a string", entry.get("name"))
-        arguments = _mapping(entry.get("arguments"), f"{where}.arguments")
-        others = {key: item for key, item in entry.items() if key not in _PLUGIN_FIELDS}
-        note = f"{where} {entry['name']}{_contents(arguments, others)}"
-        if entry["name"] == "enqueue" and "overcommit-factor" in arguments:
+        name, arguments, others = _named_entry(item, where)
+        note = f"{where} {name}{_contents(arguments, others)}"
+        if name == "enqueue" and "overcommit-factor" in arguments:
             note += (
                 "; Volcano read overcommit-factor here up to v1.1 only, since v1.2 it is an "
                 "argument of the overcommit plugin"
