@@ -70,29 +70,45 @@ def pod(
     phase: str | None = None,
     group: str | None = None,
     gated: bool = False,
+    held: bool = False,
+    admitted: bool = False,
+    priority: int | None = None,
+    created: str | None = None,
     scheduler: str | None = None,
     **requests: str | int,
 ) -> Obj:
+    """``gated``: someone else's scheduling gate; ``held``: ours (the admission gate);
+    ``admitted``: released by the operator (its annotation)."""
     labels = {"sharekeeper.io/queue": queue} if queue else {}
     annotations = {"scheduling.k8s.io/group-name": group} if group else {}
+    if admitted:
+        annotations["sharekeeper.io/admitted"] = "2026-01-01T00:00:00Z"
     spec: Obj = {
         "containers": [{"name": "main", "resources": {"requests": _keyword_resources(requests)}}]
     }
     if node:
         spec["nodeName"] = node
-    if gated:
-        spec["schedulingGates"] = [{"name": "wait"}]
+    gates = [{"name": "wait"}] if gated else []
+    if held:
+        gates.append({"name": "sharekeeper.io/admission"})
+    if gates:
+        spec["schedulingGates"] = gates
     if scheduler:
         spec["schedulerName"] = scheduler
+    if priority is not None:
+        spec["priority"] = priority
+    metadata: Obj = {
+        "name": name,
+        "namespace": namespace,
+        "labels": labels,
+        "annotations": annotations,
+    }
+    if created is not None:
+        metadata["creationTimestamp"] = created
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels,
-            "annotations": annotations,
-        },
+        "metadata": metadata,
         "spec": spec,
         "status": {"phase": phase or ("Running" if node else "Pending")},
     }

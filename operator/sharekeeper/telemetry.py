@@ -83,3 +83,9 @@ USAGE_AVAILABLE = Gauge(
     "sharekeeper_usage_available",
     "1 when the last QoS check could read usage from metrics.k8s.io, 0 when it could not",
 )
+PODS_HELD = Gauge(
+    "sharekeeper_admission_held_pods", "Pods the admission gate holds, at the last share round"
+)
+PODS_RELEASED = Counter(
+    "sharekeeper_admission_released_pods_total", "Pods released from the admission gate"
+)

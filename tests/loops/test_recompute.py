@@ -28,6 +28,7 @@ class RecordingWriter:
         self.stored: dict[tuple[Kind, str], Json] = {}
         self.annotations: dict[str, dict[str, str]] = {}
         self.pod_events: list[tuple[str, str, str]] = []
+        self.released: list[str] = []
 
     async def patch_status(self, kind: Kind, name: str, patch: Json) -> Json | None:
         self.patches.append((kind, name, patch))
@@ -47,8 +48,14 @@ class RecordingWriter:
     async def event(self, kind: Kind, name: str, uid: str, transition: Transition) -> None:
         self.events.append((kind, name, transition.type))
 
-    async def pod_event(self, namespace: str, name: str, reason: str, message: str) -> None:
+    async def pod_event(
+        self, namespace: str, name: str, reason: str, message: str, *, warning: bool = True
+    ) -> None:
         self.pod_events.append((f"{namespace}/{name}", reason, message))
+
+    async def release_pod(self, namespace: str, name: str, stamp: str) -> bool:
+        self.released.append(f"{namespace}/{name}")
+        return True
 
 
 def record(obj: dict[str, Any], reader: Any, status: Json | None = None) -> OwnRecord[Any]:
@@ -334,3 +341,36 @@ def test_the_series_of_a_deleted_queue_are_removed() -> None:
     assert deserved_cpu("gone") is None
     assert REGISTRY.get_sample_value("sharekeeper_queue_share", {"queue": "gone"}) is None
     assert REGISTRY.get_sample_value("sharekeeper_queue_share", {"queue": "kept"}) is not None
+
+
+def test_held_pods_are_released_once_and_the_others_told_once_why_they_wait() -> None:
+    writer = RecordingWriter()
+    queues = [record(queue("a"), queue_snapshot), record(queue("b"), queue_snapshot)]
+    loop = recompute_loop(writer, queues, [one_policy()])
+    held = [
+        pod(f"h{i}", "b", held=True, created=f"2026-01-01T00:00:0{i}Z", cpu="3", memory="1Gi")
+        for i in range(3)
+    ]
+    loop._store.load(held)
+
+    async def scenario() -> None:
+        await round_written(loop)
+        await asyncio.gather(*loop._telling)
+        # b deserves 6 of the 8 cpu (a's pod holds 2). p2, pending and not gated, counts as
+        # admitted: its 9 cpu already exceed b's 6, so nothing held goes.
+        assert writer.released == []
+        assert [(pod, reason) for pod, reason, _ in writer.pod_events] == [
+            ("ns/h0", "AdmissionWaiting"), ("ns/h1", "AdmissionWaiting"),
+            ("ns/h2", "AdmissionWaiting"),
+        ]  # fmt: skip
+        assert "no room in queue b's deserved share: cpu 3 requested" in writer.pod_events[0][2]
+        # p2 goes away: h0 and h1 fit in b's deserved 6 cpu; each is released once, even though
+        # the store shows them held until the watch brings the patched pods.
+        loop._store.pods.event("DELETED", pod("p2", "b", cpu="9", memory="1Gi"))
+        await round_written(loop)
+        await round_written(loop)
+        await asyncio.gather(*loop._telling)
+        assert writer.released == ["ns/h0", "ns/h1"]
+        assert len(writer.pod_events) == 3  # h2 was told already
+
+    asyncio.run(scenario())

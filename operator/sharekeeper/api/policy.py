@@ -143,6 +143,18 @@ class ProportionalSpec(ApiModel):
     )
 
 
+class AdmissionSpec(ApiModel):
+    """How pods held by the admission gate (namespaces labelled
+    sharekeeper.io/admission=enabled) are let through."""
+
+    borrow: bool = Field(
+        False,
+        description="false: a held pod is admitted while its queue's admitted pods plus it fit "
+        "in the queue's deserved share. true: up to the queue's realCapability, borrowing what "
+        "other queues leave idle.",
+    )
+
+
 class SchedulerPolicySpec(ApiModel):
     """Desired behaviour of the policy."""
 
@@ -164,6 +176,7 @@ class SchedulerPolicySpec(ApiModel):
     sharing: SharingSpec = Field(default_factory=SharingSpec)
     overcommit: OvercommitSettings = Field(default_factory=OvercommitSettings)
     proportional: ProportionalSpec = Field(default_factory=ProportionalSpec)
+    admission: AdmissionSpec = Field(default_factory=AdmissionSpec)
 
 
 class OvercommitStatus(ApiModel):
@@ -293,6 +306,7 @@ def policy_spec(obj: Mapping[str, Any]) -> PolicySpec:
         }
         if proportional.enable
         else {},
+        borrow=spec.admission.borrow,
     )
     return PolicySpec(shares, nodes)
 

@@ -27,7 +27,7 @@ from sharekeeper.engine.resources import UNLIMITED
 from sharekeeper.engine.selectors import MATCH_ALL
 from sharekeeper.engine.shares import QueueShare, QueueSnapshot
 from sharekeeper.engine.shares.deciding import Decider
-from sharekeeper.engine.shares.snapshot import SOURCE_LABEL, QueueName
+from sharekeeper.engine.shares.snapshot import PODS, SOURCE_LABEL, QueueName
 from sharekeeper.model.conditions import condition
 from sharekeeper.model.quantities import format_resources, to_internal
 
@@ -167,6 +167,16 @@ class QueueStatus(ApiModel):
         "water level the policy's total reaches). `sharekeeper explain queue NAME` shows the "
         "arithmetic.",
     )
+    admitted: Int32 | None = Field(
+        None,
+        description="Pods the operator let through the admission gate that have not finished "
+        "(docs/admission.md).",
+    )
+    gated: Int32 | None = Field(
+        None,
+        description="Pods the admission gate holds: they wait for room in this queue; each "
+        "has an Event that says why.",
+    )
     share: str | None = Field(
         None, description="Largest ratio allocated/deserved over all resources, as a decimal."
     )
@@ -209,6 +219,10 @@ class Queue(RootModel):
                    "Memory requested by the queue's bound pods."),
             Column("Share", "string", ".status.share",
                    "Largest allocated/deserved ratio over all resources."),
+            Column("Gated", "integer", ".status.gated",
+                   "Pods the admission gate holds for this queue."),
+            Column("Admitted", "integer", ".status.admitted",
+                   "Pods the admission gate let through that have not finished.", priority=1),
             Column("Deserved-GPU", "string", r".status.deserved.nvidia\.com/gpu",
                    "NVIDIA GPUs this queue deserves under its policy.", priority=1),
             Column("Alloc-GPU", "string", r".status.allocated.nvidia\.com/gpu",
@@ -347,6 +361,8 @@ def queue_status(result: QueueShare) -> dict[str, Any]:
         "inqueue": format_resources(result.inqueue),
         "elastic": format_resources(result.elastic),
         "decidedBy": dict(result.decided_by),
+        "admitted": result.admitted_pods,
+        "gated": result.held.get(PODS, 0),
         "share": share_text(result.share),
         "overused": result.overused,
         "conditions": conditions,

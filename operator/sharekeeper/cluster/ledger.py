@@ -47,16 +47,29 @@ class _ChargeSums:
     request: dict[str, int] = field(default_factory=dict)
     pods: int = 0
     allocated_pods: int = 0
+    held: dict[str, int] = field(default_factory=dict)
+    admitted_pods: int = 0
 
     def change(self, pod: PodSnapshot, sign: int) -> None:
         _add(self.request, pod.request, sign)
         if pod.allocated:
             _add(self.allocated, pod.request, sign)
             self.allocated_pods += sign
+        if pod.admission == "held":
+            _add(self.held, {**pod.request, PODS: 1}, sign)
+        elif pod.admission == "admitted":
+            self.admitted_pods += sign
         self.pods += sign
 
     def frozen(self) -> Charges:
-        return Charges(dict(self.allocated), dict(self.request), self.pods, self.allocated_pods)
+        return Charges(
+            dict(self.allocated),
+            dict(self.request),
+            self.pods,
+            self.allocated_pods,
+            dict(self.held),
+            self.admitted_pods,
+        )
 
 
 @dataclass(slots=True)
@@ -75,7 +88,7 @@ class _GroupSums:
         self.pods += sign
 
     def frozen(self) -> GroupPods:
-        return GroupPods(dict(self.allocated), self.allocated_pods, dict(self.gated))
+        return GroupPods(dict(self.allocated), self.allocated_pods, dict(self.gated), self.pods)
 
 
 @dataclass(slots=True)

@@ -27,7 +27,7 @@ from sharekeeper.api.qos import qos_policy_view
 from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.cluster.ledger import PodLedger
 from sharekeeper.engine import qos
-from sharekeeper.engine.shares import PodGroupSnapshot, PodTotals, ShareNode
+from sharekeeper.engine.shares import PodGroupSnapshot, PodSnapshot, PodTotals, ShareNode
 from sharekeeper.engine.shares.accounting import pod_claim
 from sharekeeper.engine.shares.snapshot import QueueName
 from sharekeeper.model.nodes import node_record
@@ -210,14 +210,18 @@ class PodStore(KindStore[PodKey, PodRecord]):
         self._ledger = ledger
         self._on_change = on_change
         self._by_node: dict[str, dict[PodKey, PodRecord]] = {}
+        self._held: dict[PodKey, PodSnapshot] = {}
 
     def changed(self, old: PodRecord | None, new: PodRecord | None) -> None:
         if old is not None:
             self._ledger.remove(old.share)
             self._unplace(old)
+            self._held.pop((old.share.namespace, old.share.name), None)
         if new is not None:
             self._ledger.add(new.share)
             self._place(new)
+            if new.share.admission == "held" and not new.share.terminal:
+                self._held[(new.share.namespace, new.share.name)] = new.share
         if old is None or new is None or old.share != new.share:
             self._on_change()
 
@@ -237,6 +241,10 @@ class PodStore(KindStore[PodKey, PodRecord]):
         on_node.pop((record.share.namespace, record.share.name), None)
         if not on_node:
             del self._by_node[node]
+
+    def held(self) -> list[PodSnapshot]:
+        """The pods the admission gate holds: what a round decides on (never every pod)."""
+        return list(self._held.values())
 
     def on_node(self, node: str) -> list[PodRecord]:
         """The non-terminal pods bound to ``node``."""

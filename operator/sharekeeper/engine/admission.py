@@ -36,11 +36,13 @@ from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
 
 @dataclass(frozen=True, slots=True)
 class NodePolicy:
-    """The node-level settings of one SchedulerPolicy."""
+    """The node-level and admission settings of one SchedulerPolicy."""
 
     overcommit: overcommit.OvercommitSpec = field(default_factory=overcommit.OvercommitSpec)
     proportions: Mapping[str, proportional.Proportion] = field(default_factory=dict)
     """Per accelerator resource, what one idle unit keeps idle; empty when turned off."""
+    borrow: bool = False
+    """``admission.borrow``: held pods are admitted up to realCapability, not deserved."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, cast
 
@@ -20,7 +20,8 @@ from sharekeeper import telemetry
 from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs
 from sharekeeper.cluster.store import ClusterStore, PodKey
 from sharekeeper.engine.admission import NodePolicy
-from sharekeeper.engine.shares import ShareResult, ShareSnapshot
+from sharekeeper.engine.gates import Waiting
+from sharekeeper.engine.shares import PodSnapshot, ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
 from sharekeeper.loops.debouncing import debounced_rounds
 from sharekeeper.loops.echoes import Echoes
@@ -30,7 +31,7 @@ from sharekeeper.model.nodes import SHARE_ANNOTATIONS
 from sharekeeper.model.objects import rfc3339
 from sharekeeper.model.quantities import scale
 from sharekeeper.model.records import NodeRecord, OwnRecord
-from sharekeeper.pipeline.shares import Publication, publication
+from sharekeeper.pipeline.shares import Publication, publication, waiting_text
 from sharekeeper.publish.annotations import AnnotationWrite, annotation_writes
 from sharekeeper.publish.diffing import Json, Transition
 from sharekeeper.publish.statuses import (
@@ -53,12 +54,19 @@ class Writer(Protocol):
 
     async def event(self, kind: Kind, name: str, uid: str, transition: Transition) -> None: ...
 
-    async def pod_event(self, namespace: str, name: str, reason: str, message: str) -> None: ...
+    async def pod_event(
+        self, namespace: str, name: str, reason: str, message: str, *, warning: bool = True
+    ) -> None: ...
+
+    async def release_pod(self, namespace: str, name: str, stamp: str) -> bool: ...
 
 
 MAX_POD_EVENTS = 100
-"""Pods told per change of which queues refuse which namespaces; the queue's condition has
-the count of them all."""
+"""Pods told per change of which queues refuse which namespaces (the queue's condition has
+the count of them all), and held pods told per round why they wait (the rest next round)."""
+RELEASE_SEEN_SECONDS = 60.0
+"""A released pod the watch still shows held after this long is decided on again (the patch
+is idempotent)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +107,9 @@ class Recompute:
         )
         self._told: set[tuple[PodKey, str]] = set()
         self._telling: set[asyncio.Task[None]] = set()
+        self._releasing: dict[PodKey, float] = {}
+        """Pods released (when, monotonic) whose release the watch has not shown yet."""
+        self._told_waiting: set[PodKey] = set()
         self.health = LoopHealth(
             "recompute",
             lambda: max(self._settings.error_backoff_seconds, self._settings.max_delay_seconds),
@@ -184,12 +195,14 @@ class Recompute:
         queues = self._with_written("Queue", queues_now)
         policies = self._with_written("SchedulerPolicy", policies_now)
         nodes = self._with_written_annotations(store.nodes.sorted_records())
+        held = store.pods.held()
+        self._forget_releases(held)
         # 2. The engines (the same call `sharekeeper simulate` makes) and the diff against what
         #    the objects hold (or what we just wrote to them), in a worker thread, so that watches
         #    and the probes stay served while thousands of queues compute.
         decided = await asyncio.to_thread(
             _decide, snapshot, node_policies(policies_now), queues, policies, nodes,
-            series=self._series, stamp=stamp,
+            series=self._series, stamp=stamp, held=held, released=frozenset(self._releasing),
         )  # fmt: skip
         telemetry.RECOMPUTE_SECONDS.observe(time.perf_counter() - started)
         # 3. The writes, sent while the next round may already compute; a queue whose spec
@@ -202,6 +215,10 @@ class Recompute:
         self._outbox.replace(writes, urgent)
         shares = decided.publication.shares
         self._tell_misdirected(shares.refused, shares.unknown)
+        gates = decided.publication.gates
+        self._release(gates.released, stamp)
+        self._tell_waiting(gates.waiting)
+        telemetry.PODS_HELD.set(len(held))
         self.rounds += 1
         if writes:
             logger.info(
@@ -211,6 +228,53 @@ class Recompute:
                 len(decided.annotations),
             )
         return decided.publication
+
+    def _forget_releases(self, held: Iterable[PodSnapshot]) -> None:
+        """Releases the watch has shown (the pod is no longer held, or gone), and those it has
+        not shown for too long, leave ``_releasing``; pods no longer held leave the told set."""
+        held_now = {(pod.namespace, pod.name) for pod in held}
+        now = time.monotonic()
+        self._releasing = {
+            key: at
+            for key, at in self._releasing.items()
+            if key in held_now and now - at < RELEASE_SEEN_SECONDS
+        }
+        self._told_waiting &= held_now
+
+    def _release(self, pods: Iterable[PodKey], stamp: str) -> None:
+        now = time.monotonic()
+        for key in pods:
+            self._releasing[key] = now
+            self._spawn(self._send_release(key, stamp))
+
+    async def _send_release(self, key: PodKey, stamp: str) -> None:
+        namespace, name = key
+        try:
+            found = await self._writer.release_pod(namespace, name, stamp)
+        except Exception:
+            logger.exception("releasing pod %s/%s failed; the next round decides again", *key)
+            self._releasing.pop(key, None)
+            self._retry_later()
+            return
+        if found:
+            telemetry.PODS_RELEASED.inc()
+            logger.info("admitted pod %s/%s", namespace, name)
+        else:
+            self._releasing.pop(key, None)
+
+    def _tell_waiting(self, waiting: Mapping[PodKey, Waiting]) -> None:
+        """A Normal Event on each held pod saying why it waits: once per pod, not every round
+        (a pod that is released and held again by hand is told again)."""
+        new = [key for key in waiting if key not in self._told_waiting][:MAX_POD_EVENTS]
+        self._told_waiting.update(new)
+        for key in new:
+            message = f"waits for admission: {waiting_text(waiting[key])}"
+            self._spawn(self._writer.pod_event(*key, "AdmissionWaiting", message, warning=False))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._telling.add(task)  # held until done: the loop keeps only weak references
+        task.add_done_callback(self._telling.discard)
 
     def _tell_misdirected(
         self, refused: Mapping[QueueName, Mapping[str, int]], unknown: Mapping[str, int]
@@ -224,9 +288,7 @@ class Recompute:
         new = sorted(set(pods) - self._told)[:MAX_POD_EVENTS]
         self._told = set(pods) & (self._told | set(new))
         if new:
-            task = asyncio.create_task(self._post_misdirections(new, set(unknown)))
-            self._telling.add(task)  # held until done: the loop keeps only weak references
-            task.add_done_callback(self._telling.discard)
+            self._spawn(self._post_misdirections(new, set(unknown)))
 
     async def _post_misdirections(self, pods: list[tuple[PodKey, str]], unknown: set[str]) -> None:
         for (namespace, name), queue in pods:
@@ -298,8 +360,10 @@ def _decide(
     *,
     series: QueueSeries,
     stamp: str,
+    held: Iterable[PodSnapshot] = (),
+    released: frozenset[PodKey] = frozenset(),
 ) -> Decision:
-    published = publication(snapshot, policies_by_name)
+    published = publication(snapshot, policies_by_name, held=held, released=released)
     statuses = queue_writes(queues, published.queues, now=stamp)
     statuses += policy_writes(policies, published.policies, now=stamp)
     annotations = annotation_writes(nodes, published.nodes, SHARE_ANNOTATIONS)

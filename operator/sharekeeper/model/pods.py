@@ -8,7 +8,7 @@ plus the sidecars started before it; then plus ``spec.overhead``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import get_args
+from typing import Any, get_args
 
 from sharekeeper.engine.resources import add, at_least
 from sharekeeper.engine.shares import PodGroupSnapshot, PodSnapshot
@@ -32,6 +32,13 @@ from sharekeeper.model.records import PodRecord
 QUEUE_LABEL = "sharekeeper.io/queue"
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+ADMISSION_GATE = "sharekeeper.io/admission"
+"""The scheduling gate the webhook puts on new pods of namespaces that opt in; the operator
+removes it when the pod's queue may take the pod."""
+ADMITTED_ANNOTATION = "sharekeeper.io/admitted"
+"""Set (to the time) in the patch that removes the gate: the pod was admitted by us."""
+ADMISSION_NAMESPACE_LABEL = "sharekeeper.io/admission"
+"""``enabled`` on a namespace: its new pods that name a queue are gated."""
 _PHASES: tuple[PodGroupPhase, ...] = get_args(PodGroupPhase)
 
 
@@ -56,6 +63,8 @@ def pod_record(obj: Obj) -> PodRecord:
 def pod_snapshot(obj: Obj) -> PodSnapshot:
     labels = mapping_at(obj, "metadata.labels")
     annotations = mapping_at(obj, "metadata.annotations")
+    gates = at(obj, "spec.schedulingGates")
+    held = has_admission_gate(gates)
     return PodSnapshot(
         namespace=str(at(obj, "metadata.namespace") or "default"),
         name=name_of(obj),
@@ -67,6 +76,26 @@ def pod_snapshot(obj: Obj) -> PodSnapshot:
         queue_annotation=annotations.get(VOLCANO_QUEUE_ANNOTATION),
         group_name=annotations.get(GROUP_ANNOTATION),
         scheduler_name=str(at(obj, "spec.schedulerName") or DEFAULT_SCHEDULER),
+        admission="held" if held else "admitted" if ADMITTED_ANNOTATION in annotations else "none",
+        # Only a held pod is ordered: the others keep the shared defaults (no memory per pod).
+        priority=int_at(obj, "spec.priority", 0, low=-(2**31), high=2**31 - 1) if held else 0,
+        created_seconds=timestamp_at(obj, "metadata.creationTimestamp") if held else 0.0,
+    )
+
+
+def release_patch(stamp: str) -> dict[str, Any]:
+    """The strategic merge patch that lets a held pod go: our gate removed (others stay), and
+    the time recorded. Sent to a pod without the gate, it only sets the annotation."""
+    return {
+        "metadata": {"annotations": {ADMITTED_ANNOTATION: stamp}},
+        "spec": {"schedulingGates": [{"$patch": "delete", "name": ADMISSION_GATE}]},
+    }
+
+
+def has_admission_gate(gates: object) -> bool:
+    """Whether ``spec.schedulingGates`` (as found, untrusted) holds our gate."""
+    return isinstance(gates, list) and any(
+        isinstance(gate, Mapping) and gate.get("name") == ADMISSION_GATE for gate in gates
     )
 
 

@@ -6,16 +6,17 @@ prints is what the operator writes, by construction.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from sharekeeper.api.policy import overcommit_section, policy_status
 from sharekeeper.api.queue import queue_status
 from sharekeeper.engine.admission import NodePolicy, admission_facts, placements
+from sharekeeper.engine.gates import GateDecisions, PodKey, Waiting, gate_decisions
 from sharekeeper.engine.overcommit import QueueAdmission, Shortfall
 from sharekeeper.engine.proportional import PendingPod, PodPlacement
-from sharekeeper.engine.shares import ShareResult, ShareSnapshot, deserved_shares
+from sharekeeper.engine.shares import PodSnapshot, ShareResult, ShareSnapshot, deserved_shares
 from sharekeeper.engine.shares.snapshot import PolicyName
 from sharekeeper.model.conditions import condition
 from sharekeeper.model.nodes import node_annotations
@@ -39,15 +40,22 @@ class Publication:
     """Pods that name a queue that does not exist."""
     shares: ShareResult
     """The share engine's numbers, for metrics."""
+    gates: GateDecisions = field(default_factory=lambda: GateDecisions((), {}))
+    """Which pods held by the admission gate go now, and why the others wait."""
 
 
 def publication(
     snapshot: ShareSnapshot,
     node_policies: Mapping[PolicyName, NodePolicy],
     pending: Iterable[PendingPod] = (),
+    *,
+    held: Iterable[PodSnapshot] = (),
+    released: Collection[PodKey] = frozenset(),
 ) -> Publication:
     """``pending``: the pods to run the proportional predicate for (``placements``); the
-    operator passes none, since nothing it publishes reads them."""
+    operator passes none, since nothing it publishes reads them. ``held``: the pods the
+    admission gate holds; ``released``: those released already whose release the caller has
+    not seen yet (``engine.gates``)."""
     shares = deserved_shares(snapshot)
     facts = admission_facts(snapshot, node_policies, shares)
     queues = {}
@@ -73,6 +81,7 @@ def publication(
         },
         unknown_queues=tuple(r.message for r in shares.reasons if r.kind == "UnknownQueue"),
         shares=shares,
+        gates=gate_decisions(snapshot, node_policies, shares, facts, held=held, released=released),
     )
 
 
@@ -99,6 +108,39 @@ def enqueueable(verdict: QueueAdmission) -> Json:
         "Enqueueable", False, "CapabilityExceeded",
         f"{job} does not fit in {where} capability: " + shortfall_text(verdict.quota),
     )  # fmt: skip
+
+
+def waiting_text(waiting: Waiting) -> str:
+    """Why a held pod waits, for its Event and ``simulate``."""
+    queue = f"queue {waiting.queue}"
+    match waiting.reason:
+        case "NoQueue":
+            return "it names no queue: nothing admits it (remove the gate by hand)"
+        case "QueueNotFound":
+            return f"it names {queue}, which does not exist"
+        case "NamespaceNotAdmitted":
+            return f"{queue}'s spec.namespaces does not admit this pod's namespace"
+        case "NotGoverned":
+            return f"no SchedulerPolicy governs {queue}, so it has no share to admit into"
+        case "QueueClosed":
+            return f"{queue} is Closed"
+        case "QueueNotLeaf":
+            return f"{queue} has queues below it; pods belong in leaf queues"
+        case "GangIncomplete":
+            present, needed = waiting.members
+            return f"its PodGroup has {present} of its minMember {needed} pods; it goes whole"
+        case "QuotaExceeded":
+            bound = "realCapability" if waiting.borrow else "deserved share"
+            where = queue if waiting.limiting is None else f"queue {waiting.limiting} above it"
+            return f"no room in {where}'s {bound}: {shortfall_text(waiting.shortfalls)}"
+        case "OvercommitHeadroomExceeded":
+            return "the policy's overcommitted headroom is too small: " + shortfall_text(
+                waiting.shortfalls
+            )
+        case "NoNodeFits":
+            return f"no node has room for it: {shortfall_text(waiting.shortfalls)} on the best node"
+        case "BehindOthers":
+            return f"it waits behind pod {waiting.behind} of {queue} (priority, then age)"
 
 
 def shortfall_text(shortfalls: tuple[Shortfall, ...]) -> str:

@@ -11,11 +11,12 @@ from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.generic_resource import create_global_resource
-from lightkube.resources.core_v1 import Node
+from lightkube.resources.core_v1 import Node, Pod
 from lightkube.types import PatchType
 
 from sharekeeper import telemetry
 from sharekeeper.model.nodes import PREFIX
+from sharekeeper.model.pods import release_patch
 from sharekeeper.publish.diffing import Json, Transition
 from sharekeeper.publish.events import recorder_for
 from sharekeeper.publish.retrying import Retrying, http_status
@@ -52,7 +53,7 @@ class KubeWriter:
     async def patch_status(self, kind: Kind, name: str, patch: Json) -> Json | None:
         """Patch ``status``; return the status now stored, or None if the object is gone."""
         resource = RESOURCES[kind].Status
-        updated: Any = await self._merge_patch(kind, resource, name, {"status": patch})
+        updated: Any = await self._patch(kind, resource, name, {"status": patch})
         if updated is None:
             return None
         status: Json = updated.get("status") or {}
@@ -62,19 +63,38 @@ class KubeWriter:
         self, name: str, patch: dict[str, str | None]
     ) -> dict[str, str] | None:
         """Merge-patch the node's annotations; return our annotations now on it, None if gone."""
-        node = await self._merge_patch("Node", Node, name, {"metadata": {"annotations": patch}})
+        node = await self._patch("Node", Node, name, {"metadata": {"annotations": patch}})
         if node is None:
             return None
         annotations = node.metadata.annotations if node.metadata is not None else None
         return {k: v for k, v in (annotations or {}).items() if k.startswith(PREFIX)}
 
-    async def _merge_patch(self, kind: str, resource: Any, name: str, body: Json) -> Any:
+    async def release_pod(self, namespace: str, name: str, stamp: str) -> bool:
+        """Remove the admission gate from a pod; False if the pod is gone."""
+        released = await self._patch(
+            "Pod", Pod, name, release_patch(stamp), namespace=namespace,
+            patch_type=PatchType.STRATEGIC,
+        )  # fmt: skip
+        return released is not None
+
+    async def _patch(
+        self,
+        kind: str,
+        resource: Any,
+        name: str,
+        body: Json,
+        *,
+        namespace: str | None = None,
+        patch_type: PatchType = PatchType.MERGE,
+    ) -> Any:
         """The object as patched, or None if it is gone; transient failures are retried, each
         try in a slot of its own (a pause between tries holds none)."""
 
         async def attempt() -> Any:
             async with self._slots:
-                return await self._client.patch(resource, name, body, patch_type=PatchType.MERGE)
+                return await self._client.patch(
+                    resource, name, body, namespace=namespace, patch_type=patch_type
+                )
 
         try:
             patched = await self._retrying(kind, attempt)
@@ -87,10 +107,12 @@ class KubeWriter:
         telemetry.WRITES.labels(kind, "ok").inc()
         return patched
 
-    async def pod_event(self, namespace: str, name: str, reason: str, message: str) -> None:
+    async def pod_event(
+        self, namespace: str, name: str, reason: str, message: str, *, warning: bool = True
+    ) -> None:
         target = {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace}
         async with self._slots:
-            await recorder_for(self._client).post(target, reason, message, warning=True)
+            await recorder_for(self._client).post(target, reason, message, warning=warning)
 
     async def event(self, kind: Kind, name: str, uid: str, transition: Transition) -> None:
         target = {"apiVersion": API_VERSIONS[kind], "kind": kind, "name": name, "uid": uid}

@@ -74,6 +74,9 @@ class QueueUsage:
     request: dict[str, int] = field(default_factory=dict)
     inqueue: dict[str, int] = field(default_factory=dict)
     elastic: dict[str, int] = field(default_factory=dict)
+    held: dict[str, int] = field(default_factory=dict)
+    """What the admission gate holds back, plus ``pods``: how many pods it holds."""
+    admitted_pods: int = 0
 
 
 NO_USAGE = QueueUsage()
@@ -165,6 +168,9 @@ def queue_usage(
         _accumulate(entry.allocated, charges.allocated)
         _count_pods(entry.request, charges.pods)
         _count_pods(entry.allocated, charges.allocated_pods)
+        if charges.held:
+            _accumulate(entry.held, charges.held)
+        entry.admitted_pods += charges.admitted_pods
 
     default = DEFAULT_QUEUE if DEFAULT_QUEUE in known else None
     # 1. Pods: allocated and request, by what they name.

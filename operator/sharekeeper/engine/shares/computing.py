@@ -313,6 +313,8 @@ def _policy_shares(
             overused=is_overused,
             decided_by=decided,
             reasons=queue_reasons,
+            held=entry.held,
+            admitted_pods=entry.admitted_pods,
         )
     for queue in queues:
         if queue.name in tree.left_out:
@@ -350,4 +352,6 @@ def _ungoverned(queue: QueueSnapshot, usage: QueueUsage, reason: Reason) -> Queu
         share=0.0,
         overused=False,
         reasons=(reason,),
+        held=usage.held,
+        admitted_pods=usage.admitted_pods,
     )

@@ -24,6 +24,9 @@ ElasticOrder = Literal["Weight", "Share", "Random"]
 QueueState = Literal["Open", "Closed"]
 QueueSource = Literal["Sharekeeper", "Volcano"]
 PodGroupPhase = Literal["Pending", "Inqueue", "Running", "Unknown", "Completed"]
+Admission = Literal["none", "held", "admitted"]
+"""Where a pod stands with Sharekeeper's admission gate: never gated, held by the gate, or
+released by the operator (it carries the ``sharekeeper.io/admitted`` annotation)."""
 
 DEFAULT_QUEUE = QueueName("default")
 """Pods that name no queue belong here, if a Queue of that name exists and their scheduler is
@@ -107,6 +110,11 @@ class PodSnapshot:
     """The Volcano PodGroup (annotation ``scheduling.k8s.io/group-name``) in the pod's namespace."""
     scheduler_name: str = DEFAULT_SCHEDULER
     """``spec.schedulerName``: for a pod that names no queue, whether any queue is charged."""
+    admission: Admission = "none"
+    priority: int = 0
+    """``spec.priority``; read only for a held pod (the order it is admitted in)."""
+    created_seconds: float = 0.0
+    """Creation time (Unix seconds); read only for a held pod."""
 
     @property
     def allocated(self) -> bool:
@@ -141,6 +149,10 @@ class Charges:
     request: Amounts = field(default_factory=dict)
     pods: int = 0
     allocated_pods: int = 0
+    held: Amounts = field(default_factory=dict)
+    """Σ requests of the pods the admission gate holds, plus ``pods``: their count."""
+    admitted_pods: int = 0
+    """Pods the operator released from the admission gate that have not finished."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +163,7 @@ class GroupPods:
     allocated_pods: int = 0
     gated: Amounts = field(default_factory=dict)
     """Σ requests of its pending pods that still have scheduling gates."""
+    pods: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +251,10 @@ class QueueShare:
     """Dimension -> the bound that decided deserved there (``deciding``); empty when no policy
     governs the queue."""
     reasons: tuple[Reason, ...] = ()
+    held: Amounts = field(default_factory=dict)
+    """What the admission gate holds back (part of ``request``), plus ``pods``: their count."""
+    admitted_pods: int = 0
+    """Pods the operator admitted that have not finished."""
 
 
 @dataclass(frozen=True, slots=True)

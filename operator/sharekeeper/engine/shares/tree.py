@@ -197,6 +197,8 @@ def roll_up(tree: QueueTree, usage: Mapping[QueueName, QueueUsage]) -> dict[Queu
                 request=add(above.request, below.request),
                 inqueue=add(above.inqueue, below.inqueue),
                 elastic=add(above.elastic, below.elastic),
+                held=add(above.held, below.held),
+                admitted_pods=above.admitted_pods + below.admitted_pods,
             )
     return rolled
 

@@ -1,0 +1,351 @@
+"""Which pods held by the admission gate may go now, and why the others wait.
+
+The webhook puts a scheduling gate on new pods of the namespaces that opt in; every share round
+decides, on the same snapshot as the shares, which held pods to release. A pod goes when:
+
+- its queue's in-use amount (its pods the gate does not hold and that have not finished:
+  bound, or released and not bound yet) plus the pod's request fits in the queue's deserved
+  (its realCapability when the policy's ``admission.borrow`` is on) in every dimension the pod
+  asks for, and likewise for every queue above it;
+- the policy's overcommit headroom, less what released pods not bound yet will take, holds it;
+- when the policy keeps CPU and memory idle for accelerators, an accelerator pod fits on some
+  node of the policy as it is now, less the pods released before it in the same round;
+- a pod of a PodGroup goes with every held pod of its group or not at all (a gang), and only
+  once the group has ``minMember`` pods.
+
+Within a queue, pods go by priority, then creation time, then name, and the first that does not
+fit in the queue's bound or the headroom stops its queue for the round: small pods never
+overtake a large one for ever. A pod no node can hold does not stop the others (no amount of
+waiting by them would make room for it). Queues are
+served lowest share first. Cost: O(held pods · log) plus, for an accelerator pod, a scan of the
+policy's accelerator nodes; no other pod is visited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sharekeeper.engine.admission import AdmissionResult, NodePolicy
+from sharekeeper.engine.overcommit import Shortfall, shortfalls
+from sharekeeper.engine.proportional import NodeUsage, idle_resources, is_unrestricted
+from sharekeeper.engine.resources import Amounts, add, sum_amounts
+from sharekeeper.engine.shares import PodSnapshot, QueueShare, ShareResult, ShareSnapshot
+from sharekeeper.engine.shares.accounting import pod_claim
+from sharekeeper.engine.shares.snapshot import (
+    DEFAULT_QUEUE,
+    PODS,
+    GroupKey,
+    PodGroupSnapshot,
+    PolicyName,
+    QueueName,
+)
+
+PodKey = tuple[str, str]
+"""A pod's ``(namespace, name)``."""
+
+WaitReason = Literal[
+    "NoQueue",
+    "QueueNotFound",
+    "NamespaceNotAdmitted",
+    "NotGoverned",
+    "QueueClosed",
+    "QueueNotLeaf",
+    "GangIncomplete",
+    "QuotaExceeded",
+    "OvercommitHeadroomExceeded",
+    "NoNodeFits",
+    "BehindOthers",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """Why a held pod stays held this round."""
+
+    reason: WaitReason
+    queue: str
+    shortfalls: tuple[Shortfall, ...] = ()
+    """Where the pod (its gang, for a PodGroup) does not fit: QuotaExceeded,
+    OvercommitHeadroomExceeded, NoNodeFits."""
+    limiting: str | None = None
+    """QuotaExceeded: the queue whose bound refuses (the pod's own, or one above it)."""
+    borrow: bool = False
+    """QuotaExceeded: the bound is realCapability (``admission.borrow``), not deserved."""
+    behind: str | None = None
+    """BehindOthers: the pod (``namespace/name``) first in the queue's line, which waits."""
+    members: tuple[int, int] = (0, 0)
+    """GangIncomplete: the PodGroup's pods present, and its ``minMember``."""
+
+
+@dataclass(frozen=True, slots=True)
+class GateDecisions:
+    released: tuple[PodKey, ...]
+    """In the order they were admitted."""
+    waiting: Mapping[PodKey, Waiting]
+
+
+@dataclass(slots=True)
+class _Unit:
+    """What is admitted at once: one pod, or the held pods of one PodGroup."""
+
+    pods: list[PodSnapshot]
+    group: PodGroupSnapshot | None
+    order: tuple[int, float, str] = (0, 0.0, "")
+
+    @property
+    def request(self) -> Amounts:
+        return sum_amounts(pod.request for pod in self.pods)
+
+    @property
+    def keys(self) -> list[PodKey]:
+        return [(pod.namespace, pod.name) for pod in self.pods]
+
+
+@dataclass(slots=True)
+class _Round:
+    """The round's inputs, and what its releases have taken so far."""
+
+    queues: Mapping[QueueName, QueueShare]
+    facts: AdmissionResult
+    snapshot: ShareSnapshot
+    in_use: dict[QueueName, Amounts]
+    headroom: dict[PolicyName, Amounts]
+    idle: dict[PolicyName, dict[str, Amounts]] = field(default_factory=dict)
+    """Per policy that reserves for accelerators: its accelerator nodes' idle resources."""
+
+
+def gate_decisions(
+    snapshot: ShareSnapshot,
+    node_policies: Mapping[PolicyName, NodePolicy],
+    shares: ShareResult,
+    facts: AdmissionResult,
+    *,
+    held: Iterable[PodSnapshot],
+    released: Collection[PodKey] = frozenset(),
+) -> GateDecisions:
+    """``released``: pods the operator has released whose release the store does not show yet;
+    they are counted as admitted, never decided again."""
+    groups = {(group.namespace, group.name): group for group in snapshot.pod_groups}
+    queues = shares.queues
+    waiting: dict[PodKey, Waiting] = {}
+    units: dict[QueueName, dict[object, _Unit]] = {}
+    in_flight: dict[QueueName, list[Amounts]] = {}
+    for pod in held:
+        key = (pod.namespace, pod.name)
+        queue = _queue_of(pod, groups)
+        if key in released:
+            if queue is not None and queue in queues:
+                in_flight.setdefault(queue, []).append(pod.request)
+            continue
+        problem = _queue_problem(pod, queue, shares)
+        if problem is not None:
+            waiting[key] = problem
+            continue
+        assert queue is not None
+        group = groups.get((pod.namespace, pod.group_name)) if pod.group_name else None
+        unit_key: object = (pod.namespace, pod.group_name) if group is not None else key
+        unit = units.setdefault(queue, {}).setdefault(unit_key, _Unit([], group))
+        unit.pods.append(pod)
+        order = (-pod.priority, pod.created_seconds, f"{pod.namespace}/{pod.name}")
+        unit.order = order if len(unit.pods) == 1 else min(unit.order, order)
+    state = _Round(
+        queues,
+        facts,
+        snapshot,
+        in_use=_in_use(queues, in_flight),
+        headroom=_headroom(queues, facts, in_flight),
+    )
+    released_now: list[PodKey] = []
+    for queue in sorted(units, key=lambda name: (queues[name].share, name)):
+        policy = queues[queue].policy
+        settings = node_policies.get(policy, NodePolicy()) if policy else NodePolicy()
+        first_waiting: str | None = None
+        for unit in sorted(units[queue].values(), key=lambda u: u.order):
+            if unit.group is not None:
+                present = snapshot.totals.groups.get((unit.group.namespace, unit.group.name))
+                count = present.pods if present is not None else 0
+                if count < unit.group.min_member:
+                    gang = Waiting("GangIncomplete", queue, members=(count, unit.group.min_member))
+                    waiting.update(dict.fromkeys(unit.keys, gang))
+                    continue
+            if first_waiting is not None:
+                behind = Waiting("BehindOthers", queue, behind=first_waiting)
+                waiting.update(dict.fromkeys(unit.keys, behind))
+                continue
+            verdict = _fits(state, unit, queue, settings)
+            if verdict is None:
+                released_now.extend(unit.keys)
+            else:
+                waiting.update(dict.fromkeys(unit.keys, verdict))
+                if verdict.reason != "NoNodeFits":  # a shape no node has must not stall all
+                    first_waiting = unit.order[2]
+    return GateDecisions(tuple(released_now), dict(sorted(waiting.items())))
+
+
+def _queue_of(pod: PodSnapshot, groups: Mapping[GroupKey, PodGroupSnapshot]) -> QueueName | None:
+    """The queue the pod is charged to by name (accounting's rule); None: it names none."""
+    claim = pod_claim(pod)
+    if claim[0] == "named":
+        return QueueName(claim[1])
+    if claim[0] == "grouped":
+        group = groups.get(claim[1])
+        return QueueName(group.queue) if group is not None and group.queue else DEFAULT_QUEUE
+    return None
+
+
+def _queue_problem(
+    pod: PodSnapshot, queue: QueueName | None, shares: ShareResult
+) -> Waiting | None:
+    """Why no amount of room would admit the pod into ``queue``."""
+    if queue is None:
+        return Waiting("NoQueue", "")
+    share = shares.queues.get(queue)
+    if share is None:
+        return Waiting("QueueNotFound", queue)
+    if pod.namespace in shares.refused.get(queue, {}):
+        return Waiting("NamespaceNotAdmitted", queue)
+    if share.policy is None:
+        return Waiting("NotGoverned", queue)
+    if share.state != "Open":
+        return Waiting("QueueClosed", queue)
+    if not share.leaf:
+        return Waiting("QueueNotLeaf", queue)
+    return None
+
+
+def _ancestors(queue: QueueName, queues: Mapping[QueueName, QueueShare]) -> list[QueueName]:
+    """The queue and the queues above it, nearest first."""
+    found = [queue]
+    parent = queues[queue].parent
+    while parent is not None and parent in queues and len(found) <= len(queues):
+        found.append(parent)
+        parent = queues[parent].parent
+    return found
+
+
+def _minus(left: Mapping[str, int], right: Mapping[str, int]) -> dict[str, int]:
+    return add(left, {name: -amount for name, amount in right.items()})
+
+
+def _in_use(
+    queues: Mapping[QueueName, QueueShare], in_flight: Mapping[QueueName, list[Amounts]]
+) -> dict[QueueName, Amounts]:
+    """Per governed queue: request - held (its subtree's, for an inner queue), plus the pods
+    released but not yet seen released, added to their queue and every queue above it."""
+    in_use: dict[QueueName, Amounts] = {
+        name: _minus(share.request, share.held)
+        for name, share in queues.items()
+        if share.policy is not None
+    }
+    for queue, requests in in_flight.items():
+        if queue not in in_use:
+            continue
+        for name in _ancestors(queue, queues):
+            in_use[name] = sum_amounts([in_use.get(name, {}), *requests])
+    return in_use
+
+
+def _headroom(
+    queues: Mapping[QueueName, QueueShare],
+    facts: AdmissionResult,
+    in_flight: Mapping[QueueName, list[Amounts]],
+) -> dict[PolicyName, Amounts]:
+    """Each policy's overcommit headroom less what its admitted pods not yet bound will take
+    (``used`` counts bound pods only)."""
+    headroom: dict[PolicyName, Amounts] = {
+        policy: status.headroom for policy, status in facts.policies.items()
+    }
+    for name, share in queues.items():
+        if share.policy not in headroom or not share.leaf:
+            continue
+        unbound = _minus(_minus(share.request, share.held), share.allocated)
+        flying = sum_amounts(in_flight.get(name, []))
+        headroom[share.policy] = _minus(headroom[share.policy], add(unbound, flying))
+    return headroom
+
+
+def _fits(state: _Round, unit: _Unit, queue: QueueName, settings: NodePolicy) -> Waiting | None:
+    """None, and the round's accounts charged, when the unit may go; else why it waits."""
+    queues = state.queues
+    policy = queues[queue].policy
+    assert policy is not None
+    request = unit.request
+    levels = _ancestors(queue, queues)
+    for level in levels:
+        share = queues[level]
+        bound = share.real_capability if settings.borrow else share.deserved
+        short = shortfalls(request, _minus(bound, state.in_use.get(level, {})))
+        if short:
+            limiting = None if level == queue else str(level)
+            return Waiting("QuotaExceeded", queue, short, limiting=limiting, borrow=settings.borrow)
+    headroom = state.headroom.get(policy)
+    if headroom is not None:
+        short = shortfalls(request, headroom)
+        if short:
+            return Waiting("OvercommitHeadroomExceeded", queue, short)
+    placed = _place(state, unit, policy, settings)
+    if isinstance(placed, tuple):
+        return Waiting("NoNodeFits", queue, placed)
+    for node, pod_request in placed:
+        idle = state.idle[policy]
+        idle[node] = _minus(idle[node], pod_request)
+    for level in levels:
+        state.in_use[level] = add(state.in_use.get(level, {}), request)
+    if headroom is not None:
+        state.headroom[policy] = _minus(headroom, request)
+    return None
+
+
+def _place(
+    state: _Round, unit: _Unit, policy: PolicyName, settings: NodePolicy
+) -> list[tuple[str, Amounts]] | tuple[Shortfall, ...]:
+    """A node for each accelerator pod of the unit, first fit over the nodes as the round has
+    left them; pods without accelerators need none (the scheduler and the proportional
+    predicate place them). When a pod fits nowhere: its shortfalls against the largest idle
+    amount of any node, per dimension."""
+    if not settings.proportions:
+        return []
+    idle = state.idle.get(policy)
+    if idle is None:
+        idle = state.idle[policy] = _accelerator_nodes(state, policy, settings)
+    taken: dict[str, Amounts] = {}
+    placed: list[tuple[str, Amounts]] = []
+    for pod in unit.pods:
+        if not is_unrestricted(pod.request, settings.proportions):
+            continue
+        chosen = next(
+            (
+                node
+                for node, free in idle.items()
+                if not shortfalls(pod.request, _minus(free, taken.get(node, {})))
+            ),
+            None,
+        )
+        if chosen is None:
+            best = {
+                name: max((free.get(name, 0) for free in idle.values()), default=0)
+                for name in pod.request
+            }
+            return shortfalls(pod.request, best)
+        taken[chosen] = add(taken.get(chosen, {}), pod.request)
+        placed.append((chosen, pod.request))
+    return placed
+
+
+def _accelerator_nodes(
+    state: _Round, policy: PolicyName, settings: NodePolicy
+) -> dict[str, Amounts]:
+    """Idle resources of the policy's nodes that advertise an accelerator it reserves for."""
+    used = state.snapshot.totals.node_used
+    found: dict[str, Amounts] = {}
+    for node in state.snapshot.nodes:
+        node_facts = state.facts.nodes.get(node.name)
+        if node_facts is None or node_facts.policy != policy:
+            continue
+        if not any(node.allocatable.get(resource, 0) > 0 for resource in settings.proportions):
+            continue
+        idle = idle_resources(NodeUsage(node.name, node.allocatable, used.get(node.name, {})))
+        found[node.name] = {name: amount for name, amount in idle.items() if name != PODS}
+    return found
