@@ -20,9 +20,10 @@ class Access:
     resource: str
     subresource: str = ""
     namespace: str = ""  # "": in every namespace (or a cluster-scoped resource)
+    name: str = ""  # "": any object
 
     def __str__(self) -> str:
-        resource = "/".join(filter(None, (self.resource, self.subresource)))
+        resource = "/".join(filter(None, (self.resource, self.subresource, self.name)))
         where = f"@{self.namespace}" if self.namespace else ""
         return f"{self.verb}-{self.group or 'core'}-{resource}{where}"
 
@@ -59,17 +60,22 @@ ALLOWED = [
     Access("list", "metrics.k8s.io", "pods"),
     *(Access(verb, "coordination.k8s.io", "leases", namespace="sharekeeper")
       for verb in ("get", "create", "update")),
+    # Admission: the gate removed from a held pod; the webhook's CA published; its certificate.
+    Access("patch", "", "pods", namespace="team"),
+    *(Access(verb, "admissionregistration.k8s.io", "mutatingwebhookconfigurations",
+             name="sharekeeper-admission") for verb in ("get", "patch")),
+    Access("create", "", "secrets", namespace="sharekeeper"),
+    *(Access(verb, "", "secrets", namespace="sharekeeper", name="sharekeeper-webhook-tls")
+      for verb in ("get", "update")),
 ]  # fmt: skip
 # What a tenant who could borrow the operator's power would want, and the operator never does.
 # Patch on nodes is granted (annotations and taints) and RBAC cannot narrow it to fields, so the
 # operator could also change a node's labels or cordon it; it cannot rewrite a node (update),
 # its status or delete it.
 DENIED = [
-    # No pod is changed but through eviction and resize: not a kube-system pod's image, nor
-    # anyone's (pods/resize takes container resources only).
-    Access("patch", "", "pods", namespace="kube-system"),
+    # Pods are patched (the admission gate; RBAC cannot narrow a patch to fields), never
+    # rewritten whole, nor their status.
     Access("update", "", "pods", namespace="kube-system"),
-    Access("patch", "", "pods"),
     Access("update", "", "pods", "status"),
     Access("patch", "", "pods", "ephemeralcontainers", namespace="kube-system"),
     Access("create", "", "pods", "exec", namespace="kube-system"),
@@ -88,7 +94,15 @@ DENIED = [
     Access("delete", "", "nodes"),
     Access("patch", "", "nodes", "status"),
     Access("get", "", "secrets", namespace="kube-system"),
+    Access("get", "", "secrets", namespace="sharekeeper", name="other"),
     Access("list", "", "secrets"),
+    Access(
+        "patch",
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        name="someone-elses",
+    ),
+    Access("create", "admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
     Access("create", "", "serviceaccounts", "token", namespace="kube-system"),
     Access("patch", "apps", "deployments", namespace="kube-system"),
     Access("patch", "apiextensions.k8s.io", "customresourcedefinitions"),
@@ -117,6 +131,7 @@ def allowed(cluster: Cluster, access: Access) -> bool:
         "resource": access.resource,
         "subresource": access.subresource,
         "namespace": access.namespace,
+        "name": access.name,
     }
     review = {
         "apiVersion": "authorization.k8s.io/v1",
@@ -151,6 +166,13 @@ def test_manifests_create_the_operator_objects(deployed: Cluster) -> None:
     assert "--leader-elect" in container["args"]
     assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {
         "apiVersion": "v1", "fieldPath": "metadata.namespace"}}} in container["env"]  # fmt: skip
+    # Every replica serves the admission webhook; it gates only namespaces that opt in, and a
+    # webhook nobody answers lets pods through ungated.
+    assert "--webhook-bind-address=:9443" in container["args"]
+    webhook = deployed.get("mutatingwebhookconfiguration", "sharekeeper-admission")["webhooks"][0]
+    assert webhook["failurePolicy"] == "Ignore"
+    assert webhook["namespaceSelector"] == {"matchLabels": {"sharekeeper.io/admission": "enabled"}}
+    assert webhook["rules"][0]["operations"] == ["CREATE"]
 
 
 @pytest.mark.parametrize("access", ALLOWED, ids=str)

@@ -23,6 +23,7 @@ from sharekeeper import __version__
 
 if TYPE_CHECKING:
     from sharekeeper.cluster.leadership import LeaseSettings
+    from sharekeeper.handlers.admission import WebhookSettings
     from sharekeeper.simulate.reading import Inputs
 
 
@@ -34,7 +35,20 @@ def _run(args: argparse.Namespace) -> int:
         lease=_lease(args),
         probe_address=args.probe_address,
         metrics_address=args.metrics_address,
+        webhook=_webhook(args),
         verbose=args.verbose,
+    )
+
+
+def _webhook(args: argparse.Namespace) -> WebhookSettings | None:
+    from sharekeeper.handlers.admission import WebhookSettings
+
+    if args.webhook_address is None:
+        if args.webhook_url is not None:
+            raise SystemExit("sharekeeper run: --webhook-url needs --webhook-bind-address")
+        return None
+    return WebhookSettings(
+        address=args.webhook_address, namespace=args.namespace, url=args.webhook_url
     )
 
 
@@ -239,6 +253,23 @@ def build_parser() -> argparse.ArgumentParser:
             default=(host, port), metavar="PORT",
             help=f"the port of {serves} alone, on the default host; 0 is off",
         )  # fmt: skip
+    run.add_argument(
+        "--webhook-bind-address", dest="webhook_address", type=_bind_address, default=None,
+        metavar="[HOST]:PORT",
+        help="serve the admission webhook (HTTPS) here: new pods of namespaces labelled "
+        "sharekeeper.io/admission=enabled are gated until their queue has room "
+        "(docs/admission.md; default: off)",
+    )  # fmt: skip
+    run.add_argument(
+        "--webhook-url", metavar="URL",
+        help="publish this base URL in the MutatingWebhookConfiguration instead of the "
+        "sharekeeper-webhook Service (a local control plane, e.g. https://127.0.0.1:9443)",
+    )  # fmt: skip
+    run.add_argument(
+        "--namespace", default=os.environ.get("POD_NAMESPACE", "sharekeeper"),
+        help="the operator's namespace: its webhook Service and certificate Secret "
+        "(default: $POD_NAMESPACE, else sharekeeper)",
+    )  # fmt: skip
     run.add_argument("-v", "--verbose", action="store_true")
     run.set_defaults(handler=_run)
 

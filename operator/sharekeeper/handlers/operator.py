@@ -27,6 +27,7 @@ from sharekeeper.cluster.leadership import Leadership, LeaseSettings
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.cluster.usage import MetricsApiUsage
 from sharekeeper.cluster.watching import ListWatch, Resource, Sink, WatchSettings, http_client
+from sharekeeper.handlers import admission
 from sharekeeper.handlers.probes import Probes
 from sharekeeper.loops.mirroring import Mirroring
 from sharekeeper.loops.qos import QosLoop
@@ -80,6 +81,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     # kopf watches nothing here; skipping its CRD scan spares a cluster-wide permission.
     settings.scanning.disabled = True
     client = memo["client"] = AsyncClient(field_manager="sharekeeper")
+    webhook: admission.WebhookSettings | None = memo.get("webhook")
+    if webhook is not None:
+        await admission.serve(webhook, client, settings)
     http = memo["http"] = http_client()
     store = ClusterStore()
     writer = KubeWriter(client)
@@ -238,10 +242,12 @@ def run(
     lease: LeaseSettings | None,
     probe_address: tuple[str, int] | None,
     metrics_address: tuple[str, int] | None,
+    webhook: admission.WebhookSettings | None,
     verbose: bool,
 ) -> int:
-    """The operator until it is stopped; ``None`` for an address leaves that server off, and
-    for ``lease`` means this replica acts alone, without leader election."""
+    """The operator until it is stopped; ``None`` for an address leaves that server off, for
+    ``lease`` means this replica acts alone, without leader election, and for ``webhook``
+    that no pod is gated by this replica."""
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -254,7 +260,11 @@ def run(
         prometheus_client.start_http_server(port, addr=host)
     # kopf's own peering is not used: it pauses operators, it does not elect one (and kopf
     # watches nothing here); the Lease above is how replicas take turns.
+    if webhook is not None:
+        admission.register()
     kopf.run(
-        clusterwide=True, standalone=True, memo=kopf.Memo(probe_address=probe_address, lease=lease)
+        clusterwide=True,
+        standalone=True,
+        memo=kopf.Memo(probe_address=probe_address, lease=lease, webhook=webhook),
     )
     return 0

@@ -83,6 +83,24 @@ def pod_snapshot(obj: Obj) -> PodSnapshot:
     )
 
 
+def gates_with_admission(obj: Obj) -> list[Any] | None:
+    """The pod's scheduling gates with ours added, for a new pod that names a queue (by label,
+    Volcano annotation or PodGroup); None to leave the pod alone: it names none, it is gated
+    already, it is bound at creation (gates are refused there), or its fields are not what the
+    API server would have let through."""
+    labels = at(obj, "metadata.labels") or {}
+    annotations = at(obj, "metadata.annotations") or {}
+    gates = at(obj, "spec.schedulingGates") or []
+    if not (isinstance(labels, Mapping) and isinstance(annotations, Mapping)):
+        return None
+    if not isinstance(gates, list) or has_admission_gate(gates) or at(obj, "spec.nodeName"):
+        return None
+    names_queue = labels.get(QUEUE_LABEL) or annotations.get(VOLCANO_QUEUE_ANNOTATION)
+    if not (names_queue or annotations.get(GROUP_ANNOTATION)):
+        return None
+    return [*gates, {"name": ADMISSION_GATE}]
+
+
 def release_patch(stamp: str) -> dict[str, Any]:
     """The strategic merge patch that lets a held pod go: our gate removed (others stay), and
     the time recorded. Sent to a pod without the gate, it only sets the annotation."""

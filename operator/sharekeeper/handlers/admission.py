@@ -1,0 +1,99 @@
+"""The admission webhook: kopf serves it, and it puts the admission gate on new pods.
+
+The MutatingWebhookConfiguration ``sharekeeper-admission`` (``manifests/webhook.yaml``) sends
+pod creations of namespaces labelled ``sharekeeper.io/admission=enabled`` here. Its
+``failurePolicy`` is Ignore: while no replica serves, pods are simply not gated. Every replica
+serves (the Service picks one), leader or not, with the one certificate kept in a Secret
+(``cluster.webhook_tls``); each start publishes that certificate's CA in the configuration,
+and, on a cluster without Services that route (the local control plane), the URL to call.
+
+The configuration is the manifest's, not kopf's (kopf's managed configurations have no
+``namespaceSelector``): kopf only serves the requests.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import kopf
+from lightkube import AsyncClient
+
+from sharekeeper.cluster.webhook_tls import (
+    ensure_serving_cert,
+    publish_client_config,
+    write_files,
+)
+from sharekeeper.model.pods import gates_with_admission
+
+logger = logging.getLogger(__name__)
+
+CONFIGURATION = "sharekeeper-admission"
+"""The MutatingWebhookConfiguration in ``manifests/webhook.yaml``."""
+HANDLER_ID = "gate"
+"""kopf serves a handler at ``/<id>``: the configuration's ``clientConfig`` path."""
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookSettings:
+    address: tuple[str, int]
+    """Where the webhook listens (HTTPS)."""
+    namespace: str
+    """The operator's namespace: its Service and the certificate's Secret."""
+    service: str = "sharekeeper-webhook"
+    secret: str = "sharekeeper-webhook-tls"
+    url: str | None = None
+    """Published in the configuration instead of the Service (local control planes)."""
+
+    @property
+    def hosts(self) -> list[str]:
+        """The names the certificate must carry: the URL's host, or the Service's."""
+        if self.url is not None:
+            return [urlsplit(self.url).hostname or "127.0.0.1"]
+        return [f"{self.service}.{self.namespace}.svc", f"{self.service}.{self.namespace}"]
+
+
+def gate_new_pod(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    """A new pod that names a queue gets the admission gate (kopf turns this into a JSON
+    patch on the admission response)."""
+    gates = gates_with_admission(body)
+    if gates is not None:
+        patch.spec["schedulingGates"] = gates
+
+
+def register() -> None:
+    """The mutating handler, registered only when the webhook is served: kopf refuses to
+    start with admission handlers and no server."""
+    kopf.on.mutate(
+        "", "v1", "pods", id=HANDLER_ID, operation="CREATE", ignore_failures=True,
+        side_effects=False,
+    )(gate_new_pod)  # fmt: skip
+
+
+async def serve(
+    settings: WebhookSettings, client: AsyncClient, operator_settings: kopf.OperatorSettings
+) -> None:
+    """Load (or make) the certificate, hand kopf its server, and publish the CA (and URL)."""
+    cert = await ensure_serving_cert(
+        client, settings.namespace, settings.secret, settings.hosts, now=datetime.now(UTC)
+    )
+    certfile, keyfile = write_files(cert, Path(tempfile.mkdtemp(prefix="sharekeeper-webhook-")))
+    host, port = settings.address
+    operator_settings.admission.server = kopf.WebhookServer(
+        addr=host, port=port, certfile=str(certfile), pkeyfile=str(keyfile), cadata=cert.ca_pem
+    )
+    operator_settings.admission.managed = None  # the configuration is the manifest's
+    url = None if settings.url is None else settings.url.rstrip("/") + f"/{HANDLER_ID}"
+    if await publish_client_config(client, CONFIGURATION, cert.ca_pem, url=url):
+        logger.info("admission webhook on %s:%d, published in %s", host, port, CONFIGURATION)
+    else:
+        logger.warning(
+            "MutatingWebhookConfiguration %s is not installed (kubectl apply -k manifests/): "
+            "no pod is gated",
+            CONFIGURATION,
+        )
