@@ -2,7 +2,8 @@
 
 ``run`` starts the operator; ``simulate`` and ``convert`` reuse the engine without a cluster;
 ``explain`` computes what ``simulate`` computes from one list of the cluster and explains one
-queue or node; ``crds`` writes the CustomResourceDefinitions generated from ``api/``.
+queue or node; ``release`` lets a namespace's pods through the admission gate; ``crds``
+writes the CustomResourceDefinitions generated from ``api/``.
 """
 
 from __future__ import annotations
@@ -109,6 +110,26 @@ def _simulate(args: argparse.Namespace) -> int:
     parents = {str(queue.name): queue.parent for queue in inputs.queues}
     sys.stdout.write(render(report, weights, args.output, parents))
     return 0
+
+
+def _release(args: argparse.Namespace) -> int:
+    """Every pod of the namespace out of the admission gate, through the kubeconfig."""
+    from sharekeeper.cluster.listing import ClusterUnreachable
+    from sharekeeper.cluster.releasing import release_namespace
+    from sharekeeper.model.documents import one_line
+
+    try:
+        released = release_namespace(args.namespace)
+    except ClusterUnreachable as error:
+        print(f"sharekeeper release: {one_line(str(error))}", file=sys.stderr)
+        return 2
+    for name in released.pods:
+        print(f"pod/{name} released")
+    for failure in released.failed:
+        print(f"sharekeeper release: {failure}", file=sys.stderr)
+    if not released.pods and not released.failed:
+        print(f"no pod of namespace {args.namespace} is held by the admission gate")
+    return 1 if released.failed else 0
 
 
 def _explain_target(text: str) -> tuple[str, str]:
@@ -272,6 +293,13 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     run.add_argument("-v", "--verbose", action="store_true")
     run.set_defaults(handler=_run)
+
+    release = commands.add_parser(
+        "release",
+        help="let every pod of a namespace through the admission gate now (docs/admission.md)",
+    )
+    release.add_argument("--namespace", "-n", required=True)
+    release.set_defaults(handler=_release)
 
     simulate = commands.add_parser(
         "simulate", help="print what the operator would publish for objects read from files"

@@ -132,7 +132,7 @@ def _items(http: httpx.Client, listed: Listed) -> Iterator[Object]:
         if response.status_code == 404 and resource.optional:
             return  # the CRD is not served: none of this kind
         if response.status_code != 200:
-            raise ClusterUnreachable(f"{where}: {_refusal(response)}")
+            raise ClusterUnreachable(f"{where}: {refusal(response)}")
         try:
             page = response.json()
             items = page.get("items") or []
@@ -147,7 +147,7 @@ def _items(http: httpx.Client, listed: Listed) -> Iterator[Object]:
         params["continue"] = str(token)
 
 
-def _refusal(response: httpx.Response) -> str:
+def refusal(response: httpx.Response) -> str:
     """``HTTP 403: nodes is forbidden: User "x" cannot list ...``: the API server's Status."""
     try:
         status = response.json()
