@@ -110,10 +110,21 @@ class _Round:
     queues: Mapping[QueueName, QueueShare]
     facts: AdmissionResult
     snapshot: ShareSnapshot
-    in_use: dict[QueueName, Amounts]
+    flying: Mapping[QueueName, Amounts]
     headroom: dict[PolicyName, Amounts]
+    in_use: dict[QueueName, Amounts] = field(default_factory=dict)
+    """Per queue looked at: request - held (its subtree's, for an inner queue), plus what
+    flies to it, plus what this round released into it."""
     idle: dict[PolicyName, dict[str, Amounts]] = field(default_factory=dict)
     """Per policy that reserves for accelerators: its accelerator nodes' idle resources."""
+
+    def used(self, queue: QueueName) -> Amounts:
+        found = self.in_use.get(queue)
+        if found is None:
+            share = self.queues[queue]
+            in_use = _minus(share.request, share.held)
+            found = self.in_use[queue] = add(in_use, self.flying.get(queue, {}))
+        return found
 
 
 def gate_decisions(
@@ -150,11 +161,13 @@ def gate_decisions(
         unit.pods.append(pod)
         order = (-pod.priority, pod.created_seconds, f"{pod.namespace}/{pod.name}")
         unit.order = order if len(unit.pods) == 1 else min(unit.order, order)
+    if not units:  # the common round: nothing held that room could admit
+        return GateDecisions((), dict(sorted(waiting.items())))
     state = _Round(
         queues,
         facts,
         snapshot,
-        in_use=_in_use(queues, in_flight),
+        flying=_flying(queues, in_flight),
         headroom=_headroom(queues, facts, in_flight),
     )
     released_now: list[PodKey] = []
@@ -229,22 +242,16 @@ def _minus(left: Mapping[str, int], right: Mapping[str, int]) -> dict[str, int]:
     return add(left, {name: -amount for name, amount in right.items()})
 
 
-def _in_use(
+def _flying(
     queues: Mapping[QueueName, QueueShare], in_flight: Mapping[QueueName, list[Amounts]]
 ) -> dict[QueueName, Amounts]:
-    """Per governed queue: request - held (its subtree's, for an inner queue), plus the pods
-    released but not yet seen released, added to their queue and every queue above it."""
-    in_use: dict[QueueName, Amounts] = {
-        name: _minus(share.request, share.held)
-        for name, share in queues.items()
-        if share.policy is not None
-    }
+    """What pods released but not yet seen released take, in their queue and every queue
+    above it."""
+    flying: dict[QueueName, Amounts] = {}
     for queue, requests in in_flight.items():
-        if queue not in in_use:
-            continue
         for name in _ancestors(queue, queues):
-            in_use[name] = sum_amounts([in_use.get(name, {}), *requests])
-    return in_use
+            flying[name] = sum_amounts([flying.get(name, {}), *requests])
+    return flying
 
 
 def _headroom(
@@ -276,7 +283,7 @@ def _fits(state: _Round, unit: _Unit, queue: QueueName, settings: NodePolicy) ->
     for level in levels:
         share = queues[level]
         bound = share.real_capability if settings.borrow else share.deserved
-        short = shortfalls(request, _minus(bound, state.in_use.get(level, {})))
+        short = shortfalls(request, _minus(bound, state.used(level)))
         if short:
             limiting = None if level == queue else str(level)
             return Waiting("QuotaExceeded", queue, short, limiting=limiting, borrow=settings.borrow)
@@ -292,7 +299,7 @@ def _fits(state: _Round, unit: _Unit, queue: QueueName, settings: NodePolicy) ->
         idle = state.idle[policy]
         idle[node] = _minus(idle[node], pod_request)
     for level in levels:
-        state.in_use[level] = add(state.in_use.get(level, {}), request)
+        state.in_use[level] = add(state.used(level), request)
     if headroom is not None:
         state.headroom[policy] = _minus(headroom, request)
     return None
