@@ -231,3 +231,29 @@ def test_in_a_tree_the_parent_bounds_its_children_together() -> None:
     released = names(result.gates)
     assert len([n for n in released if n[0] in "xy"]) == 4
     assert len([n for n in released if n.startswith("other")]) == 4
+
+
+def test_simulate_shows_what_a_round_does_with_held_pods(tmp_path: Any) -> None:
+    import yaml
+
+    from sharekeeper.simulate.reading import read_files
+    from sharekeeper.simulate.rendering import render
+    from sharekeeper.simulate.report import build_report, share_section
+
+    objects = [
+        policy("p"), node("n", cpu=2, memory="64Gi"), queue("a"),
+        pod("first", "a", held=True, created="2026-01-01T00:00:00Z", cpu=2),
+        pod("second", "a", held=True, created="2026-01-01T00:00:01Z", cpu=1),
+    ]  # fmt: skip
+    path = tmp_path / "held.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    report = build_report(read_files([path]), Context(0.0, 0), [share_section])
+    assert report["admission"] == {
+        "released": ["ns/first"],
+        "waiting": {
+            "ns/second": "no room in queue a's deserved share: cpu 1 requested, 0 available"
+        },
+    }
+    table = render(report, {"a": 1}, "table")
+    assert "  released  ns/first" in table
+    assert "  waits     ns/second: no room" in table

@@ -41,9 +41,19 @@ def render(
     # A QoS-only input prints its plan alone; an input with neither still gets the header.
     if report.get("queues") or not qos:
         tables.append(queue_table(report.get("queues", {}), weights, parents or {}))
+    if report.get("admission"):
+        tables.append(admission_lines(report["admission"]))
     if qos:
         tables.append(qos_tables(report))
     return "\n".join(tables)
+
+
+def admission_lines(admission: Mapping[str, Any]) -> str:
+    """The pods held by the admission gate: those this round lets through, then the others."""
+    lines = ["ADMISSION (pods held by the sharekeeper.io/admission gate)"]
+    lines += [f"  released  {pod}" for pod in admission["released"]]
+    lines += [f"  waits     {pod}: {why}" for pod, why in admission["waiting"].items()]
+    return "\n".join(lines) + "\n"
 
 
 def queue_table(

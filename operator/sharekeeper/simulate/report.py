@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sharekeeper.cluster.snapshots import share_snapshot
+from sharekeeper.engine.gates import GateDecisions
 from sharekeeper.engine.proportional import PendingPod
 from sharekeeper.engine.qos import accept_all, node_actions
 from sharekeeper.engine.shares import ShareSnapshot
@@ -28,7 +29,7 @@ from sharekeeper.pipeline.qos import (
     policy_statuses,
     unreachable_message,
 )
-from sharekeeper.pipeline.shares import publication
+from sharekeeper.pipeline.shares import publication, waiting_text
 from sharekeeper.simulate.reading import Inputs
 
 
@@ -61,7 +62,8 @@ def share_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
         for pod in (record.share for record in inputs.store.pods.records.values())
         if pod.pending and context.placements
     ]
-    published = publication(snapshot_of(inputs, context), inputs.node_policies, pending)
+    held = inputs.store.pods.held()
+    published = publication(snapshot_of(inputs, context), inputs.node_policies, pending, held=held)
     for message in published.unknown_queues:  # as the operator: an Event, not a refusal
         print(
             f"sharekeeper simulate: warning: {message}, which does not exist: charged to no queue",
@@ -75,6 +77,19 @@ def share_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
             for name, annotations in sorted(published.nodes.items())
         },
         **({"placements": dict(published.placements)} if context.placements else {}),
+        **({"admission": admission_view(published.gates)} if held else {}),
+    }
+
+
+def admission_view(gates: GateDecisions) -> dict[str, Any]:
+    """What one round does with the pods the admission gate holds: which go, in order, and
+    why each other one waits (the text of its Event)."""
+    return {
+        "released": [f"{namespace}/{name}" for namespace, name in gates.released],
+        "waiting": {
+            f"{namespace}/{name}": waiting_text(why)
+            for (namespace, name), why in gates.waiting.items()
+        },
     }
 
 
