@@ -17,7 +17,7 @@ import pytest
 
 import controlplane
 import objects
-from clusters import CRDS, MANIFESTS, TARGET, Cluster
+from clusters import CRDS, MANIFESTS, TARGET, Cluster, Installed, install_sharekeeper
 from metrics_api import METRICS_SERVICE, register_metrics_api, unregister_metrics_api
 from metrics_server import MetricsServer
 from operating import Operator, start_operator
@@ -41,6 +41,24 @@ def cluster() -> Iterator[Cluster]:
     assert TARGET == "local", f"E2E_TARGET must be local or kind, not {TARGET!r}"
     with controlplane.running() as plane:
         yield Cluster(kubeconfig=plane.kubeconfig, kubectl_path=str(plane.kubectl), plane=plane)
+
+
+@pytest.fixture(scope="session")
+def full_cluster() -> Iterator[Cluster]:
+    """A control plane of its own with kube-controller-manager, kube-scheduler and kwok: Jobs
+    run, the real scheduler binds pods and kwok runs them on fake nodes (``fakenodes``). Local
+    target only; started the first time a test asks for it."""
+    if TARGET != "local":
+        pytest.skip("the full control plane is for the local target only")
+    with controlplane.running(full=True) as plane:
+        yield Cluster(kubeconfig=plane.kubeconfig, kubectl_path=str(plane.kubectl), plane=plane)
+
+
+@pytest.fixture(scope="session")
+def full_installed(full_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """The full control plane with Sharekeeper's CRDs and manifests, and the operator's
+    kubeconfig."""
+    return install_sharekeeper(full_cluster, tmp_path_factory.mktemp("full-installed"))
 
 
 @pytest.fixture(scope="session")

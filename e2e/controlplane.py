@@ -1,14 +1,36 @@
 """A real local Kubernetes control plane: etcd + kube-apiserver on 127.0.0.1.
 
-There is no kubelet, scheduler or controller manager: nodes are plain objects and pods are
-created already bound. That is all Sharekeeper needs, since it only reads nodes and pods and
-writes custom-resource status, node annotations, taints, evictions and resizes.
+By default there is no kubelet, scheduler or controller manager: nodes are plain objects and
+pods are created already bound. That is all Sharekeeper needs, since it only reads nodes and
+pods and writes custom-resource status, node annotations, taints, evictions and resizes.
 
 kube-apiserver is not packaged anywhere we can install from, so the binaries (kube-apiserver,
-kubectl and etcd) are built from the Go module proxy by a throwaway wrapper module and cached
-outside the repository, keyed by version: the first build takes a while, later runs reuse it.
+kubectl and etcd; kube-controller-manager and kube-scheduler for the full mode) are built from
+the Go module proxy by a throwaway wrapper module and cached outside the repository, keyed by
+version: the first build takes a while, later runs reuse it. kwok is installed at its release
+into the same directory.
 
-Used three ways: the pytest fixture in ``e2e/conftest.py``, the ``e2e/local-cluster`` command
+The full mode (``start(full=True)``) is a whole cluster in a box: kube-controller-manager,
+kube-scheduler and kwok run next to the pair, so Jobs and Deployments create pods, the real
+scheduler binds them and kwok plays the kubelet of fake nodes. It is a control plane of its own,
+never the plain one: the node-lifecycle controller would taint the plain tests' heartbeat-less
+nodes and evict their pods. kwok manages only nodes annotated ``kwok.x-k8s.io/node: fake`` (and
+the pods bound to them), following our own stages (KWOK_STAGES), not kwok's defaults:
+
+- node-initialize: a managed node that is not Ready becomes Ready (conditions, addresses, node
+  info); the capacity and allocatable it was created with are kept.
+- node-heartbeat: a Ready node's conditions are refreshed every 10-20 min; kwok renews its
+  Lease (40 s) every 10 s, which is the heartbeat the node-lifecycle controller watches.
+- pod-ready: a pod bound to a managed node, without a podIP and not being deleted, goes Running
+  and Ready at once, with a podIP from 10.244.0.0/16 (fake nodes have no address, so there is
+  no hostIP).
+- pod-complete: a Running pod owned by a Job (an ownerReference of kind Job), not being deleted,
+  becomes Succeeded (containers terminated, reason Completed; Ready False, reason PodCompleted)
+  after the Go duration in its annotation ``pod-complete.stage.kwok.x-k8s.io/delay`` ("5s"),
+  1 s when absent. Pods of anything else keep running.
+- pod-delete: a pod with a deletionTimestamp loses its finalizers and is deleted at once.
+
+Used three ways: the pytest fixtures in ``e2e/conftest.py``, the ``e2e/local-cluster`` command
 for people, and the demo.
 """
 
@@ -50,6 +72,22 @@ STAGING_MODULES = (
 )  # fmt: skip
 
 BINARIES = ("kube-apiserver", "kubectl", "etcd")
+# The rest of a cluster, for the full mode (see ``start``): built only when asked for, so that a
+# cache holding BINARIES gains these without rebuilding those.
+FULL_BINARIES = ("kube-controller-manager", "kube-scheduler", "kwok")
+
+# kwok is a module of its own, installed at its release rather than built from the wrapper. The
+# cache is keyed by the Kubernetes version only: delete the cached kwok when bumping this.
+KWOK_VERSION = "0.7.0"
+
+# The packages the wrapper module builds (every binary but kwok).
+_WRAPPER_PACKAGES = {
+    "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+    "kubectl": "k8s.io/kubernetes/cmd/kubectl",
+    "etcd": "./cmd/etcd",
+    "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+    "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+}
 
 # etcd is built from the same wrapper module, at the version kube-apiserver's own go.mod
 # requires: the pairing Kubernetes was released and tested with.
@@ -76,6 +114,222 @@ rules:
   - level: None
 """
 
+# kwok manages the nodes carrying this annotation, and only those (see the module docstring).
+FAKE_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+# How long a Job's pod runs on a fake node before it succeeds: a Go duration such as "5s".
+POD_COMPLETE_DELAY_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
+
+# kwok's stages, after its v0.7.0 node/fast, node/heartbeat-with-lease, pod/fast and pod/general
+# ones (rules in the module docstring). Spelt out here so that a kwok upgrade cannot change what
+# the tests see, and to make the completion delay a per-pod annotation without jitter.
+KWOK_STAGES = """apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: node-initialize
+spec:
+  resourceRef: {apiGroup: v1, kind: Node}
+  selector:
+    matchExpressions:
+      - {key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: NotIn,
+         values: ["True"]}
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
+      conditions:
+      {{ range NodeConditions }}
+      - lastHeartbeatTime: {{ $now | Quote }}
+        lastTransitionTime: {{ $lastTransitionTime | Quote }}
+        message: {{ .message | Quote }}
+        reason: {{ .reason | Quote }}
+        status: {{ .status | Quote }}
+        type: {{ .type | Quote }}
+      {{ end }}
+      addresses:
+      {{ with .status.addresses }}
+      {{ YAML . 1 }}
+      {{ else }}
+      {{ with NodeIP }}
+      - address: {{ . | Quote }}
+        type: InternalIP
+      {{ end }}
+      {{ with NodeName }}
+      - address: {{ . | Quote }}
+        type: Hostname
+      {{ end }}
+      {{ end }}
+      allocatable:
+      {{ with .status.allocatable }}
+      {{ YAML . 1 }}
+      {{ else }}
+        cpu: 1k
+        memory: 1Ti
+        pods: 1M
+      {{ end }}
+      capacity:
+      {{ with .status.capacity }}
+      {{ YAML . 1 }}
+      {{ else }}
+        cpu: 1k
+        memory: 1Ti
+        pods: 1M
+      {{ end }}
+      {{ $nodeInfo := .status.nodeInfo }}
+      {{ $kwokVersion := printf "kwok-%s" Version }}
+      nodeInfo:
+        architecture: {{ or $nodeInfo.architecture "amd64" }}
+        bootID: {{ or $nodeInfo.bootID `""` }}
+        containerRuntimeVersion: {{ or $nodeInfo.containerRuntimeVersion $kwokVersion }}
+        kernelVersion: {{ or $nodeInfo.kernelVersion $kwokVersion }}
+        kubeProxyVersion: {{ or $nodeInfo.kubeProxyVersion $kwokVersion }}
+        kubeletVersion: {{ or $nodeInfo.kubeletVersion $kwokVersion }}
+        machineID: {{ or $nodeInfo.machineID `""` }}
+        operatingSystem: {{ or $nodeInfo.operatingSystem "linux" }}
+        osImage: {{ or $nodeInfo.osImage `""` }}
+        systemUUID: {{ or $nodeInfo.systemUUID `""` }}
+      phase: Running
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: node-heartbeat
+spec:
+  resourceRef: {apiGroup: v1, kind: Node}
+  selector:
+    matchExpressions:
+      - {key: .status.phase, operator: In, values: [Running]}
+      - {key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: In,
+         values: ["True"]}
+  delay: {durationMilliseconds: 600000, jitterDurationMilliseconds: 1200000}
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
+      conditions:
+      {{ range NodeConditions }}
+      - lastHeartbeatTime: {{ $now | Quote }}
+        lastTransitionTime: {{ $lastTransitionTime | Quote }}
+        message: {{ .message | Quote }}
+        reason: {{ .reason | Quote }}
+        status: {{ .status | Quote }}
+        type: {{ .type | Quote }}
+      {{ end }}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-ready
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+      - {key: .metadata.deletionTimestamp, operator: DoesNotExist}
+      - {key: .status.podIP, operator: DoesNotExist}
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: Initialized
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: Ready
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: ContainersReady
+      {{ range .spec.readinessGates }}
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: {{ .conditionType | Quote }}
+      {{ end }}
+      containerStatuses:
+      {{ range .spec.containers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: true
+        restartCount: 0
+        started: true
+        state:
+          running:
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      initContainerStatuses:
+      {{ range .spec.initContainers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: true
+        restartCount: 0
+        state:
+          terminated:
+            exitCode: 0
+            finishedAt: {{ $now | Quote }}
+            reason: Completed
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
+      podIP: {{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" )
+        ( or .metadata.name "" ) ( or .metadata.namespace "" ) | Quote }}
+      phase: Running
+      startTime: {{ $now | Quote }}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-complete
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+      - {key: .metadata.deletionTimestamp, operator: DoesNotExist}
+      - {key: .status.phase, operator: In, values: [Running]}
+      - {key: '.metadata.ownerReferences.[].kind', operator: In, values: [Job]}
+  delay:
+    durationMilliseconds: 1000
+    durationFrom:
+      expressionFrom: '.metadata.annotations["pod-complete.stage.kwok.x-k8s.io/delay"]'
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      - lastTransitionTime: {{ $now | Quote }}
+        reason: PodCompleted
+        status: "False"
+        type: Ready
+      - lastTransitionTime: {{ $now | Quote }}
+        reason: PodCompleted
+        status: "False"
+        type: ContainersReady
+      containerStatuses:
+      {{ range .spec.containers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: false
+        restartCount: 0
+        started: false
+        state:
+          terminated:
+            exitCode: 0
+            finishedAt: {{ $now | Quote }}
+            reason: Completed
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      phase: Succeeded
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-delete
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+      - {key: .metadata.deletionTimestamp, operator: Exists}
+  next:
+    finalizers: {empty: true}
+    delete: true
+"""
+
 # The aggregation layer: kube-apiserver proxies aggregated APIs (metrics.k8s.io in the e2e tests)
 # with this client certificate, signed by the front-proxy CA the aggregated server trusts for
 # its X-Remote-User headers.
@@ -97,6 +351,8 @@ package tools
 
 import (
 \t_ "k8s.io/kubernetes/cmd/kube-apiserver"
+\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+\t_ "k8s.io/kubernetes/cmd/kube-scheduler"
 \t_ "k8s.io/kubernetes/cmd/kubectl"
 )
 """
@@ -119,44 +375,60 @@ def _log(message: str) -> None:
     print(f"[local-cluster] {message}", file=sys.stderr, flush=True)
 
 
-def ensure_binaries(version: str = KUBERNETES_VERSION) -> Path:
-    """Return the directory holding kube-apiserver, kubectl and etcd; build them if missing."""
+def ensure_binaries(version: str = KUBERNETES_VERSION, *, full: bool = False) -> Path:
+    """Return the directory holding BINARIES, and FULL_BINARIES too when ``full``; build only
+    the ones missing from it."""
     target = bin_dir(version)
-    if all((target / name).is_file() for name in BINARIES):
+    wanted = BINARIES + FULL_BINARIES if full else BINARIES
+    missing = [name for name in wanted if not (target / name).is_file()]
+    if not missing:
         return target
     go = shutil.which("go")
     if go is None:
         raise RuntimeError(
-            "building kube-apiserver needs the Go toolchain (go >= 1.24) on PATH; "
-            f"or put prebuilt {', '.join(BINARIES)} into {target}"
+            "building the Kubernetes binaries needs the Go toolchain (go >= 1.24) on PATH; "
+            f"or put prebuilt {', '.join(missing)} into {target}"
         )
-    _log(f"building Kubernetes v{version} binaries into {target} (first run only; ~15-30 min)")
+    _log(f"building {', '.join(missing)} into {target} (once; up to ~30 min on a cold cache)")
     target.parent.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
+    staging = workdir / "out"
+    env = {**os.environ, "GOFLAGS": "-trimpath", "CGO_ENABLED": "0", "GO111MODULE": "on"}
     try:
-        _write_wrapper_module(workdir, version)
-        env = {**os.environ, "GOFLAGS": "-trimpath", "CGO_ENABLED": "0", "GO111MODULE": "on"}
-        _run_go([go, "mod", "tidy"], workdir, env, "resolving modules")
-        minor = version.split(".")[1]
-        ldflags = " ".join(
-            f"-X {pkg}.{var}"
-            for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
-            for var in (f"gitVersion=v{version}", "gitMajor=1", f"gitMinor={minor}",
-                        "gitTreeState=clean")
-        )  # fmt: skip
-        staging = workdir / "out"
-        _run_go(
-            [go, "build", "-v", "-ldflags", f"-s -w {ldflags}", "-o", str(staging) + "/",
-             "k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kubectl", "./cmd/etcd"],
-            workdir, env, "compiling",
-        )  # fmt: skip
+        from_wrapper = [name for name in missing if name in _WRAPPER_PACKAGES]
+        if from_wrapper:
+            _build_from_wrapper(go, workdir, env, version=version, names=from_wrapper,
+                                staging=staging)  # fmt: skip
+        if "kwok" in missing:
+            kwok = f"sigs.k8s.io/kwok/cmd/kwok@v{KWOK_VERSION}"
+            _run_go([go, "install", "-v", "-ldflags=-s -w", kwok], workdir,
+                    {**env, "GOBIN": str(staging)}, "compiling kwok")  # fmt: skip
         target.mkdir(parents=True, exist_ok=True)
-        for name in BINARIES:
+        for name in missing:
             os.replace(staging / name, target / name)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    _log(f"built {', '.join(BINARIES)} in {target}")
+    _log(f"built {', '.join(missing)} in {target}")
     return target
+
+
+def _build_from_wrapper(
+    go: str, workdir: Path, env: dict[str, str], *, version: str, names: list[str], staging: Path
+) -> None:
+    _write_wrapper_module(workdir, version)
+    _run_go([go, "mod", "tidy"], workdir, env, "resolving modules")
+    minor = version.split(".")[1]
+    ldflags = " ".join(
+        f"-X {pkg}.{var}"
+        for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+        for var in (f"gitVersion=v{version}", "gitMajor=1", f"gitMinor={minor}",
+                    "gitTreeState=clean")
+    )  # fmt: skip
+    _run_go(
+        [go, "build", "-v", "-ldflags", f"-s -w {ldflags}", "-o", str(staging) + "/",
+         *(_WRAPPER_PACKAGES[name] for name in names)],
+        workdir, env, "compiling",
+    )  # fmt: skip
 
 
 def _write_wrapper_module(workdir: Path, version: str) -> None:
@@ -254,9 +526,15 @@ def _die_with_parent() -> None:
     libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
+# The processes of a control plane in start order (the last three in the full mode only); they
+# stop in the reverse order.
+PROCESSES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+
+
 @dataclass
 class ControlPlane:
-    """A running etcd + kube-apiserver pair and the files that describe it."""
+    """A running etcd + kube-apiserver pair (and, when ``full``, the rest of a cluster) and the
+    files that describe it."""
 
     workdir: Path
     server: str
@@ -268,9 +546,17 @@ class ControlPlane:
     children: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
     # etcd's client URL (plain HTTP on loopback): its JSON gateway answers /v3/kv/... requests.
     etcd_url: str = ""
-    # Each process's command line and whether it was detached, so that start_process can start
-    # a stopped one again exactly as it was; empty when loaded from a state file.
-    commands: dict[str, tuple[list[str], bool]] = field(default_factory=dict, repr=False)
+    # Each process's command line, extra environment and whether it was detached, so that
+    # start_process can start a stopped one again exactly as it was; empty when loaded from a
+    # state file.
+    commands: dict[str, tuple[list[str], dict[str, str], bool]] = field(
+        default_factory=dict, repr=False
+    )
+    # kube-controller-manager, kube-scheduler and kwok run too (see the module docstring).
+    full: bool = False
+    # The health URL of each of those three (etcd's and kube-apiserver's follow from the fields
+    # above).
+    health_urls: dict[str, str] = field(default_factory=dict)
 
     @property
     def audit_log(self) -> Path:
@@ -303,12 +589,15 @@ class ControlPlane:
             "admin_token": self.admin_token,
             "pids": self.pids,
             "etcd_url": self.etcd_url,
+            "full": self.full,
+            "health_urls": self.health_urls,
         }
 
     @classmethod
     def from_state(cls, state: dict[str, object]) -> ControlPlane:
-        pids = state["pids"]
+        pids, health_urls = state["pids"], state.get("health_urls", {})
         assert isinstance(pids, dict)
+        assert isinstance(health_urls, dict)
         return cls(
             workdir=Path(str(state["workdir"])),
             server=str(state["server"]),
@@ -317,14 +606,17 @@ class ControlPlane:
             admin_token=str(state["admin_token"]),
             pids={str(k): int(v) for k, v in pids.items()},
             etcd_url=str(state.get("etcd_url", "")),
+            full=bool(state.get("full", False)),
+            health_urls={str(k): str(v) for k, v in health_urls.items()},
         )
 
     def alive(self) -> bool:
         return bool(self.pids) and all(_pid_alive(pid) for pid in self.pids.values())
 
     def stop(self) -> None:
-        """Stop the apiserver before etcd, then remove every file. Safe to call twice."""
-        for name in ("kube-apiserver", "etcd"):
+        """Stop the processes in the reverse of their start order (the apiserver before etcd),
+        then remove every file. Safe to call twice."""
+        for name in reversed(PROCESSES):
             pid = self.pids.pop(name, None)
             if pid is not None:
                 _terminate(pid)
@@ -334,9 +626,9 @@ class ControlPlane:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def stop_process(self, name: str, grace: float = 10.0) -> int | None:
-        """Stop one process (``etcd`` or ``kube-apiserver``) with SIGTERM and wait until it has
-        exited, SIGKILL after ``grace`` seconds; its files stay for ``start_process``. Returns its
-        exit status (``-9``: it had to be killed), ``None`` if it is not our child."""
+        """Stop one process (a name in PROCESSES) with SIGTERM and wait until it has exited,
+        SIGKILL after ``grace`` seconds; its files stay for ``start_process``. Returns its exit
+        status (``-9``: it had to be killed), ``None`` if it is not our child."""
         pid = self.pids.pop(name)
         child = self.children.pop(name, None)
         if child is None:
@@ -353,20 +645,23 @@ class ControlPlane:
     def start_process(self, name: str, timeout: float = 90.0) -> None:
         """Start a process ``stop_process`` stopped with the command line it first had (the same
         port, data directory and flags) and wait until it says it is ready."""
-        argv, detached = self.commands[name]
-        _spawn(self, name, argv, detached)
+        argv, env, detached = self.commands[name]
+        _spawn(self, name, argv, detached, env)
         self.wait_ready(name, timeout)
         state = self.workdir / "state.json"
         if state.exists():  # `local-cluster down` stops the pids it lists
             state.write_text(json.dumps(self.to_state(), indent=2))
 
     def wait_ready(self, name: str, timeout: float = 90.0) -> None:
-        """Until etcd answers ``/health`` or kube-apiserver ``/readyz`` (which needs etcd) with
-        200; raises with the log's tail if it does not within ``timeout`` seconds."""
+        """Until the process answers its health check with 200 (etcd ``/health``, kube-apiserver
+        ``/readyz``, which needs etcd, the others their ``health_urls``); raises with the log's
+        tail if it does not within ``timeout`` seconds."""
         if name == "etcd":
             _wait_http(f"{self.etcd_url}/health", None, timeout, self, name)
-        else:
+        elif name == "kube-apiserver":
             _wait_http(f"{self.server}/readyz", self.admin_token, timeout, self, name)
+        else:
+            _wait_http(self.health_urls[name], None, timeout, self, name)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -404,14 +699,17 @@ def start(
     version: str = KUBERNETES_VERSION,
     timeout: float = 90.0,
     apiserver_flags: Sequence[str] = (),
+    full: bool = False,
 ) -> ControlPlane:
-    """Start etcd and kube-apiserver on free loopback ports and wait until the API is ready.
+    """Start etcd and kube-apiserver on free loopback ports and wait until the API is ready;
+    when ``full``, then kube-controller-manager, kube-scheduler and kwok too, and wait until
+    they are healthy.
 
     ``detached`` processes outlive the caller (the ``local-cluster up`` command); otherwise they
     are killed with it, so an interrupted test run leaves nothing behind. ``apiserver_flags`` go
     last on kube-apiserver's command line, so they override ours (e.g. ``--watch-cache=false``).
     """
-    binaries = ensure_binaries(version)
+    binaries = ensure_binaries(version, full=full)
     if workdir is None:
         workdir = Path(tempfile.mkdtemp(prefix="sharekeeper-cp-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -424,6 +722,7 @@ def start(
         kubeconfig=workdir / "kubeconfig",
         bin_dir=binaries,
         admin_token=token,
+        full=full,
     )
     try:
         (workdir / "tokens.csv").write_text(f'{token},admin,admin,"system:masters"\n')
@@ -499,6 +798,8 @@ def start(
         )
         _wait_http(f"{server}/readyz", token, timeout, plane, "kube-apiserver")
         _write_kubeconfig(plane)
+        if full:
+            _start_cluster_components(plane, detached, timeout)
         (workdir / "state.json").write_text(json.dumps(plane.to_state(), indent=2))
     except BaseException:
         plane.stop()
@@ -506,10 +807,92 @@ def start(
     return plane
 
 
-def _spawn(plane: ControlPlane, name: str, argv: list[str], detached: bool) -> None:
+def _start_cluster_components(plane: ControlPlane, detached: bool, timeout: float) -> None:
+    """kube-controller-manager, kube-scheduler and kwok, all acting as the admin (so that their
+    writes stay out of the audit log, which records service accounts')."""
+    workdir, binaries, kubeconfig = plane.workdir, plane.bin_dir, plane.kubeconfig
+    controller_manager_port, scheduler_port, kwok_port = free_port(), free_port(), free_port()
+    plane.health_urls = {
+        "kube-controller-manager": f"https://127.0.0.1:{controller_manager_port}/healthz",
+        # /readyz waits for the scheduler's informers to sync, /healthz does not.
+        "kube-scheduler": f"https://127.0.0.1:{scheduler_port}/readyz",
+        "kwok": f"http://127.0.0.1:{kwok_port}/healthz",
+    }
+    _spawn(
+        plane,
+        "kube-controller-manager",
+        [
+            str(binaries / "kube-controller-manager"),
+            f"--kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={controller_manager_port}",
+            f"--cert-dir={workdir / 'kube-controller-manager-certs'}",
+            # No --authentication/authorization-kubeconfig (nor for the scheduler): they would
+            # look for a client CA the API server does not have (it takes tokens) and log errors
+            # about it; the health endpoints are open anyway, and nothing else calls these.
+            "--leader-elect=false",
+            # No cloud and no pod networks: node CIDRs, routes and load balancers stay off.
+            "--controllers=*,-node-ipam-controller,-cloud-node-lifecycle-controller,"
+            "-node-route-controller,-service-lb-controller",
+            f"--service-account-private-key-file={workdir / 'sa.key'}",
+            f"--root-ca-file={workdir / 'certs' / 'apiserver.crt'}",
+            "--v=1",
+        ],
+        detached,
+    )
+    _spawn(
+        plane,
+        "kube-scheduler",
+        [
+            str(binaries / "kube-scheduler"),
+            f"--kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={scheduler_port}",
+            f"--cert-dir={workdir / 'kube-scheduler-certs'}",
+            "--leader-elect=false",
+            "--v=1",
+        ],
+        detached,
+    )
+    stages = workdir / "kwok-stages.yaml"
+    stages.write_text(KWOK_STAGES)
+    annotation, value = FAKE_NODE_ANNOTATION
+    _spawn(
+        plane,
+        "kwok",
+        [
+            str(binaries / "kwok"),
+            f"--kubeconfig={kubeconfig}",
+            f"--config={stages}",
+            f"--manage-nodes-with-annotation-selector={annotation}={value}",
+            f"--server-address=127.0.0.1:{kwok_port}",
+            # Pod IPs apart from the service range (10.0.0.0/24).
+            "--cidr=10.244.0.0/16",
+            # Kubelet-like Leases in kube-node-lease, the heartbeat the node-lifecycle controller
+            # watches (without the flag kwok keeps none).
+            "--node-lease-duration-seconds=40",
+        ],
+        detached,
+        # kwok also reads $KWOK_WORKDIR/kwok.yaml (by default ~/.kwok/kwok.yaml), which could
+        # add someone's own stages to ours.
+        {"KWOK_WORKDIR": str(workdir / "kwok")},
+    )
+    for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+        plane.wait_ready(name, timeout)
+
+
+def _spawn(
+    plane: ControlPlane,
+    name: str,
+    argv: list[str],
+    detached: bool,
+    env: dict[str, str] | None = None,
+) -> None:
+    extra_env = env or {}
     with (plane.workdir / f"{name}.log").open("ab") as out:
         proc = subprocess.Popen(
             argv,
+            env={**os.environ, **extra_env},
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -519,7 +902,7 @@ def _spawn(plane: ControlPlane, name: str, argv: list[str], detached: bool) -> N
         )
     plane.pids[name] = proc.pid
     plane.children[name] = proc
-    plane.commands[name] = (argv, detached)
+    plane.commands[name] = (argv, extra_env, detached)
 
 
 def _wait_http(url: str, token: str | None, timeout: float, plane: ControlPlane, name: str) -> None:
@@ -574,9 +957,9 @@ def write_token_kubeconfig(plane: ControlPlane, path: Path, token: str, user: st
 
 @contextlib.contextmanager
 def running(
-    workdir: Path | None = None, *, apiserver_flags: Sequence[str] = ()
+    workdir: Path | None = None, *, apiserver_flags: Sequence[str] = (), full: bool = False
 ) -> Iterator[ControlPlane]:
-    plane = start(workdir, apiserver_flags=apiserver_flags)
+    plane = start(workdir, apiserver_flags=apiserver_flags, full=full)
     try:
         yield plane
     finally:

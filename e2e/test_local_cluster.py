@@ -58,3 +58,32 @@ def test_local_cluster_command_up_and_down(tmp_path: Path) -> None:
     assert not any(controlplane._pid_alive(int(pid)) for pid in state["pids"].values())
     assert not (tmp_path / "lc").exists()
     assert run("status").stdout.strip() == "down"
+
+
+def local_cluster(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SHAREKEEPER_LOCAL_CLUSTER_DIR": str(directory)}
+    return subprocess.run(
+        [sys.executable, str(LOCAL_CLUSTER), *args], check=False, env=env, capture_output=True,
+        text=True, timeout=180,
+    )  # fmt: skip
+
+
+def test_local_cluster_command_up_full_replaces_a_plain_one(tmp_path: Path) -> None:
+    directory, alive = tmp_path / "lc", controlplane._pid_alive
+    state = directory / "state.json"
+    assert local_cluster(directory, "up").returncode == 0
+    plain = json.loads(state.read_text())
+    started = local_cluster(directory, "up", "--full")
+    assert started.returncode == 0, started.stderr
+    assert "restarting it full" in started.stderr
+    assert not any(alive(int(pid)) for pid in plain["pids"].values())
+    full = json.loads(state.read_text())
+    assert full["full"] is True
+    assert set(full["pids"]) == set(controlplane.PROCESSES)
+    assert local_cluster(directory, "status").stdout.split()[-1] == "mode=full"
+    reused = local_cluster(directory, "up")  # a full one serves a plain `up` too
+    assert "reusing the full local cluster" in reused.stderr
+    assert reused.stdout == started.stdout
+    assert local_cluster(directory, "down").returncode == 0
+    assert not any(alive(int(pid)) for pid in full["pids"].values())
+    assert not directory.exists()
