@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint unit e2e bench venv binaries clean crds
+.PHONY: demo demo-full test lint unit e2e bench venv binaries clean crds
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ binaries: venv
 
 demo: binaries
 	VENV=$(VENV) scripts/demo.sh
+
+# Admission through scheduling gates on a whole cluster in a box (scheduler, controllers, kwok).
+demo-full: binaries
+	VENV=$(VENV) scripts/demo-full.sh
 
 test: binaries lint
 	$(BIN)/pytest

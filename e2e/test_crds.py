@@ -365,12 +365,12 @@ def test_get_queues_prints_the_contract_columns(crds: Cluster) -> None:
     header = crds.kubectl("get", "queues").stdout.splitlines()[0].split()
     assert header == [
         "NAME", "WEIGHT", "STATE", "DESERVED-CPU", "DESERVED-MEM", "ALLOC-CPU", "ALLOC-MEM",
-        "SHARE", "PARENT", "AGE",
+        "SHARE", "GATED", "PARENT", "AGE",
     ]  # fmt: skip
     wide = crds.kubectl("get", "skq", "-o", "wide").stdout.splitlines()[0].split()
-    assert wide[-9:] == [
-        "DESERVED-GPU", "ALLOC-GPU", "REQUEST", "GUARANTEE", "CAPABILITY", "PARENT", "POLICY",
-        "OVERUSED", "AGE",
+    assert wide[-11:] == [
+        "GATED", "ADMITTED", "DESERVED-GPU", "ALLOC-GPU", "REQUEST", "GUARANTEE", "CAPABILITY",
+        "PARENT", "POLICY", "OVERUSED", "AGE",
     ]  # fmt: skip
 
 

@@ -6,19 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
-
-OPERATOR_PID=
-cleanup() {
-    if [[ -n "$OPERATOR_PID" ]]; then
-        kill "$OPERATOR_PID" 2>/dev/null && wait "$OPERATOR_PID" 2>/dev/null || true
-    fi
-    if [[ "${DEMO_KEEP:-0}" != 1 ]]; then
-        "$VENV/bin/python" e2e/local-cluster down
-    fi
-}
-trap cleanup EXIT
-
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+source scripts/demo-lib.sh
 
 step "Starting a local control plane (etcd + kube-apiserver on 127.0.0.1)"
 eval "$("$VENV/bin/python" e2e/local-cluster up)"
@@ -37,13 +25,7 @@ kubectl apply -f examples/demo-workload.yaml
 
 LOG=$(mktemp -t sharekeeper-demo-XXXX.log)
 step "Starting the operator as its ServiceAccount (RBAC from manifests/), log in $LOG"
-TOKEN=$(kubectl create token sharekeeper -n sharekeeper --duration=1h)
-OPERATOR_KUBECONFIG=$(mktemp -t sharekeeper-demo-kubeconfig-XXXX)
-kubectl config view --raw --minify --flatten \
-    | sed "s/token: .*/token: $TOKEN/" > "$OPERATOR_KUBECONFIG"
-KUBECONFIG=$OPERATOR_KUBECONFIG "$VENV/bin/sharekeeper" run --liveness-port=0 --metrics-port=0 \
-    >"$LOG" 2>&1 &
-OPERATOR_PID=$!
+start_operator "$LOG"
 # Wait until every queue names its policy in status: the shares are published then.
 QUEUES=$(kubectl get skq -o name | wc -l)
 for _ in $(seq 150); do

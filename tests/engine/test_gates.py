@@ -156,13 +156,18 @@ def test_borrowing_admits_up_to_real_capability_within_the_overcommit_headroom()
     assert blocked.reason == "OvercommitHeadroomExceeded"
 
 
-def test_an_accelerator_pod_waits_until_some_node_can_hold_it() -> None:
+def gpu_policy() -> dict[str, Any]:
+    """A policy that keeps 1 cpu and 1Gi idle per idle GPU."""
     gpus = policy("p")
     gpus["spec"]["proportional"] = {
         "enable": True, "resources": {"nvidia.com/gpu": {"cpu": "1", "memory": "1Gi"}},
     }  # fmt: skip
+    return gpus
+
+
+def test_an_accelerator_pod_waits_until_some_node_can_hold_it() -> None:
     result = decide(
-        gpus,
+        gpu_policy(),
         node("g1", cpu=8, memory="64Gi", **{"nvidia.com/gpu": 3}),
         node("g2", cpu=8, memory="64Gi", **{"nvidia.com/gpu": 1}),
         queue("a"),
@@ -181,12 +186,8 @@ def test_an_accelerator_pod_waits_until_some_node_can_hold_it() -> None:
 
 
 def test_a_pod_no_node_can_hold_does_not_stop_the_pods_behind_it() -> None:
-    gpus = policy("p")
-    gpus["spec"]["proportional"] = {
-        "enable": True, "resources": {"nvidia.com/gpu": {"cpu": "1", "memory": "1Gi"}},
-    }  # fmt: skip
     result = decide(
-        gpus,
+        gpu_policy(),
         node("g1", cpu=8, memory="64Gi", **{"nvidia.com/gpu": 1}),
         node("g2", cpu=8, memory="64Gi", **{"nvidia.com/gpu": 1}),
         queue("a"),

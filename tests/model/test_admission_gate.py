@@ -65,9 +65,7 @@ def test_the_release_patch_removes_only_our_gate_and_records_the_time() -> None:
 
 
 def test_a_held_pod_is_read_with_its_order_and_a_released_one_as_admitted() -> None:
-    held = pod_snapshot(
-        pod("p", "a", held=True, priority=5, created="2026-01-01T00:00:10Z", cpu=1)
-    )
+    held = pod_snapshot(pod("p", "a", held=True, priority=5, created="2026-01-01T00:00:10Z", cpu=1))
     assert (held.admission, held.priority, held.created_seconds) == ("held", 5, 1767225610.0)
     admitted = pod_snapshot(pod("q", "a", admitted=True, priority=5, cpu=1))
     assert (admitted.admission, admitted.priority) == ("admitted", 0)  # order is not kept

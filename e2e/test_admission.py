@@ -1,0 +1,228 @@
+"""Admission through scheduling gates on a whole cluster in a box: Jobs make the pods, the
+webhook gates them, the operator releases them in deserved proportions, the real kube-scheduler
+binds them to kwok's nodes, kwok runs and completes them, and the next ones are let through.
+
+Two fake nodes of 4 cpu each: the policy shares 8 cpu. Each test has a namespace of its own,
+labelled for admission, and deletes it and its queues at the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import controlplane
+import objects
+from clusters import REPO, Installed
+from fakenodes import fake_node, job, wait_job_complete, wait_nodes_ready
+from operating import Operator, eventually, start_operator
+
+GATE = "sharekeeper.io/admission"
+ADMISSION_LABEL = "sharekeeper.io/admission=enabled"
+PODGROUP_CRD = Path(__file__).parent / "volcano" / "podgroups.yaml"
+
+
+@pytest.fixture(scope="module")
+def admitting(full_installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
+    tuple[Installed, Operator]
+]:  # fmt: skip
+    """Nodes, a policy, Volcano's PodGroup CRD (for gangs) and the operator serving the
+    webhook at a loopback URL it publishes in the MutatingWebhookConfiguration."""
+    cluster = full_installed.cluster
+    # The operator runs here, as a process; the manifests' replicas would take 400m of the
+    # fake nodes (unmanaged pods the policy reserves) and serve nothing.
+    cluster.kubectl("scale", "deployment/sharekeeper", "-n", "sharekeeper", "--replicas=0")
+    cluster.kubectl("apply", "-f", str(PODGROUP_CRD))
+    cluster.apply(fake_node("kwok-1", cpu="4"), fake_node("kwok-2", cpu="4"), objects.policy("all"))
+    wait_nodes_ready(cluster, ["kwok-1", "kwok-2"])
+    port = controlplane.free_port()
+    operator = start_operator(
+        full_installed.operator_kubeconfig,
+        tmp_path_factory.mktemp("admitting") / "operator.log",
+        env={"SHAREKEEPER_DISCOVERY_INTERVAL": "1"},
+        args=[
+            f"--webhook-bind-address=127.0.0.1:{port}",
+            f"--webhook-url=https://127.0.0.1:{port}",
+        ],
+    )
+    try:
+        operator.wait_rounds(1)
+        eventually(lambda: _webhook_published(full_installed, port), timeout=30)
+        yield full_installed, operator
+    finally:
+        operator.stop(signal.SIGKILL)
+
+
+def _webhook_published(installed: Installed, port: int) -> bool:
+    config = installed.cluster.get("mutatingwebhookconfiguration", "sharekeeper-admission")
+    client = config["webhooks"][0]["clientConfig"]
+    assert client.get("url") == f"https://127.0.0.1:{port}/gate", client
+    assert client.get("caBundle")
+    return True
+
+
+@pytest.fixture
+def space(admitting: tuple[Installed, Operator], request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace of the test's own, opted in to admission."""
+    cluster = admitting[0].cluster
+    name = request.node.name.removeprefix("test_").replace("_", "-")[:40].rstrip("-")
+    cluster.kubectl("create", "namespace", name)
+    cluster.kubectl("label", "namespace", name, ADMISSION_LABEL)
+    try:
+        yield name
+    finally:
+        cluster.kubectl("delete", "namespace", name, "--wait=true", "--timeout=60s")
+        cluster.kubectl("delete", "queues", "--all", "--wait=false")
+
+
+def pods_of(installed: Installed, namespace: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = installed.cluster.get("pods", "-n", namespace)["items"]
+    return items
+
+
+def held(pod: dict[str, Any]) -> bool:
+    return any(gate["name"] == GATE for gate in pod["spec"].get("schedulingGates") or [])
+
+
+def let_through(installed: Installed, namespace: str) -> Counter[str]:
+    """Pods let through the gate and not finished, by queue."""
+    return Counter(
+        pod["metadata"]["labels"]["sharekeeper.io/queue"]
+        for pod in pods_of(installed, namespace)
+        if not held(pod) and pod["status"].get("phase") not in ("Succeeded", "Failed")
+    )
+
+
+def queued_job(name: str, namespace: str, queue: str, **spec: Any) -> dict[str, Any]:
+    return job(name, namespace, labels={"sharekeeper.io/queue": queue}, **spec)
+
+
+def test_jobs_beyond_the_cluster_run_in_deserved_proportions_and_complete(
+    admitting: tuple[Installed, Operator], space: str
+) -> None:
+    installed, _ = admitting
+    cluster = installed.cluster
+    cluster.apply(objects.queue("a"), objects.queue("b"), objects.queue("c", weight=2))
+    # 18 cpu asked of 8: a and b deserve 2 each, c 4.
+    cluster.apply(*(
+        queued_job(f"job-{q}", space, q, completions=6, parallelism=6, cpu="1", run_for="6s")
+        for q in "abc"
+    ))  # fmt: skip
+
+    def first_wave() -> Counter[str]:
+        through = let_through(installed, space)
+        assert through == Counter({"a": 2, "b": 2, "c": 4}), through
+        return through
+
+    eventually(first_wave, timeout=30)
+    pods = pods_of(installed, space)
+    assert sum(held(pod) for pod in pods) == 10
+    running = [pod for pod in pods if not held(pod)]
+    # The real scheduler bound each released pod to a fake node, and kwok runs it.
+    assert {pod["spec"].get("nodeName") for pod in running} <= {"kwok-1", "kwok-2"}
+    assert all(pod["metadata"]["annotations"].get("sharekeeper.io/admitted") for pod in running)
+    waiting = cluster.get("events", "-n", space, "--field-selector", "reason=AdmissionWaiting")
+    assert any("deserved share" in event["message"] for event in waiting["items"])
+    counts = lambda: [objects.status(cluster, "queue", "c").get(k) for k in ("admitted", "gated")]  # noqa: E731
+    eventually(lambda: counts() == [4, 2], timeout=5)
+    # Pods finish, the next ones are let through, and every Job completes.
+    for q in "abc":
+        wait_job_complete(cluster, space, f"job-{q}", timeout=120)
+    assert not any(held(pod) for pod in pods_of(installed, space))
+
+
+def test_a_gang_is_admitted_whole_or_not_at_all(
+    admitting: tuple[Installed, Operator], space: str
+) -> None:
+    installed, _ = admitting
+    cluster = installed.cluster
+    cluster.apply(objects.queue("a"), objects.queue("b"))
+    podgroups = [
+        {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+         "metadata": {"name": name, "namespace": space},
+         "spec": {"queue": queue, "minMember": 3}}
+        for name, queue in (("huge", "a"), ("fits", "b"))
+    ]  # fmt: skip
+    cluster.apply(*podgroups)
+    group = "scheduling.k8s.io/group-name"
+    # 3 x 3 cpu never fits in 8 cpu, let alone in a's half; 3 x 1 cpu fits in b's half.
+    cluster.apply(
+        job("huge", space, completions=3, parallelism=3, cpu="3", annotations={group: "huge"}),
+        job("fits", space, completions=3, parallelism=3, cpu="1", run_for="3s",
+            annotations={group: "fits"}),
+    )  # fmt: skip
+    wait_job_complete(cluster, space, "fits", timeout=60)
+    stamps = {
+        pod["metadata"]["annotations"]["sharekeeper.io/admitted"]
+        for pod in pods_of(installed, space)
+        if pod["metadata"]["annotations"].get(group) == "fits"
+    }
+    assert len(stamps) == 1  # the three went in one round
+    huge = [
+        p for p in pods_of(installed, space) if p["metadata"]["annotations"].get(group) == "huge"
+    ]
+    assert len(huge) == 3
+    assert all(held(pod) for pod in huge)
+    events = cluster.get("events", "-n", space, "--field-selector", "reason=AdmissionWaiting")
+    told = {e["involvedObject"]["name"]: e["message"] for e in events["items"]}
+    assert "cpu 9 requested" in told[huge[0]["metadata"]["name"]]
+
+
+def test_a_weight_change_shifts_what_each_queue_admits(
+    admitting: tuple[Installed, Operator], space: str
+) -> None:
+    installed, _ = admitting
+    cluster = installed.cluster
+    cluster.apply(objects.queue("a"), objects.queue("b"))
+    cluster.apply(*(
+        queued_job(f"job-{q}", space, q, completions=30, parallelism=30, cpu="1", run_for="4s")
+        for q in "ab"
+    ))  # fmt: skip
+    eventually(lambda: let_through(installed, space) == Counter({"a": 4, "b": 4}), timeout=30)
+    cluster.kubectl("patch", "queue", "b", "--type=merge", "-p", '{"spec":{"weight":3}}')
+
+    def shifted() -> bool:
+        through = let_through(installed, space)
+        assert through == Counter({"a": 2, "b": 6}), through
+        return True
+
+    # a's running pods finish (nothing is preempted); then only b's are let through.
+    eventually(shifted, timeout=60)
+
+
+def test_removing_the_label_stops_gating_and_release_lets_held_pods_go(
+    admitting: tuple[Installed, Operator], space: str
+) -> None:
+    installed, _ = admitting
+    cluster = installed.cluster
+    lost = objects.pod("lost", "no-such-queue", cpu="1", memory="1Gi")
+    lost["metadata"]["namespace"] = space
+    cluster.apply(lost)
+    got = cluster.get("pod", "lost", "-n", space)
+    assert held(got)
+    cluster.kubectl("label", "namespace", space, "sharekeeper.io/admission-")
+    free = objects.pod("free", "no-such-queue", cpu="1", memory="1Gi")
+    free["metadata"]["namespace"] = space
+    cluster.apply(free)
+    assert not held(cluster.get("pod", "free", "-n", space))
+    # The pod held before stays held (its queue does not exist) until released by hand.
+    assert held(cluster.get("pod", "lost", "-n", space))
+    released = subprocess.run(
+        [sys.executable, "-m", "sharekeeper.cli", "release", "--namespace", space],
+        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+        capture_output=True, text=True, check=False, cwd=REPO,
+    )  # fmt: skip
+    assert released.returncode == 0, released.stderr
+    assert released.stdout.strip() == "pod/lost released"
+    got = cluster.get("pod", "lost", "-n", space)
+    assert not held(got)
+    assert json.dumps(got["spec"].get("schedulingGates") or []) == "[]"
+    eventually(lambda: cluster.get("pod", "lost", "-n", space)["spec"].get("nodeName"))
