@@ -15,7 +15,10 @@ every node), fed to a ``ClusterStore`` the way a complete list would. Reported:
   writes are the API server's business), as in ``loops/recompute.py``, best of ``--repeat``;
 - one round after a weight change: the same, when every queue's share moves;
 - one QoS check: ``cluster_check`` over every node with node usage for each (best of
-  ``--repeat``); reading usage from metrics.k8s.io comes on top in a real cluster.
+  ``--repeat``); reading usage from metrics.k8s.io comes on top in a real cluster;
+- one round with ``--held`` more pods held by the admission gate (1 cpu each, spread over the
+  queues, one in ten asking for a GPU), settled otherwise: the same round, now also deciding
+  which to release.
 
 Timings are reported, never asserted.
 """
@@ -35,11 +38,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO / "e2e"))
 
-from bench_operator import Workload  # noqa: E402
+from bench_operator import GPU, Workload  # noqa: E402
 from bench_shares import best_seconds  # noqa: E402
+from objects import pod  # noqa: E402
 from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs  # noqa: E402
 from sharekeeper.cluster.store import ClusterStore  # noqa: E402
 from sharekeeper.loops.recompute import Decision, QueueSeries, _decide  # noqa: E402
+from sharekeeper.model.pods import ADMISSION_GATE  # noqa: E402
 from sharekeeper.pipeline.qos import cluster_check  # noqa: E402
 
 STAMP = "2026-01-01T00:00:00Z"
@@ -77,8 +82,27 @@ def one_round(store: ClusterStore) -> Decision:
     )
     nodes = store.nodes.sorted_records()
     return _decide(
-        snapshot, node_policies(policies), queues, policies, nodes, series=SERIES, stamp=STAMP
-    )
+        snapshot, node_policies(policies), queues, policies, nodes, series=SERIES, stamp=STAMP,
+        held=store.pods.held(),
+    )  # fmt: skip
+
+
+def held_pods(workload: Workload, count: int) -> list[dict[str, Any]]:
+    """Pods the admission gate holds, as the webhook leaves them."""
+    queues = workload.queue_names()
+    built = []
+    for index in range(count):
+        held = pod(f"held-{index:06d}", queues[index % len(queues)], "1", "2Gi")
+        held["spec"]["schedulingGates"] = [{"name": ADMISSION_GATE}]
+        held["metadata"]["creationTimestamp"] = f"2026-01-01T{index // 3600 % 24:02d}:" + (
+            f"{index // 60 % 60:02d}:{index % 60:02d}Z"
+        )
+        if index % 10 == 0:
+            resources = held["spec"]["containers"][0]["resources"]
+            resources["requests"][GPU] = "1"
+            resources["limits"] = {GPU: "1"}
+        built.append(held)
+    return built
 
 
 def published(store: ClusterStore, decision: Decision) -> None:
@@ -109,6 +133,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--held", type=int, default=10_000, help="pods held by the gate")
     args = parser.parse_args()
 
     workload = Workload(nodes=args.nodes)
@@ -137,6 +162,10 @@ def main() -> None:
     moved = best_seconds(lambda: one_round(store), args.repeat)
     moved_writes = len(one_round(store).statuses)
     check = best_seconds(lambda: one_check(store), args.repeat)
+    store.pods.listed(held_pods(workload, args.held))
+    published(store, one_round(store))  # the gated counts are in every status now
+    gating = best_seconds(lambda: one_round(store), args.repeat)
+    released = len(one_round(store).publication.gates.released)
 
     pods = workload.pods
     print(f"{args.nodes:,} nodes, {pods:,} pods, {workload.queues:,} queues")
@@ -145,6 +174,10 @@ def main() -> None:
     print(f"one round, settled      {steady * 1000:6.0f} ms  (0 writes)")
     print(f"one round, weight moved {moved * 1000:6.0f} ms  ({moved_writes:,} status writes)")
     print(f"one QoS check           {check * 1000:6.0f} ms  (every node)")
+    print(
+        f"one round, {args.held:,} held  {gating * 1000:6.0f} ms  ({released:,} released, "
+        "settled otherwise)"
+    )
 
 
 if __name__ == "__main__":

@@ -267,6 +267,9 @@ def _headroom(
     for name, share in queues.items():
         if share.policy not in headroom or not share.leaf:
             continue
+        pending = share.request.get(PODS, 0) - share.allocated.get(PODS, 0)
+        if pending == share.held.get(PODS, 0) and name not in in_flight:
+            continue  # every unbound pod of the queue is held: nothing admitted is unbound
         unbound = _minus(_minus(share.request, share.held), share.allocated)
         flying = sum_amounts(in_flight.get(name, []))
         headroom[share.policy] = _minus(headroom[share.policy], add(unbound, flying))
