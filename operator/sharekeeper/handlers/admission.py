@@ -13,6 +13,7 @@ The configuration is the manifest's, not kopf's (kopf's managed configurations h
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import tempfile
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ import kopf
 from lightkube import AsyncClient
 
 from sharekeeper.cluster.webhook_tls import (
+    ServingCert,
     ensure_serving_cert,
     publish_client_config,
     write_files,
@@ -75,25 +77,55 @@ def register() -> None:
     )(gate_new_pod)  # fmt: skip
 
 
+RENEWAL_CHECK_SECONDS = 6 * 3600.0
+"""How often a running replica looks at the certificate: one renewed by another replica, or
+within 30 days of expiry, is served (kopf re-reads the files) and its CA published."""
+
+
 async def serve(
     settings: WebhookSettings, client: AsyncClient, operator_settings: kopf.OperatorSettings
-) -> None:
-    """Load (or make) the certificate, hand kopf its server, and publish the CA (and URL)."""
+) -> asyncio.Task[None]:
+    """Load (or make) the certificate, hand kopf its server, and publish the CA (and URL);
+    returns the task that keeps the certificate current, for the caller to cancel."""
+    directory = Path(tempfile.mkdtemp(prefix="sharekeeper-webhook-"))
+    cert = await _current(settings, client, directory)
+    host, port = settings.address
+    operator_settings.admission.server = kopf.WebhookServer(
+        addr=host, port=port, certfile=str(directory / "tls.crt"),
+        pkeyfile=str(directory / "tls.key"), cadata=cert.ca_pem,
+    )  # fmt: skip
+    operator_settings.admission.managed = None  # the configuration is the manifest's
+    logger.info("admission webhook on %s:%d", host, port)
+    return asyncio.create_task(_renewing(settings, client, directory, cert), name="webhook tls")
+
+
+async def _current(settings: WebhookSettings, client: AsyncClient, directory: Path) -> ServingCert:
+    """The Secret's certificate (made or renewed if need be), in the served files and the
+    configuration."""
     cert = await ensure_serving_cert(
         client, settings.namespace, settings.secret, settings.hosts, now=datetime.now(UTC)
     )
-    certfile, keyfile = write_files(cert, Path(tempfile.mkdtemp(prefix="sharekeeper-webhook-")))
-    host, port = settings.address
-    operator_settings.admission.server = kopf.WebhookServer(
-        addr=host, port=port, certfile=str(certfile), pkeyfile=str(keyfile), cadata=cert.ca_pem
-    )
-    operator_settings.admission.managed = None  # the configuration is the manifest's
+    write_files(cert, directory)
     url = None if settings.url is None else settings.url.rstrip("/") + f"/{HANDLER_ID}"
-    if await publish_client_config(client, CONFIGURATION, cert.ca_pem, url=url):
-        logger.info("admission webhook on %s:%d, published in %s", host, port, CONFIGURATION)
-    else:
+    if not await publish_client_config(client, CONFIGURATION, cert.ca_pem, url=url):
         logger.warning(
             "MutatingWebhookConfiguration %s is not installed (kubectl apply -k manifests/): "
             "no pod is gated",
             CONFIGURATION,
         )
+    return cert
+
+
+async def _renewing(
+    settings: WebhookSettings, client: AsyncClient, directory: Path, served: ServingCert
+) -> None:
+    while True:
+        await asyncio.sleep(RENEWAL_CHECK_SECONDS)
+        try:
+            current = await _current(settings, client, directory)
+        except Exception:  # the next check tries again; the served certificate stays
+            logger.exception("checking the webhook certificate failed")
+            continue
+        if current != served:
+            logger.info("the webhook now serves a renewed certificate")
+            served = current

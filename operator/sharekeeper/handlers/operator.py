@@ -82,8 +82,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     settings.scanning.disabled = True
     client = memo["client"] = AsyncClient(field_manager="sharekeeper")
     webhook: admission.WebhookSettings | None = memo.get("webhook")
-    if webhook is not None:
-        await admission.serve(webhook, client, settings)
+    renewing = [] if webhook is None else [await admission.serve(webhook, client, settings)]
     http = memo["http"] = http_client()
     store = ClusterStore()
     writer = KubeWriter(client)
@@ -156,7 +155,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
             await asyncio.gather(recompute.run(), qos_loop.run(), mirroring.run())
 
         tasks.append(asyncio.create_task(leadership.run(lead), name="leadership"))
-    memo["tasks"] = tasks
+    memo["tasks"] = tasks + renewing
     probes = memo["probes"] = Probes(
         [t for t in tasks if t.get_name() != "sync"],
         watches,
