@@ -252,8 +252,10 @@ def run(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if not verbose:
-        # One line per HTTP request is noise at thousands of writes a minute.
-        logging.getLogger("httpx2").setLevel(logging.WARNING)
+        # One line per HTTP request is noise at thousands of writes (or pod creations) a
+        # minute: our client's requests, the webhook's access log, kopf's per-review lines.
+        for noisy in ("httpx2", "aiohttp.access", "kopf.objects"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
     if metrics_address is not None:
         host, port = metrics_address
         prometheus_client.start_http_server(port, addr=host)
