@@ -119,10 +119,25 @@ FAKE_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 # How long a Job's pod runs on a fake node before it succeeds: a Go duration such as "5s".
 POD_COMPLETE_DELAY_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
 
+# The conditions kwok writes on a fake node, now (node-initialize and node-heartbeat below).
+_NODE_CONDITIONS = """      {{ $now := Now }}
+      {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
+      conditions:
+      {{ range NodeConditions }}
+      - lastHeartbeatTime: {{ $now | Quote }}
+        lastTransitionTime: {{ $lastTransitionTime | Quote }}
+        message: {{ .message | Quote }}
+        reason: {{ .reason | Quote }}
+        status: {{ .status | Quote }}
+        type: {{ .type | Quote }}
+      {{ end }}
+"""
+
 # kwok's stages, after its v0.7.0 node/fast, node/heartbeat-with-lease, pod/fast and pod/general
 # ones (rules in the module docstring). Spelt out here so that a kwok upgrade cannot change what
 # the tests see, and to make the completion delay a per-pod annotation without jitter.
-KWOK_STAGES = """apiVersion: kwok.x-k8s.io/v1alpha1
+KWOK_STAGES = (
+    """apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
   name: node-initialize
@@ -134,18 +149,9 @@ spec:
          values: ["True"]}
   next:
     statusTemplate: |
-      {{ $now := Now }}
-      {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
-      conditions:
-      {{ range NodeConditions }}
-      - lastHeartbeatTime: {{ $now | Quote }}
-        lastTransitionTime: {{ $lastTransitionTime | Quote }}
-        message: {{ .message | Quote }}
-        reason: {{ .reason | Quote }}
-        status: {{ .status | Quote }}
-        type: {{ .type | Quote }}
-      {{ end }}
-      addresses:
+"""
+    + _NODE_CONDITIONS
+    + """      addresses:
       {{ with .status.addresses }}
       {{ YAML . 1 }}
       {{ else }}
@@ -203,18 +209,9 @@ spec:
   delay: {durationMilliseconds: 600000, jitterDurationMilliseconds: 1200000}
   next:
     statusTemplate: |
-      {{ $now := Now }}
-      {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
-      conditions:
-      {{ range NodeConditions }}
-      - lastHeartbeatTime: {{ $now | Quote }}
-        lastTransitionTime: {{ $lastTransitionTime | Quote }}
-        message: {{ .message | Quote }}
-        reason: {{ .reason | Quote }}
-        status: {{ .status | Quote }}
-        type: {{ .type | Quote }}
-      {{ end }}
----
+"""
+    + _NODE_CONDITIONS
+    + """---
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
@@ -329,6 +326,7 @@ spec:
     finalizers: {empty: true}
     delete: true
 """
+)
 
 # The aggregation layer: kube-apiserver proxies aggregated APIs (metrics.k8s.io in the e2e tests)
 # with this client certificate, signed by the front-proxy CA the aggregated server trusts for
