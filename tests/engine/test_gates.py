@@ -135,6 +135,27 @@ def test_a_gang_goes_whole_or_not_at_all() -> None:
     assert {too_big.gates.waiting[("ns", f"w{i}")].reason for i in range(3)} == {"QuotaExceeded"}
 
 
+def test_a_gangs_min_resources_must_fit_in_the_headroom_as_volcanos_enqueue_asks() -> None:
+    def gang(min_cpu: int) -> Publication:
+        exact = policy("p")
+        exact["spec"]["overcommit"] = {"factor": 1.0}
+        return decide(
+            exact, node("n", cpu=8, memory="64Gi"), queue("a"), queue("b"),
+            pod("busy", "b", node="n", cpu=5),
+            pod_group("job", "a", min_member=2, min_resources={"cpu": min_cpu}),
+            *(pod(f"w{i}", held=True, group="job", cpu=1) for i in range(2)),
+        )  # fmt: skip
+
+    # 8 cpu x 1.0 less the 5 bound: 3 of headroom. The two pods ask for 2; the gang's minimum
+    # decides.
+    assert sorted(names(gang(3).gates)) == ["w0", "w1"]
+    refused = gang(4)
+    assert refused.gates.released == ()
+    waiting = refused.gates.waiting[("ns", "w0")]
+    assert waiting.reason == "OvercommitHeadroomExceeded"
+    assert waiting_text(waiting).endswith("cpu 4 requested, 3 available")
+
+
 def test_borrowing_admits_up_to_real_capability_within_the_overcommit_headroom() -> None:
     def with_borrow(borrow: bool) -> Publication:
         shared = policy("p")

@@ -11,7 +11,8 @@ decides, on the same snapshot as the shares, which held pods to release. A pod g
 - when the policy keeps CPU and memory idle for accelerators, an accelerator pod fits on some
   node of the policy as it is now, less the pods released before it in the same round;
 - a pod of a PodGroup goes with every held pod of its group or not at all (a gang), and only
-  once the group has ``minMember`` pods.
+  once the group has ``minMember`` pods; with ``minResources``, only when what the minimum
+  still lacks (beyond the group's running pods) fits in the headroom, as Volcano's enqueue.
 
 Within a queue, pods go by priority, then creation time, then name, and the first that does not
 fit in the queue's bound or the headroom stops its queue for the round: small pods never
@@ -282,6 +283,7 @@ def _fits(state: _Round, unit: _Unit, queue: QueueName, settings: NodePolicy) ->
     policy = queues[queue].policy
     assert policy is not None
     request = unit.request
+    need = _gang_need(unit, request, state.snapshot)
     levels = _ancestors(queue, queues)
     for level in levels:
         share = queues[level]
@@ -292,7 +294,7 @@ def _fits(state: _Round, unit: _Unit, queue: QueueName, settings: NodePolicy) ->
             return Waiting("QuotaExceeded", queue, short, limiting=limiting, borrow=settings.borrow)
     headroom = state.headroom.get(policy)
     if headroom is not None:
-        short = shortfalls(request, headroom)
+        short = shortfalls(need, headroom)
         if short:
             return Waiting("OvercommitHeadroomExceeded", queue, short)
     placed = _place(state, unit, policy, settings)
@@ -306,6 +308,21 @@ def _fits(state: _Round, unit: _Unit, queue: QueueName, settings: NodePolicy) ->
     if headroom is not None:
         state.headroom[policy] = _minus(headroom, request)
     return None
+
+
+def _gang_need(unit: _Unit, request: Amounts, snapshot: ShareSnapshot) -> Amounts:
+    """What the unit must find in the overcommit headroom: its pods' requests, and for a
+    PodGroup with ``minResources`` at least what of that minimum its running pods do not cover
+    yet, as Volcano's enqueue asks of the headroom. (The queue's share is checked against the
+    requests: a proportion share never exceeds what the pods request.) Only the pods'
+    requests are charged once it goes."""
+    group = unit.group
+    if group is None or group.min_resources is None:
+        return request
+    members = snapshot.totals.groups.get((group.namespace, group.name))
+    running = members.allocated if members is not None else {}
+    missing = {name: amount - running.get(name, 0) for name, amount in group.min_resources.items()}
+    return {name: max(request.get(name, 0), missing.get(name, 0)) for name in {*request, *missing}}
 
 
 def _place(
