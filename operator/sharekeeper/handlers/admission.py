@@ -77,9 +77,11 @@ def register() -> None:
     )(gate_new_pod)  # fmt: skip
 
 
-RENEWAL_CHECK_SECONDS = 6 * 3600.0
-"""How often a running replica looks at the certificate: one renewed by another replica, or
-within 30 days of expiry, is served (kopf re-reads the files) and its CA published."""
+RENEWAL_CHECK_SECONDS = 300.0
+"""How often a running replica looks at the certificate (one GET): one renewed by another
+replica, or within 30 days of expiry, is served (kopf re-reads the files within a minute) and
+its CA published. A renewal makes a new CA, so until every replica has looked, requests that
+reach a replica still serving the old certificate fail, and those pods are not gated."""
 
 
 async def serve(
