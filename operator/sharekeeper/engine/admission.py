@@ -168,12 +168,12 @@ def queue_views(
         for name, share in mine.items()
     }
     return {
-        name: replace(view, ancestors=tuple(own[a] for a in _ancestors(name, mine)))
+        name: replace(view, ancestors=tuple(own[a] for a in ancestors(name, mine)))
         for name, view in own.items()
     }
 
 
-def _ancestors(name: QueueName, shares: Mapping[QueueName, QueueShare]) -> list[QueueName]:
+def ancestors(name: QueueName, shares: Mapping[QueueName, QueueShare]) -> list[QueueName]:
     """The queues above ``name``, nearest first (the share engine checked the tree)."""
     found: list[QueueName] = []
     parent = shares[name].parent

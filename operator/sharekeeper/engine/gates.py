@@ -28,10 +28,10 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sharekeeper.engine.admission import AdmissionResult, NodePolicy
+from sharekeeper.engine.admission import AdmissionResult, NodePolicy, ancestors
 from sharekeeper.engine.overcommit import Shortfall, shortfalls
 from sharekeeper.engine.proportional import NodeUsage, idle_resources, is_unrestricted
-from sharekeeper.engine.resources import Amounts, add, sum_amounts
+from sharekeeper.engine.resources import Amounts, add, subtract, sum_amounts
 from sharekeeper.engine.shares import PodSnapshot, QueueShare, ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.accounting import pod_claim
 from sharekeeper.engine.shares.snapshot import (
@@ -123,7 +123,7 @@ class _Round:
         found = self.in_use.get(queue)
         if found is None:
             share = self.queues[queue]
-            in_use = _minus(share.request, share.held)
+            in_use = subtract(share.request, share.held)
             found = self.in_use[queue] = add(in_use, self.flying.get(queue, {}))
         return found
 
@@ -229,20 +229,6 @@ def _queue_problem(
     return None
 
 
-def _ancestors(queue: QueueName, queues: Mapping[QueueName, QueueShare]) -> list[QueueName]:
-    """The queue and the queues above it, nearest first."""
-    found = [queue]
-    parent = queues[queue].parent
-    while parent is not None and parent in queues and len(found) <= len(queues):
-        found.append(parent)
-        parent = queues[parent].parent
-    return found
-
-
-def _minus(left: Mapping[str, int], right: Mapping[str, int]) -> dict[str, int]:
-    return add(left, {name: -amount for name, amount in right.items()})
-
-
 def _flying(
     queues: Mapping[QueueName, QueueShare], in_flight: Mapping[QueueName, list[Amounts]]
 ) -> dict[QueueName, Amounts]:
@@ -250,7 +236,7 @@ def _flying(
     above it."""
     flying: dict[QueueName, Amounts] = {}
     for queue, requests in in_flight.items():
-        for name in _ancestors(queue, queues):
+        for name in (queue, *ancestors(queue, queues)):
             flying[name] = sum_amounts([flying.get(name, {}), *requests])
     return flying
 
@@ -271,9 +257,9 @@ def _headroom(
         pending = share.request.get(PODS, 0) - share.allocated.get(PODS, 0)
         if pending == share.held.get(PODS, 0) and name not in in_flight:
             continue  # every unbound pod of the queue is held: nothing admitted is unbound
-        unbound = _minus(_minus(share.request, share.held), share.allocated)
+        unbound = subtract(subtract(share.request, share.held), share.allocated)
         flying = sum_amounts(in_flight.get(name, []))
-        headroom[share.policy] = _minus(headroom[share.policy], add(unbound, flying))
+        headroom[share.policy] = subtract(headroom[share.policy], add(unbound, flying))
     return headroom
 
 
@@ -284,11 +270,11 @@ def _fits(state: _Round, unit: _Unit, queue: QueueName, settings: NodePolicy) ->
     assert policy is not None
     request = unit.request
     need = _gang_need(unit, request, state.snapshot)
-    levels = _ancestors(queue, queues)
+    levels = [queue, *ancestors(queue, queues)]
     for level in levels:
         share = queues[level]
         bound = share.real_capability if settings.borrow else share.deserved
-        short = shortfalls(request, _minus(bound, state.used(level)))
+        short = shortfalls(request, subtract(bound, state.used(level)))
         if short:
             limiting = None if level == queue else str(level)
             return Waiting("QuotaExceeded", queue, short, limiting=limiting, borrow=settings.borrow)
@@ -302,11 +288,11 @@ def _fits(state: _Round, unit: _Unit, queue: QueueName, settings: NodePolicy) ->
         return Waiting("NoNodeFits", queue, placed)
     for node, pod_request in placed:
         idle = state.idle[policy]
-        idle[node] = _minus(idle[node], pod_request)
+        idle[node] = subtract(idle[node], pod_request)
     for level in levels:
         state.in_use[level] = add(state.used(level), request)
     if headroom is not None:
-        state.headroom[policy] = _minus(headroom, request)
+        state.headroom[policy] = subtract(headroom, request)
     return None
 
 
@@ -346,7 +332,7 @@ def _place(
             (
                 node
                 for node, free in idle.items()
-                if not shortfalls(pod.request, _minus(free, taken.get(node, {})))
+                if not shortfalls(pod.request, subtract(free, taken.get(node, {})))
             ),
             None,
         )

@@ -29,7 +29,12 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
 
-from sharekeeper.engine.resources import exceeded_part, inqueue_reservation, sum_amounts
+from sharekeeper.engine.resources import (
+    exceeded_part,
+    inqueue_reservation,
+    subtract,
+    sum_amounts,
+)
 
 DEFAULT_FACTOR = Fraction(6, 5)
 """Volcano's built-in ``overcommit-factor`` (1.2)."""
@@ -323,15 +328,9 @@ def quota_available(queue: QueueSnapshot) -> dict[str, int] | None:
     if queue.real_capability is None:
         return None
     negative_elastic = {name: -amount for name, amount in queue.elastic.items()}
-    return _room(
+    return subtract(
         queue.real_capability, sum_amounts((queue.allocated, queue.inqueue, negative_elastic))
     )
-
-
-def _room(capability: Mapping[str, int], committed: Mapping[str, int]) -> dict[str, int]:
-    """``capability - committed`` per dimension of either (a missing one is 0)."""
-    names = set(capability) | set(committed)
-    return {name: capability.get(name, 0) - committed.get(name, 0) for name in sorted(names)}
 
 
 def quota_shortfalls(queue: QueueSnapshot, minimum: Mapping[str, int]) -> tuple[Shortfall, ...]:
@@ -356,7 +355,7 @@ def allocation_refused(
     for level in (queue, *queue.ancestors):
         if level.real_capability is None:
             continue
-        short = shortfalls(request, _room(level.real_capability, level.allocated))
+        short = shortfalls(request, subtract(level.real_capability, level.allocated))
         if short:
             return level.name, short
     return None

@@ -46,6 +46,12 @@ def add(left: Amounts, right: Amounts) -> dict[str, int]:
     return total
 
 
+def subtract(left: Amounts, right: Amounts) -> dict[str, int]:
+    """``left - right`` per dimension of either (a missing one is 0), names sorted."""
+    names = set(left) | set(right)
+    return {name: left.get(name, 0) - right.get(name, 0) for name in sorted(names)}
+
+
 def sum_amounts(vectors: Iterable[Amounts]) -> dict[str, int]:
     total: dict[str, int] = {}
     for vector in vectors:
