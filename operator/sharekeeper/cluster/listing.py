@@ -109,13 +109,22 @@ def list_objects(client: httpx.Client | None = None) -> list[Object]:
     own = client is None
     http = http_client() if client is None else client
     try:
-        return [obj for listed in LISTED for obj in _items(http, listed)]
+        return [obj for listed in LISTED for obj in list_items(http, listed)]
     finally:
         if own:
             http.close()
 
 
-def _items(http: httpx.Client, listed: Listed) -> Iterator[Object]:
+UNREACHABLE = (httpx.HTTPError, ConfigError, OSError)
+"""What a request raises when the API server cannot be reached (or the kubeconfig used)."""
+
+
+def unreachable(http: httpx.Client, error: Exception) -> ClusterUnreachable:
+    reason = str(error) or type(error).__name__
+    return ClusterUnreachable(f"cannot reach the API server at {http.base_url}: {reason}")
+
+
+def list_items(http: httpx.Client, listed: Listed) -> Iterator[Object]:
     resource = listed.resource
     params = {"limit": str(PAGE_SIZE)}
     if resource.field_selector:
@@ -124,11 +133,8 @@ def _items(http: httpx.Client, listed: Listed) -> Iterator[Object]:
         where = f"GET {resource.path}"
         try:
             response = http.get(resource.path, params=params)
-        except (httpx.HTTPError, ConfigError, OSError) as error:
-            reason = str(error) or type(error).__name__
-            raise ClusterUnreachable(
-                f"cannot reach the API server at {http.base_url}: {reason}"
-            ) from None
+        except UNREACHABLE as error:
+            raise unreachable(http, error) from None
         if response.status_code == 404 and resource.optional:
             return  # the CRD is not served: none of this kind
         if response.status_code != 200:

@@ -6,13 +6,20 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
 import httpx2 as httpx
 
-from sharekeeper.cluster.listing import PAGE_SIZE, ClusterUnreachable, http_client, refusal
+from sharekeeper.cluster.listing import (
+    UNREACHABLE,
+    Listed,
+    http_client,
+    list_items,
+    refusal,
+    unreachable,
+)
+from sharekeeper.cluster.watching import Resource
 from sharekeeper.model.objects import rfc3339
 from sharekeeper.model.pods import has_admission_gate, release_patch
 
@@ -29,12 +36,23 @@ class Released:
 def release_namespace(namespace: str, client: httpx.Client | None = None) -> Released:
     own = client is None
     http = http_client() if client is None else client
-    path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods"
+    # The explain command's paged list, narrowed to the namespace.
+    pods = Listed("Pod", Resource("pods", "", "v1", "pods", f"metadata.namespace={namespace}"))
     body = json.dumps(release_patch(rfc3339(time.time())))
+    headers = {"Content-Type": STRATEGIC}
     result = Released()
     try:
-        for name in list(_held(http, path)):
-            response = _request(http, "PATCH", f"{path}/{quote(name, safe='')}", body)
+        held = [
+            str(pod.get("metadata", {}).get("name"))
+            for pod in list_items(http, pods)
+            if has_admission_gate((pod.get("spec") or {}).get("schedulingGates"))
+        ]
+        for name in held:
+            path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
+            try:
+                response = http.patch(path, content=body, headers=headers)
+            except UNREACHABLE as error:
+                raise unreachable(http, error) from None
             if response.status_code == 200:
                 result.pods.append(name)
             elif response.status_code != 404:  # gone meanwhile: nothing to release
@@ -43,36 +61,3 @@ def release_namespace(namespace: str, client: httpx.Client | None = None) -> Rel
     finally:
         if own:
             http.close()
-
-
-def _held(http: httpx.Client, path: str) -> Iterator[str]:
-    params = {"limit": str(PAGE_SIZE)}
-    while True:
-        response = _request(http, "GET", path, params=params)
-        if response.status_code != 200:
-            raise ClusterUnreachable(f"GET {path}: {refusal(response)}")
-        page = response.json()
-        for pod in page.get("items") or []:
-            spec = pod.get("spec") or {}
-            if has_admission_gate(spec.get("schedulingGates")):
-                yield str((pod.get("metadata") or {}).get("name"))
-        token = (page.get("metadata") or {}).get("continue")
-        if not token:
-            return
-        params["continue"] = str(token)
-
-
-def _request(
-    http: httpx.Client,
-    method: str,
-    path: str,
-    body: str | None = None,
-    params: dict[str, str] | None = None,
-) -> httpx.Response:
-    headers = {"Content-Type": STRATEGIC} if body is not None else {}
-    try:
-        return http.request(method, path, content=body, params=params, headers=headers)
-    except (httpx.HTTPError, OSError) as error:
-        raise ClusterUnreachable(
-            f"cannot reach the API server at {http.base_url}: {error or type(error).__name__}"
-        ) from None
