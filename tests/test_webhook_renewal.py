@@ -1,6 +1,8 @@
 """A running replica serves the certificate the Secret holds now: a renewal (its own or
-another replica's) reaches the served files and the configuration's caBundle. The Secret and
-the configuration are stood in for by fakes here; e2e/test_admission.py runs the real ones."""
+another replica's) reaches the served files and the configuration's caBundle, and the files
+are not rewritten while the certificate stays (kopf restarts its server when they change).
+The Secret and the configuration are stood in for by fakes here; e2e/test_admission.py runs the
+real ones."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sharekeeper.cluster.webhook_tls import ServingCert, new_serving_cert
+from sharekeeper.cluster.webhook_tls import ServingCert, new_serving_cert, write_files
 from sharekeeper.handlers import admission
 
 
@@ -36,9 +38,13 @@ def test_a_renewed_certificate_is_served_and_published(
     settings = admission.WebhookSettings(("127.0.0.1", 0), "sharekeeper", url="https://x:1")
 
     async def scenario() -> None:
-        served = await admission._current(settings, None, tmp_path)  # type: ignore[arg-type]
-        assert (tmp_path / "tls.crt").read_bytes() == first.cert_pem
+        served = await admission._published(settings, None)  # type: ignore[arg-type]
+        assert served == first
+        write_files(served, tmp_path)
+        unchanged = (tmp_path / "tls.crt").stat().st_mtime_ns
         task = asyncio.create_task(admission._renewing(settings, None, tmp_path, served))  # type: ignore[arg-type]
+        await asyncio.sleep(0.05)
+        assert (tmp_path / "tls.crt").stat().st_mtime_ns == unchanged  # not rewritten
         secret[0] = renewed  # another replica renewed it
         await asyncio.sleep(0.1)
         task.cancel()

@@ -90,7 +90,8 @@ async def serve(
     """Load (or make) the certificate, hand kopf its server, and publish the CA (and URL);
     returns the task that keeps the certificate current, for the caller to cancel."""
     directory = Path(tempfile.mkdtemp(prefix="sharekeeper-webhook-"))
-    cert = await _current(settings, client, directory)
+    cert = await _published(settings, client)
+    write_files(cert, directory)
     host, port = settings.address
     operator_settings.admission.server = kopf.WebhookServer(
         addr=host, port=port, certfile=str(directory / "tls.crt"),
@@ -101,13 +102,12 @@ async def serve(
     return asyncio.create_task(_renewing(settings, client, directory, cert), name="webhook tls")
 
 
-async def _current(settings: WebhookSettings, client: AsyncClient, directory: Path) -> ServingCert:
-    """The Secret's certificate (made or renewed if need be), in the served files and the
-    configuration."""
+async def _published(settings: WebhookSettings, client: AsyncClient) -> ServingCert:
+    """The Secret's certificate (made or renewed if need be), its CA in the configuration
+    (written only when it differs)."""
     cert = await ensure_serving_cert(
         client, settings.namespace, settings.secret, settings.hosts, now=datetime.now(UTC)
     )
-    write_files(cert, directory)
     url = None if settings.url is None else settings.url.rstrip("/") + f"/{HANDLER_ID}"
     if not await publish_client_config(client, CONFIGURATION, cert.ca_pem, url=url):
         logger.warning(
@@ -124,10 +124,11 @@ async def _renewing(
     while True:
         await asyncio.sleep(RENEWAL_CHECK_SECONDS)
         try:
-            current = await _current(settings, client, directory)
+            current = await _published(settings, client)
         except Exception:  # the next check tries again; the served certificate stays
             logger.exception("checking the webhook certificate failed")
             continue
-        if current != served:
+        if current != served:  # kopf restarts its server when the files change: only then
+            write_files(current, directory)
             logger.info("the webhook now serves a renewed certificate")
             served = current
