@@ -37,8 +37,6 @@ ADMISSION_GATE = "sharekeeper.io/admission"
 removes it when the pod's queue may take the pod."""
 ADMITTED_ANNOTATION = "sharekeeper.io/admitted"
 """Set (to the time) in the patch that removes the gate: the pod was admitted by us."""
-ADMISSION_NAMESPACE_LABEL = "sharekeeper.io/admission"
-"""``enabled`` on a namespace: its new pods that name a queue are gated."""
 _PHASES: tuple[PodGroupPhase, ...] = get_args(PodGroupPhase)
 
 
