@@ -2,13 +2,21 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# Every Python dependency at an exact version with its hashes (pip-tools' compiled requirements):
+# dev.txt for the venv (runtime, test, bench and the build backend), runtime.txt for the image.
+LOCK := requirements/dev.txt
+PIP_TOOLS := pip-tools==7.6.2
+COMPILE = .venv-lock/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
+	--all-build-deps --no-emit-index-url --no-emit-find-links $(if $(UPGRADE),--upgrade)
 
-.PHONY: demo demo-full test lint unit e2e bench venv binaries clean crds
+.PHONY: demo demo-full test test-latest lint unit e2e bench venv binaries clean crds lock
 
-$(BIN)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+# The venv holds exactly the lock: nothing is resolved here, and a package missing from the lock
+# fails the install (hash-checking mode) instead of being fetched at whatever version is newest.
+$(BIN)/.installed: pyproject.toml $(LOCK)
+	$(PYTHON) -m venv --clear $(VENV)
+	$(BIN)/pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
 venv: $(BIN)/.installed
@@ -35,6 +43,25 @@ lint: venv
 unit: venv
 	$(BIN)/pytest tests
 
+# The unit suite and the linters on the newest versions pyproject.toml's ranges allow, in a venv
+# of their own: run it, then `make lock UPGRADE=1` to take those versions into the lock.
+test-latest:
+	$(PYTHON) -m venv --clear .venv-latest
+	.venv-latest/bin/pip install --quiet --upgrade pip
+	.venv-latest/bin/pip install --quiet --upgrade -e '.[test]'
+	.venv-latest/bin/pip freeze --exclude-editable
+	touch .venv-latest/bin/.installed
+	$(MAKE) lint unit VENV=.venv-latest
+
+# Re-resolve the lock after pyproject.toml changed (kept pins stay; UPGRADE=1 takes the newest
+# versions the ranges allow), and the Go wrapper module's go.sum after its go.mod changed.
+lock:
+	$(PYTHON) -m venv --clear .venv-lock
+	.venv-lock/bin/pip install --quiet $(PIP_TOOLS)
+	$(COMPILE) --extra test --extra bench -o requirements/dev.txt pyproject.toml
+	$(COMPILE) --constraint requirements/dev.txt -o requirements/runtime.txt pyproject.toml
+	cd e2e/k8sbins && go mod tidy
+
 e2e: binaries
 	$(BIN)/pytest e2e
 
@@ -47,4 +74,4 @@ bench: venv
 	$(BIN)/python benchmarks/bench_shares.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-latest .venv-lock .pytest_cache .mypy_cache .ruff_cache .hypothesis

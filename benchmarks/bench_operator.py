@@ -806,7 +806,7 @@ def main() -> int:
         try:
             import plot_scale
         except ImportError as missing:  # matplotlib is in the optional "bench" extra
-            print(f"no plot: {missing} (pip install -e '.[bench]')")
+            print(f"no plot: {missing} (make venv installs the locked bench extra)")
         else:
             plot_scale.plot(json.loads(args.out.read_text())["runs"], args.plot)
             print(f"plot in {args.plot}")

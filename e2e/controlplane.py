@@ -6,9 +6,10 @@ pods and writes custom-resource status, node annotations, taints, evictions and 
 
 kube-apiserver is not packaged anywhere we can install from, so the binaries (kube-apiserver,
 kubectl and etcd; kube-controller-manager and kube-scheduler for the full mode) are built from
-the Go module proxy by a throwaway wrapper module and cached outside the repository, keyed by
-version: the first build takes a while, later runs reuse it. kwok is installed at its release
-into the same directory.
+the Go module proxy by the wrapper module committed in ``e2e/k8sbins`` (its go.mod pins every
+module, its go.sum every module's hash, and the build may not change either), and cached outside
+the repository, keyed by those pins: the first build takes a while, later runs reuse it. kwok is
+installed at its release, with its own go.sum, into the same directory.
 
 The full mode (``start(full=True)``) is a whole cluster in a box: kube-controller-manager,
 kube-scheduler and kwok run next to the pair, so Jobs and Deployments create pods, the real
@@ -38,9 +39,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
 import ipaddress
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -55,32 +58,37 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-KUBERNETES_VERSION = "1.34.4"
+# The wrapper module that builds every binary but kwok. Its go.mod is the one place the
+# Kubernetes version is written: bump it there (and the k8s.io staging replaces beside it), then
+# `make lock` refreshes go.sum.
+WRAPPER_MODULE = Path(__file__).parent / "k8sbins"
 
-# Every k8s.io staging module of this Kubernetes minor. k8s.io/kubernetes requires them at
-# v0.0.0 and replaces them with its own staging tree, which a consumer does not have; each one
-# has to be pointed at its published v0.X.Y. Check the list against the release's go.mod
-# (`grep '=> ./staging' go.mod`) when bumping KUBERNETES_VERSION.
-STAGING_MODULES = (
-    "api", "apiextensions-apiserver", "apimachinery", "apiserver", "cli-runtime", "client-go",
-    "cloud-provider", "cluster-bootstrap", "code-generator", "component-base",
-    "component-helpers", "controller-manager", "cri-api", "cri-client", "csi-translation-lib",
-    "dynamic-resource-allocation", "endpointslice", "externaljwt", "kms", "kube-aggregator",
-    "kube-controller-manager", "kube-proxy", "kube-scheduler", "kubectl", "kubelet", "metrics",
-    "mount-utils", "pod-security-admission", "sample-apiserver", "sample-cli-plugin",
-    "sample-controller",
-)  # fmt: skip
+
+def _required_version(module: str) -> str:
+    """The version the wrapper's go.mod requires of ``module``, without the leading "v"."""
+    found = re.search(
+        rf"^\s*(?:require\s+)?{re.escape(module)} v(\S+)",
+        (WRAPPER_MODULE / "go.mod").read_text(),
+        re.MULTILINE,
+    )
+    if found is None:
+        raise RuntimeError(f"{WRAPPER_MODULE / 'go.mod'} requires no {module}")
+    return found[1]
+
+
+KUBERNETES_VERSION = _required_version("k8s.io/kubernetes")
 
 BINARIES = ("kube-apiserver", "kubectl", "etcd")
 # The rest of a cluster, for the full mode (see ``start``): built only when asked for, so that a
 # cache holding BINARIES gains these without rebuilding those.
 FULL_BINARIES = ("kube-controller-manager", "kube-scheduler", "kwok")
 
-# kwok is a module of its own, installed at its release rather than built from the wrapper. The
-# cache is keyed by the Kubernetes version only: delete the cached kwok when bumping this.
+# kwok is a module of its own, installed at its release (checked against its own go.sum and the
+# checksum database) rather than built from the wrapper, whose dependency versions it would move.
 KWOK_VERSION = "0.7.0"
 
-# The packages the wrapper module builds (every binary but kwok).
+# The packages the wrapper module builds (every binary but kwok). etcd is built at the version
+# kube-apiserver's own go.mod requires: the pairing Kubernetes was released and tested with.
 _WRAPPER_PACKAGES = {
     "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
     "kubectl": "k8s.io/kubernetes/cmd/kubectl",
@@ -88,19 +96,6 @@ _WRAPPER_PACKAGES = {
     "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
     "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
 }
-
-# etcd is built from the same wrapper module, at the version kube-apiserver's own go.mod
-# requires: the pairing Kubernetes was released and tested with.
-_ETCD_MAIN = """package main
-
-import (
-\t"os"
-
-\t"go.etcd.io/etcd/server/v3/etcdmain"
-)
-
-func main() { etcdmain.Main(os.Args) }
-"""
 
 # Every write by a service account, one JSON line each: tests count the operator's writes
 # from the API server's own record rather than trusting the operator to count them.
@@ -343,18 +338,6 @@ keyUsage = critical,keyCertSign,cRLSign,digitalSignature
 subjectKeyIdentifier = hash
 """
 
-_TOOLS_GO = """//go:build tools
-
-package tools
-
-import (
-\t_ "k8s.io/kubernetes/cmd/kube-apiserver"
-\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-\t_ "k8s.io/kubernetes/cmd/kube-scheduler"
-\t_ "k8s.io/kubernetes/cmd/kubectl"
-)
-"""
-
 
 def cache_root() -> Path:
     """Where built binaries live: outside the repository, shared by every checkout."""
@@ -365,18 +348,23 @@ def cache_root() -> Path:
     return Path(base) / "sharekeeper"
 
 
-def bin_dir(version: str = KUBERNETES_VERSION) -> Path:
-    return cache_root() / f"kubernetes-v{version}" / "bin"
+def bin_dir() -> Path:
+    """The cache directory of this checkout's pins: a change to go.mod, go.sum or the kwok
+    version builds anew instead of reusing binaries built from other pins."""
+    pins = hashlib.sha256(KWOK_VERSION.encode())
+    for name in ("go.mod", "go.sum"):
+        pins.update((WRAPPER_MODULE / name).read_bytes())
+    return cache_root() / f"kubernetes-v{KUBERNETES_VERSION}-{pins.hexdigest()[:12]}" / "bin"
 
 
 def _log(message: str) -> None:
     print(f"[local-cluster] {message}", file=sys.stderr, flush=True)
 
 
-def ensure_binaries(version: str = KUBERNETES_VERSION, *, full: bool = False) -> Path:
+def ensure_binaries(*, full: bool = False) -> Path:
     """Return the directory holding BINARIES, and FULL_BINARIES too when ``full``; build only
     the ones missing from it."""
-    target = bin_dir(version)
+    target = bin_dir()
     wanted = BINARIES + FULL_BINARIES if full else BINARIES
     missing = [name for name in wanted if not (target / name).is_file()]
     if not missing:
@@ -391,12 +379,17 @@ def ensure_binaries(version: str = KUBERNETES_VERSION, *, full: bool = False) ->
     target.parent.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
     staging = workdir / "out"
-    env = {**os.environ, "GOFLAGS": "-trimpath", "CGO_ENABLED": "0", "GO111MODULE": "on"}
+    # -mod=readonly: a build that would have to change go.mod or go.sum fails instead.
+    env = {
+        **os.environ,
+        "GOFLAGS": "-trimpath -mod=readonly",
+        "CGO_ENABLED": "0",
+        "GO111MODULE": "on",
+    }
     try:
         from_wrapper = [name for name in missing if name in _WRAPPER_PACKAGES]
         if from_wrapper:
-            _build_from_wrapper(go, workdir, env, version=version, names=from_wrapper,
-                                staging=staging)  # fmt: skip
+            _build_from_wrapper(go, env, names=from_wrapper, staging=staging)
         if "kwok" in missing:
             kwok = f"sigs.k8s.io/kwok/cmd/kwok@v{KWOK_VERSION}"
             _run_go([go, "install", "-v", "-ldflags=-s -w", kwok], workdir,
@@ -410,37 +403,19 @@ def ensure_binaries(version: str = KUBERNETES_VERSION, *, full: bool = False) ->
     return target
 
 
-def _build_from_wrapper(
-    go: str, workdir: Path, env: dict[str, str], *, version: str, names: list[str], staging: Path
-) -> None:
-    _write_wrapper_module(workdir, version)
-    _run_go([go, "mod", "tidy"], workdir, env, "resolving modules")
-    minor = version.split(".")[1]
+def _build_from_wrapper(go: str, env: dict[str, str], *, names: list[str], staging: Path) -> None:
+    minor = KUBERNETES_VERSION.split(".")[1]
     ldflags = " ".join(
         f"-X {pkg}.{var}"
         for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
-        for var in (f"gitVersion=v{version}", "gitMajor=1", f"gitMinor={minor}",
+        for var in (f"gitVersion=v{KUBERNETES_VERSION}", "gitMajor=1", f"gitMinor={minor}",
                     "gitTreeState=clean")
     )  # fmt: skip
     _run_go(
         [go, "build", "-v", "-ldflags", f"-s -w {ldflags}", "-o", str(staging) + "/",
          *(_WRAPPER_PACKAGES[name] for name in names)],
-        workdir, env, "compiling",
+        WRAPPER_MODULE, env, "compiling",
     )  # fmt: skip
-
-
-def _write_wrapper_module(workdir: Path, version: str) -> None:
-    minor_patch = version.split(".", 1)[1]
-    replaces = "\n".join(
-        f"\tk8s.io/{name} => k8s.io/{name} v0.{minor_patch}" for name in STAGING_MODULES
-    )
-    (workdir / "go.mod").write_text(
-        "module sharekeeper.local/k8sbins\n\ngo 1.24.0\n\n"
-        f"require k8s.io/kubernetes v{version}\n\nreplace (\n{replaces}\n)\n"
-    )
-    (workdir / "tools.go").write_text(_TOOLS_GO)
-    (workdir / "cmd" / "etcd").mkdir(parents=True)
-    (workdir / "cmd" / "etcd" / "main.go").write_text(_ETCD_MAIN)
 
 
 def _run_go(argv: list[str], cwd: Path, env: dict[str, str], what: str) -> None:
@@ -694,7 +669,6 @@ def start(
     workdir: Path | None = None,
     *,
     detached: bool = False,
-    version: str = KUBERNETES_VERSION,
     timeout: float = 90.0,
     apiserver_flags: Sequence[str] = (),
     full: bool = False,
@@ -707,7 +681,7 @@ def start(
     are killed with it, so an interrupted test run leaves nothing behind. ``apiserver_flags`` go
     last on kube-apiserver's command line, so they override ours (e.g. ``--watch-cache=false``).
     """
-    binaries = ensure_binaries(version, full=full)
+    binaries = ensure_binaries(full=full)
     if workdir is None:
         workdir = Path(tempfile.mkdtemp(prefix="sharekeeper-cp-"))
     workdir.mkdir(parents=True, exist_ok=True)

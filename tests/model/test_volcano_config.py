@@ -382,9 +382,7 @@ PROPORTIONAL = "{predicate.ProportionalEnable: true, predicate.resources: nvidia
         pytest.param(
             "tiers: " + "[" * 100 + "]" * 100, "line 1: nests deeper than 64 levels", id="deep"
         ),
-        pytest.param(
-            "tiers: [\n", "line 2, column 1: did not find expected node content", id="syntax"
-        ),
+        pytest.param("tiers: [\n", "line 2, column 1: invalid YAML: ", id="syntax"),
         pytest.param(
             "actions: [enqueue, allocate]\ntiers: []\n",
             'scheduler configuration: actions: must be a string such as "enqueue, allocate, '
@@ -439,7 +437,7 @@ PROPORTIONAL = "{predicate.ProportionalEnable: true, predicate.resources: nvidia
         pytest.param(
             held("tiers: [\n"),
             "ConfigMap volcano-system/volcano-scheduler-configmap: data[volcano-scheduler.conf]: "
-            "line 2, column 1: did not find expected node content",
+            "line 2, column 1: invalid YAML: ",
             id="configmap-entry-syntax",
         ),
         pytest.param(

@@ -6,10 +6,16 @@ encoding), when it nests deeper than ``MAX_DEPTH``, or when its YAML aliases go 
 budget: a kilobyte of nested anchors and aliases ("billion laughs") stands for a billion nodes,
 and whatever walks them (a message, the output) runs out of memory. ``kubectl`` prints no
 aliases and hand-written manifests use a few, so the budget costs nobody anything.
+
+The messages are ours whatever the YAML library does: when it refuses a file by a limit of its
+own before our scan reaches ours (libyaml stops at 1,000 levels of nesting, reading ahead of the
+events our scan counts), the part it read is scanned again, so a budget of ours crossed there is
+named in our words; any other refusal is "invalid YAML" at the line and column it names.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -38,7 +44,7 @@ MAX_ALIASED_NODES = 10_000
 nearly 400 million."""
 
 # libyaml's loader when PyYAML was built with it: an order of magnitude faster on big files.
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _JSON_OBJECT = re.compile(r"\s*\{")
 
 
@@ -70,11 +76,11 @@ def parse_documents(data: bytes) -> list[Any]:
     # JSON (what `kubectl get -o json` prints) parses several times faster than YAML.
     if _JSON_OBJECT.match(text):
         return [_json(text)]
-    _check_yaml_budget(data)
+    _check_yaml_budget(data, text)
     try:
-        return list(yaml.load_all(data, Loader=_LOADER))
+        return list(yaml.load_all(data, Loader=LOADER))
     except yaml.YAMLError as error:
-        raise DocumentError(_yaml_message(error)) from None
+        raise DocumentError(_yaml_message(error, text)) from None
     # Constructors raise ValueError for values that only look like their type: 2026-13-45 as a
     # date, an integer of more than 4300 digits.
     except ValueError as error:
@@ -102,11 +108,32 @@ def _json(text: str) -> Any:
     return document
 
 
-def _check_yaml_budget(data: bytes) -> None:
+def _check_yaml_budget(data: bytes, text: str) -> None:
     """Refuse deep nesting, recursive aliases and aliases beyond their budget from the parser's
     events, before anything is built: libyaml's parser keeps its own stack, while the composer
     that builds nodes recurses in C and crashes the process on a file of 100,000 ``[``."""
-    loader = _LOADER(data)
+    try:
+        _scan_budget(data)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        if mark is not None:  # what the library read before it refused, within our budgets?
+            with contextlib.suppress(yaml.YAMLError):
+                _scan_budget(_before(text, mark.line, mark.column))
+        raise DocumentError(_yaml_message(error, text)) from None
+
+
+def _before(text: str, line: int, column: int) -> str:
+    """``text`` up to (0-based) ``line`` and ``column``."""
+    start = 0
+    for _ in range(line):
+        start = text.find("\n", start) + 1
+        if start == 0:
+            return text
+    return text[: start + column]
+
+
+def _scan_budget(data: bytes | str) -> None:
+    loader = LOADER(data)
     open_collections: list[tuple[str | None, int]] = []  # (anchor, node count at its start)
     sizes: dict[str, int] = {}  # per anchor, the nodes it stands for
     nodes = aliases = aliased_nodes = 0
@@ -140,8 +167,6 @@ def _check_yaml_budget(data: bytes) -> None:
                     raise _at(event, f"has aliases standing for over {MAX_ALIASED_NODES} nodes")
             elif kind is StreamEndEvent:
                 return
-    except yaml.YAMLError as error:
-        raise DocumentError(_yaml_message(error)) from None
     finally:
         loader.dispose()
 
@@ -150,17 +175,23 @@ def _at(event: Any, problem: str) -> DocumentError:
     return DocumentError(f"line {event.start_mark.line + 1}: {problem}")
 
 
-def _yaml_message(error: yaml.YAMLError) -> str:
-    """``line 3, column 5: expected <block end>, but found '-' (while parsing a block
-    mapping)``: PyYAML's message spans several lines and names the stream, not the file."""
+def _yaml_message(error: yaml.YAMLError, text: str) -> str:
+    """``line 3, column 5: invalid YAML: expected <block end>, but found '-' (while parsing a
+    block mapping)``: the library's message spans several lines and names the stream, not the
+    file; its words after ours say what it found."""
     if isinstance(error, ReaderError):
-        return f"offset {error.position}: character #x{error.character:04x}: {error.reason}"
+        line = text.count("\n", 0, error.position)
+        column = error.position - (text.rfind("\n", 0, error.position) + 1)
+        return (
+            f"line {line + 1}, column {column + 1}: "
+            f"character #x{error.character:04x} is not allowed in YAML"
+        )
     if not isinstance(error, yaml.MarkedYAMLError):
-        return one_line(str(error))
+        return one_line(f"invalid YAML: {error}")
     mark = error.problem_mark or error.context_mark
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
     context = f" ({error.context})" if error.context and error.problem else ""
-    return one_line(f"{where}{error.problem or error.context}{context}")
+    return one_line(f"{where}invalid YAML: {error.problem or error.context}{context}")
 
 
 # --- names --------------------------------------------------------------------------------------

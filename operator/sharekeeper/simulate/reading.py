@@ -14,6 +14,7 @@ every object's version, name and the types the trimmed readers rely on, and give
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,9 +77,19 @@ class Inputs:
 
 def read_files(paths: Iterable[Path]) -> Inputs:
     """Parse every file; a directory stands for its *.yaml, *.yml and *.json files, as with
-    ``kubectl apply -f``."""
-    files = [file for path in paths for file in _files(path)]
-    return parse_objects(obj for file in files for obj in _documents(file))
+    ``kubectl apply -f``. A file that holds no object (empty, or only comments) is warned about
+    on stderr: a mistyped path or an unfinished export would otherwise be an empty report."""
+    objects: list[Obj] = []
+    for file in (file for path in paths for file in _files(path)):
+        found = list(_documents(file))
+        if not found:
+            print(
+                f"sharekeeper simulate: warning: file {file} holds no object "
+                "(it is empty or only comments)",
+                file=sys.stderr,
+            )
+        objects += found
+    return parse_objects(objects)
 
 
 def _files(path: Path) -> list[Path]:
