@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections import Counter
@@ -19,14 +18,13 @@ from typing import Any
 
 import pytest
 
-import controlplane
 import objects
+from admitting import admitting_operator, held, namespace_of
 from clusters import REPO, Installed
-from fakenodes import fake_node, job, wait_job_complete, wait_nodes_ready
-from operating import Operator, eventually, start_operator
+from fakenodes import job, wait_job_complete
+from operating import Operator, eventually
+from tenants import ADMISSION_LABEL
 
-GATE = "sharekeeper.io/admission"
-ADMISSION_LABEL = "sharekeeper.io/admission=enabled"
 PODGROUP_CRD = Path(__file__).parent / "volcano" / "podgroups.yaml"
 
 
@@ -34,46 +32,23 @@ PODGROUP_CRD = Path(__file__).parent / "volcano" / "podgroups.yaml"
 def admitting(full_installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     tuple[Installed, Operator]
 ]:  # fmt: skip
-    """Nodes, a policy, Volcano's PodGroup CRD (for gangs) and the operator serving the
-    webhook at a loopback URL it publishes in the MutatingWebhookConfiguration."""
-    cluster = full_installed.cluster
-    # The operator runs here, as a process; the manifests' replicas would take 400m of the
-    # fake nodes (unmanaged pods the policy reserves) and serve nothing.
-    cluster.kubectl("scale", "deployment/sharekeeper", "-n", "sharekeeper", "--replicas=0")
-    cluster.kubectl("apply", "-f", str(PODGROUP_CRD))
-    cluster.apply(fake_node("kwok-1", cpu="4"), fake_node("kwok-2", cpu="4"), objects.policy("all"))
-    wait_nodes_ready(cluster, ["kwok-1", "kwok-2"])
-    port = controlplane.free_port()
-    operator = start_operator(
-        full_installed.operator_kubeconfig,
+    """Nodes, a policy (``admitting.kwok_nodes``, the policy ``all``), Volcano's PodGroup CRD
+    (for gangs) and the operator serving the webhook at a loopback URL it publishes in the
+    MutatingWebhookConfiguration, from when admission is in force."""
+    with admitting_operator(
+        full_installed,
         tmp_path_factory.mktemp("admitting") / "operator.log",
+        files=[PODGROUP_CRD],
         env={"SHAREKEEPER_DISCOVERY_INTERVAL": "1"},
-        args=[
-            f"--webhook-bind-address=127.0.0.1:{port}",
-            f"--webhook-url=https://127.0.0.1:{port}",
-        ],
-    )
-    try:
-        operator.wait_rounds(1)
-        eventually(lambda: _webhook_published(full_installed, port), timeout=30)
+    ) as operator:
         yield full_installed, operator
-    finally:
-        operator.stop(signal.SIGKILL)
-
-
-def _webhook_published(installed: Installed, port: int) -> bool:
-    config = installed.cluster.get("mutatingwebhookconfiguration", "sharekeeper-admission")
-    client = config["webhooks"][0]["clientConfig"]
-    assert client.get("url") == f"https://127.0.0.1:{port}/gate", client
-    assert client.get("caBundle")
-    return True
 
 
 @pytest.fixture
 def space(admitting: tuple[Installed, Operator], request: pytest.FixtureRequest) -> Iterator[str]:
     """A namespace of the test's own, opted in to admission."""
     cluster = admitting[0].cluster
-    name = request.node.name.removeprefix("test_").replace("_", "-")[:40].rstrip("-")
+    name = namespace_of(request)
     cluster.kubectl("create", "namespace", name)
     cluster.kubectl("label", "namespace", name, ADMISSION_LABEL)
     try:
@@ -86,10 +61,6 @@ def space(admitting: tuple[Installed, Operator], request: pytest.FixtureRequest)
 def pods_of(installed: Installed, namespace: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = installed.cluster.get("pods", "-n", namespace)["items"]
     return items
-
-
-def held(pod: dict[str, Any]) -> bool:
-    return any(gate["name"] == GATE for gate in pod["spec"].get("schedulingGates") or [])
 
 
 def let_through(installed: Installed, namespace: str) -> Counter[str]:

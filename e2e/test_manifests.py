@@ -50,6 +50,9 @@ ALLOWED = [
     Access("patch", "", "pods", "resize", namespace="team"),
     Access("list", "", "namespaces"),
     Access("watch", "", "namespaces"),
+    # DaemonSet UIDs: a pod is exempt from QoS as a DaemonSet's only if its DaemonSet exists.
+    Access("list", "apps", "daemonsets"),
+    Access("watch", "apps", "daemonsets"),
     Access("create", "", "events", namespace="default"),
     Access("patch", "", "events", namespace="default"),  # a repeat counted into its Event
     Access("list", "scheduling.volcano.sh", "podgroups"),
@@ -73,8 +76,8 @@ ALLOWED = [
 # operator could also change a node's labels or cordon it; it cannot rewrite a node (update),
 # its status or delete it.
 DENIED = [
-    # Pods are patched (the admission gate; RBAC cannot narrow a patch to fields), never
-    # rewritten whole, nor their status.
+    # Pods are patched (the admission gate; RBAC cannot narrow a patch to fields, the policy
+    # sharekeeper-operator-pod-changes does), never rewritten whole, nor their status.
     Access("update", "", "pods", namespace="kube-system"),
     Access("update", "", "pods", "status"),
     Access("patch", "", "pods", "ephemeralcontainers", namespace="kube-system"),
@@ -105,6 +108,11 @@ DENIED = [
     Access("create", "admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
     Access("create", "", "serviceaccounts", "token", namespace="kube-system"),
     Access("patch", "apps", "deployments", namespace="kube-system"),
+    # DaemonSets are read for their UIDs, never written.
+    *(
+        Access(verb, "apps", "daemonsets", namespace="kube-system")
+        for verb in ("create", "patch", "update", "delete")
+    ),
     Access("patch", "apiextensions.k8s.io", "customresourcedefinitions"),
     Access("patch", "scheduling.volcano.sh", "podgroups"),
     # Volcano's Queues are read, never written.
@@ -166,13 +174,49 @@ def test_manifests_create_the_operator_objects(deployed: Cluster) -> None:
     assert "--leader-elect" in container["args"]
     assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {
         "apiVersion": "v1", "fieldPath": "metadata.namespace"}}} in container["env"]  # fmt: skip
-    # Every replica serves the admission webhook; it gates only namespaces that opt in, and a
-    # webhook nobody answers lets pods through ungated.
+    # Every replica serves the admission webhook; it gates only namespaces that opt in. A
+    # webhook nobody answers is passed by, and sharekeeper-admission-at-creation refuses the
+    # pods it should have gated (test_tenant_admission.py).
     assert "--webhook-bind-address=:9443" in container["args"]
     webhook = deployed.get("mutatingwebhookconfiguration", "sharekeeper-admission")["webhooks"][0]
     assert webhook["failurePolicy"] == "Ignore"
     assert webhook["namespaceSelector"] == {"matchLabels": {"sharekeeper.io/admission": "enabled"}}
     assert webhook["rules"][0]["operations"] == ["CREATE"]
+
+
+def test_two_replicas_stay_available_on_different_nodes(deployed: Cluster) -> None:
+    deployment = deployed.get("deployment", "sharekeeper", "-n", "sharekeeper")
+    spread = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert {(c["topologyKey"], c["maxSkew"], c["whenUnsatisfiable"]) for c in spread} == {
+        ("kubernetes.io/hostname", 1, "ScheduleAnyway"),  # a one-node cluster still runs both
+        ("topology.kubernetes.io/zone", 1, "ScheduleAnyway"),
+    }
+    budget = deployed.get("poddisruptionbudget", "sharekeeper", "-n", "sharekeeper")
+    assert budget["spec"]["minAvailable"] == 1
+    assert budget["spec"]["selector"] == deployment["spec"]["selector"]
+    assert budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+
+
+def test_the_admission_policies_are_installed_and_enforced(deployed: Cluster) -> None:
+    """What each refuses is in e2e/test_tenant_admission.py, on the full cluster."""
+    selector = "app.kubernetes.io/name=sharekeeper"
+    policies = deployed.get("validatingadmissionpolicies", "-l", selector)["items"]
+    bindings = deployed.get("validatingadmissionpolicybindings", "-l", selector)["items"]
+    names = {policy["metadata"]["name"] for policy in policies}
+    assert names == {
+        "sharekeeper-gate-release",
+        "sharekeeper-operator-pod-changes",
+        "sharekeeper-gate-opt-in",
+        "sharekeeper-admission-at-creation",
+        "sharekeeper-queue-immutable",
+    }
+    assert all(policy["spec"]["failurePolicy"] == "Fail" for policy in policies)
+    # Pods only, never a subresource: pods/resize and pods/eviction go by.
+    rules = [r for policy in policies for r in policy["spec"]["matchConstraints"]["resourceRules"]]
+    assert {resource for rule in rules for resource in rule["resources"]} == {"pods"}
+    assert {(b["spec"]["policyName"], tuple(b["spec"]["validationActions"])) for b in bindings} == {
+        (name, ("Deny",)) for name in names
+    }
 
 
 @pytest.mark.parametrize("access", ALLOWED, ids=str)

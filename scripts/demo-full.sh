@@ -31,6 +31,15 @@ for _ in $(seq 150); do
         -o jsonpath='{.webhooks[0].clientConfig.url}' 2>/dev/null | grep -q "$PORT" && break
     sleep 0.2
 done
+# Until the API server calls that URL, the batch namespace's pods would be refused (the
+# webhook did not gate them: docs/admission.md, fail closed): wait for a dry run to be gated.
+PROBE='{"apiVersion":"v1","kind":"Pod","metadata":{"name":"probe","labels":{"sharekeeper.io/queue":"analytics"}},"spec":{"containers":[{"name":"main","image":"example/probe:1"}]}}'
+for _ in $(seq 150); do
+    echo "$PROBE" | kubectl create --dry-run=server -n batch -f - \
+        -o jsonpath='{.spec.schedulingGates[*].name}' 2>/dev/null \
+        | grep -q sharekeeper.io/admission && break
+    sleep 0.2
+done
 
 step "Three Jobs of 8 one-cpu pods each: 24 cpu asked of 8"
 kubectl apply -f examples/admission-demo-jobs.yaml

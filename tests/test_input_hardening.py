@@ -358,7 +358,7 @@ def test_a_malformed_object_is_refused(tmp_path: Path, document: Any, fragment: 
         ),
         param(
             {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}},
-            "Service s: kind: must be one of Namespace, Node, NodeMetrics",
+            "Service s: kind: must be one of DaemonSet, Namespace, Node, NodeMetrics",
             id="unknown-kind",
         ),
     ],
@@ -513,19 +513,12 @@ def test_a_pod_without_class_or_priority_has_priority_0(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("spec", "classes"),
     [
-        param({"priorityClassName": "system-cluster-critical"}, [], id="system-cluster-critical"),
-        param({"priorityClassName": "system-node-critical"}, [], id="system-node-critical"),
         param(
             {"priorityClassName": "important"},
             [priority_class("important", 5_000)],
             id="declared-class",
         ),
         param({}, [priority_class("everyone", 5_000, globalDefault=True)], id="global-default"),
-        param(
-            {"priorityClassName": "system-node-critical"},
-            [priority_class("system-node-critical", 2_000_001_000)],
-            id="built-in-declared-too",
-        ),
     ],
 )
 def test_a_pod_gets_the_priority_of_its_class_and_is_spared(
@@ -534,6 +527,26 @@ def test_a_pod_gets_the_priority_of_its_class_and_is_spared(
     """The example's maxPriority is 999: a pod whose class is worth more is no candidate, so
     the next one goes instead."""
     assert evicted(tmp_path, *qos_example(**spec), *classes) == ["batch/batch-2"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "classes"),
+    [
+        param({"priorityClassName": "system-cluster-critical"}, [], id="system-cluster-critical"),
+        param({"priorityClassName": "system-node-critical"}, [], id="system-node-critical"),
+        param(
+            {"priorityClassName": "system-node-critical"},
+            [priority_class("system-node-critical", 2_000_001_000)],
+            id="built-in-declared-too",
+        ),
+    ],
+)
+def test_a_system_class_outside_kube_system_spares_nothing(
+    tmp_path: Path, spec: Obj, classes: list[Obj]
+) -> None:
+    """Any namespace may name the built-in system classes: outside kube-system the pod counts
+    as priority 0, and the busiest BestEffort pod goes, as without a class."""
+    assert evicted(tmp_path, *qos_example(**spec), *classes) == ["batch/batch-0"]
 
 
 def test_a_priority_already_set_is_kept_whatever_the_class(tmp_path: Path) -> None:

@@ -96,7 +96,7 @@ def test_fractional_shares_never_exceed_the_total(
     [
         (
             {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}},
-            "Service s: kind: must be one of Namespace, Node, NodeMetrics",
+            "Service s: kind: must be one of DaemonSet, Namespace, Node, NodeMetrics",
         ),
         (
             node("n2", cpu="lots"),

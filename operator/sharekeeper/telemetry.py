@@ -24,6 +24,13 @@ PENDING_WRITES = Gauge(
 WRITES = Counter(
     "sharekeeper_writes_total", "API writes by kind of object and outcome", ["kind", "outcome"]
 )
+STATUS_NOT_WRITTEN = Gauge(
+    "sharekeeper_status_not_written",
+    "Queues and SchedulerPolicies whose status writes failed 3 times in a row and have not"
+    " landed since, by kind; each failed write counts as outcome error in"
+    " sharekeeper_writes_total",
+    ["kind"],
+)
 WRITE_RETRIES = Counter(
     "sharekeeper_write_retries_total",
     "API writes sent again after a transient failure, by kind of object and failure (http_429,"
@@ -89,3 +96,9 @@ PODS_HELD = Gauge(
 PODS_RELEASED = Counter(
     "sharekeeper_admission_released_pods_total", "Pods released from the admission gate"
 )
+QOS_EVICTIONS_BLOCKED = Counter(
+    "sharekeeper_qos_evictions_blocked_total",
+    "Node QoS evictions a PodDisruptionBudget refused (EvictionBlocked), by the metric whose"
+    " waterline wanted them; the node's evictions end there for the check",
+    ["metric"],
+)  # fmt: skip

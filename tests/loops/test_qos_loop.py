@@ -40,7 +40,7 @@ class Recorder:
     async def evict(self, action: QosAction) -> tuple[Outcome, str]:
         if str(action.pod) in self.refuse:
             return (
-                Outcome.REFUSED,
+                Outcome.BLOCKED,
                 "429: Cannot evict pod as it would violate the pod's disruption budget.",
             )
         self.evicted.append(str(action.pod))
@@ -100,19 +100,19 @@ def loop_for(
     return QosLoop(recorder, recorder, Usage(docs), store, clock=lambda: NOW)
 
 
-def test_a_refused_eviction_moves_on_and_does_not_count() -> None:
+def test_a_blocked_eviction_stops_there_and_does_not_count() -> None:
     recorder = Recorder(refuse={"batch/batch-0"})
     asyncio.run(loop_for(example(), recorder).check())
-    # batch-0 (900m) is protected; the gap of 550m then needs batch-2 (600m) alone, not a
-    # second pod on top of a release that never happened.
-    assert recorder.evicted == ["batch/batch-2"]
+    # batch-0 (900m) is protected by its budget: batch-2 (600m), ranked after it, is not
+    # evicted in its place, and the release that never happened is not counted.
+    assert recorder.evicted == []
     entry = recorder.statuses["cpu-guard"]["nodes"][0]
     assert [(a["pod"], a["outcome"].split(":")[0]) for a in entry["lastActions"]] == [
-        ("batch/batch-2", "Done"),
-        ("batch/batch-0", "Refused"),
+        ("batch/batch-0", "Blocked"),
     ]
-    assert "Pod/batch-0: EvictedRefused" in recorder.events
-    assert "Node/worker-1: Evicted" in recorder.events
+    assert "Pod/batch-0: EvictionBlocked" in recorder.events
+    assert "Node/worker-1: EvictionBlocked" in recorder.events
+    assert "NodeQosEnsurancePolicy/cpu-guard: EvictionBlocked" in recorder.events
     assert recorder.taints == [("worker-1", True)]
 
 

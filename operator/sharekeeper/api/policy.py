@@ -189,7 +189,9 @@ class OvercommitStatus(ApiModel):
         None, description="Total times the factor, per resource."
     )
     used: StatusResources | None = Field(
-        None, description="Requests of pods bound to governed nodes and not finished."
+        None,
+        description="Requests of pods bound to governed nodes and not finished, in the "
+        "resources the nodes offer or the governed queues' specs name (no other is counted).",
     )
     inqueue: StatusResources | None = Field(
         None, description="Resources of admitted Volcano PodGroups not yet running."

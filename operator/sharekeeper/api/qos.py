@@ -304,8 +304,8 @@ class LastAction(ApiModel):
     )
     outcome: str | None = Field(
         None,
-        description="Done, Refused (for example by a PodDisruptionBudget), Failed with the "
-        "reason, or Preview.",
+        description="Done; Blocked (an eviction a PodDisruptionBudget refused) or Refused (an "
+        "API error, the pod gone), with the API server's reason; or Preview.",
     )
     time: DateTime | None = Field(None, description="When the check ran.")
 
@@ -326,6 +326,23 @@ class ThrottledPod(ApiModel):
         "restore never goes above it.",
     )
     limit: str = Field(max_length=64, description="The CPU limit the operator set last.")
+
+
+class BlockedEviction(ApiModel):
+    """A pod whose eviction a PodDisruptionBudget refused. The evictions for that waterline
+    stopped there: no pod ranked after it was evicted in its place."""
+
+    pod: str = Field(max_length=317, description="namespace/name of the pod.")
+    uid: str | None = Field(None, max_length=128, description="The pod's UID.")
+    metric: str | None = Field(
+        None, max_length=64, description="The metric whose waterline wanted the eviction."
+    )
+    message: str | None = Field(
+        None,
+        max_length=512,
+        description="The API server's answer, naming the PodDisruptionBudget.",
+    )
+    time: DateTime | None = Field(None, description="When the check ran.")
 
 
 class NodeStatus(ApiModel):
@@ -364,6 +381,13 @@ class NodeStatus(ApiModel):
         max_length=1000,
         description="Pods on the node whose CPU limit this policy's checks lowered and have not "
         "restored yet.",
+    )
+    blocked_evictions: Annotated[list[BlockedEviction], Atomic] | None = Field(
+        None,
+        max_length=100,
+        description="Pods whose eviction a PodDisruptionBudget refused in the last check that "
+        "acted (EvictionBlocked): they are throttled instead where a throttle rule is in force, "
+        "and no pod ranked after them is evicted in their place.",
     )
 
 

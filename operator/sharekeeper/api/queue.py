@@ -143,7 +143,10 @@ class QueueStatus(ApiModel):
         "guarantee, bounded by the queue's capability.",
     )
     allocated: StatusResources | None = Field(
-        None, description="Requests of the queue's pods that are bound to a node and not finished."
+        None,
+        description="Requests of the queue's pods that are bound to a node and not finished. "
+        "Like every amount here, only in the resources its policy's nodes offer or its spec "
+        "names: a pod's request for any other resource is left out.",
     )
     request: StatusResources | None = Field(
         None, description="Allocated plus the requests of the queue's pending pods."

@@ -2,6 +2,9 @@
 
 ``PodLedger.add``/``remove`` cost O(dimensions) per pod; ``totals()`` copies the buckets into
 a frozen ``PodTotals`` in O(((queue name, namespace) pairs + PodGroups + nodes) x dimensions).
+Given the resource names a round reads (``ClusterStore.resource_names``: what nodes offer and
+queue specs name), it copies those only, so a tenant's pods asking for thousands of made-up
+resources cost the round nothing per made-up name.
 An update is a ``remove`` of the pod's previous record and an ``add`` of the new one, so the
 ledger never has to know what changed. Terminal pods hold nothing and are never added.
 
@@ -12,7 +15,7 @@ after random event sequences.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
@@ -61,13 +64,13 @@ class _ChargeSums:
             self.admitted_pods += sign
         self.pods += sign
 
-    def frozen(self) -> Charges:
+    def frozen(self, keep: _Keep) -> Charges:
         return Charges(
-            dict(self.allocated),
-            dict(self.request),
+            keep(self.allocated),
+            keep(self.request),
             self.pods,
             self.allocated_pods,
-            dict(self.held),
+            keep(self.held),
             self.admitted_pods,
         )
 
@@ -87,8 +90,8 @@ class _GroupSums:
             _add(self.gated, pod.request, sign)
         self.pods += sign
 
-    def frozen(self) -> GroupPods:
-        return GroupPods(dict(self.allocated), self.allocated_pods, dict(self.gated), self.pods)
+    def frozen(self, keep: _Keep) -> GroupPods:
+        return GroupPods(keep(self.allocated), self.allocated_pods, keep(self.gated), self.pods)
 
 
 @dataclass(slots=True)
@@ -100,8 +103,8 @@ class _NodeSums:
         _add(self.used, pod.request, sign)
         self.pods += sign
 
-    def with_pods(self) -> dict[str, int]:
-        return {**self.used, PODS: self.pods}
+    def with_pods(self, keep: _Keep) -> dict[str, int]:
+        return {**keep(self.used), PODS: self.pods}
 
 
 class PodLedger:
@@ -140,24 +143,47 @@ class PodLedger:
         if pod.allocated and pod.node_name is not None:
             _bucket(self._nodes, pod.node_name, _NodeSums, pod, sign)
 
-    def totals(self) -> PodTotals:
+    def totals(self, names: Collection[str] | None = None) -> PodTotals:
+        """The sums, frozen; only in the resource ``names`` (and ``pods``) when given."""
+        keep = _keeper(names)
         named: dict[str, dict[str, Charges]] = {}
         for (queue, namespace), sums in self._named.items():
-            named.setdefault(queue, {})[namespace] = sums.frozen()
+            named.setdefault(queue, {})[namespace] = sums.frozen(keep)
         unnamed: dict[str, dict[str, Charges]] = {}
         for (scheduler, namespace), sums in self._unnamed.items():
-            unnamed.setdefault(scheduler, {})[namespace] = sums.frozen()
+            unnamed.setdefault(scheduler, {})[namespace] = sums.frozen(keep)
         unnamed_bound: dict[str, dict[str, dict[str, int]]] = {}
         for (scheduler, node), node_sums in self._unnamed_bound.items():
-            unnamed_bound.setdefault(scheduler, {})[node] = node_sums.with_pods()
+            unnamed_bound.setdefault(scheduler, {})[node] = node_sums.with_pods(keep)
         return PodTotals(
             named=named,
-            grouped={key: sums.frozen() for key, sums in self._grouped.items()},
+            grouped={key: sums.frozen(keep) for key, sums in self._grouped.items()},
             unnamed=unnamed,
             unnamed_bound=unnamed_bound,
-            groups={key: sums.frozen() for key, sums in self._groups.items()},
-            node_used={name: dict(sums.used) for name, sums in self._nodes.items()},
+            groups={key: sums.frozen(keep) for key, sums in self._groups.items()},
+            node_used={name: keep(sums.used) for name, sums in self._nodes.items()},
         )
+
+
+_Keep = Callable[[dict[str, int]], dict[str, int]]
+"""A copy of a bucket's sums, in the resource names a round reads."""
+
+
+def _keeper(names: Collection[str] | None) -> _Keep:
+    """Copies in ``names`` (and ``pods``) only, each in O(min(its names, ``names``)): walking
+    ``names`` (sorted, so the copy's order is the same in every process) when the bucket
+    holds more, as one whose pods ask for made-up resources does."""
+    if names is None:
+        return dict
+    members = frozenset((*names, PODS))
+    ordered = tuple(sorted(members))
+
+    def keep(amounts: dict[str, int]) -> dict[str, int]:
+        if len(amounts) <= len(ordered):
+            return {name: amount for name, amount in amounts.items() if name in members}
+        return {name: amounts[name] for name in ordered if name in amounts}
+
+    return keep
 
 
 def _bucket(

@@ -59,6 +59,7 @@ LISTED = (
         Resource("podgroups", "scheduling.volcano.sh", "v1beta1", "podgroups", optional=True),
     ),
     Listed("Namespace", Resource("namespaces", "", "v1", "namespaces")),
+    Listed("DaemonSet", Resource("daemonsets", "apps", "v1", "daemonsets")),
     Listed(
         "Queue",
         Resource("queues", "scheduling.sharekeeper.io", "v1alpha1", "queues", optional=True),

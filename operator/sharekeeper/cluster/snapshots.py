@@ -34,7 +34,7 @@ def share_snapshot(
         policies=tuple(policies),
         queues=tuple(queues),
         nodes=store.nodes.snapshots(),
-        totals=store.totals(),
+        totals=store.totals(store.resource_names()),  # never a resource only a pod names
         pod_groups=store.pod_groups.snapshots(),
         namespace_labels=dict(store.namespaces.records),
         now_seconds=now_seconds,

@@ -1,5 +1,6 @@
 """The cluster store: everything our watches deliver (Nodes, Pods, Volcano PodGroups and
-Queues, Namespaces, and our own Queues, SchedulerPolicies and NodeQosEnsurancePolicies).
+Queues, Namespaces, DaemonSets, and our own Queues, SchedulerPolicies and
+NodeQosEnsurancePolicies).
 
 Each kind's store is a watch sink (``cluster.watching.Sink``): every object is read into its
 small frozen record once, on arrival (``model``), and the raw body is dropped. The pod store
@@ -17,7 +18,8 @@ Does not belong: talking to the API server (``cluster.watching``), computing (``
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any, Generic, Protocol, TypeVar
 
 from sharekeeper import telemetry
@@ -33,6 +35,7 @@ from sharekeeper.engine.shares.snapshot import QueueName
 from sharekeeper.model.nodes import node_record
 from sharekeeper.model.objects import Obj, ObjectError, fail, labels_of
 from sharekeeper.model.pods import pod_group_snapshot, pod_record
+from sharekeeper.model.qos import DaemonSetId, daemonset_id, with_daemonsets
 from sharekeeper.model.records import NodeRecord, OwnRecord, PodRecord, own_record
 
 logger = logging.getLogger(__name__)
@@ -201,29 +204,83 @@ class NodeStore(KindStore[str, NodeRecord]):
 
 
 class PodStore(KindStore[PodKey, PodRecord]):
-    """Pods, with the running totals and the pods bound to each node kept current."""
+    """Pods, with the running totals and the pods bound to each node kept current.
+
+    A pod's QoS view says it is a DaemonSet's (exempt from QoS actions) only while the
+    DaemonSet its controller reference names is in ``daemonsets`` (the DaemonSet store's live
+    set): pods claiming a DaemonSet are indexed by its UID, so one coming or going updates its
+    pods (``daemonset_changed``), in whichever order the two lists arrive."""
 
     kind = "Pod"
 
-    def __init__(self, ledger: PodLedger, on_change: Callable[[], None]) -> None:
-        super().__init__(pod_record, _namespaced)
+    def __init__(
+        self,
+        ledger: PodLedger,
+        on_change: Callable[[], None],
+        daemonsets: Collection[DaemonSetId] = frozenset(),
+    ) -> None:
+        super().__init__(self._read_pod, _namespaced)
         self._ledger = ledger
         self._on_change = on_change
+        self._daemonsets = daemonsets
         self._by_node: dict[str, dict[PodKey, PodRecord]] = {}
         self._held: dict[PodKey, PodSnapshot] = {}
+        self._claims: dict[str, set[PodKey]] = {}
+        """DaemonSet UID -> the pods whose controller reference names it."""
+
+    def _read_pod(self, obj: Obj) -> PodRecord:
+        return self._verified(pod_record(obj))
+
+    def _verified(self, record: PodRecord) -> PodRecord:
+        """``record`` with its QoS view's ``daemonset`` as the known DaemonSets have it."""
+        view = record.qos
+        if view is None or view.claimed_daemonset is None:
+            return record
+        checked = with_daemonsets(view, self._daemonsets)
+        return record if checked is view else replace(record, qos=checked)
 
     def changed(self, old: PodRecord | None, new: PodRecord | None) -> None:
         if old is not None:
             self._ledger.remove(old.share)
             self._unplace(old)
             self._held.pop((old.share.namespace, old.share.name), None)
+            self._unclaim(old)
         if new is not None:
             self._ledger.add(new.share)
             self._place(new)
             if new.share.admission == "held" and not new.share.terminal:
                 self._held[(new.share.namespace, new.share.name)] = new.share
+            self._claim(new)
         if old is None or new is None or old.share != new.share:
             self._on_change()
+
+    def _claim(self, record: PodRecord) -> None:
+        if record.qos is not None and record.qos.claimed_daemonset is not None:
+            key = (record.share.namespace, record.share.name)
+            self._claims.setdefault(record.qos.claimed_daemonset[1], set()).add(key)
+
+    def _unclaim(self, record: PodRecord) -> None:
+        if record.qos is None or record.qos.claimed_daemonset is None:
+            return
+        uid = record.qos.claimed_daemonset[1]
+        claiming = self._claims.get(uid)
+        if claiming is not None:
+            claiming.discard((record.share.namespace, record.share.name))
+            if not claiming:
+                del self._claims[uid]
+
+    def daemonset_changed(self, uid: str) -> None:
+        """The DaemonSet of this UID came or went: its pods' QoS views follow. Only QoS reads
+        it, and the QoS loop is periodic: no share round is woken."""
+        for key in list(self._claims.get(uid, ())):
+            record = self.records.get(key)
+            if record is None:
+                continue
+            verified = self._verified(record)
+            if verified is not record:
+                self.records[key] = verified
+                self._unplace(record)
+                self._place(verified)
 
     def problem_of(self, record: PodRecord) -> str | None:
         return record.problem
@@ -267,6 +324,31 @@ class PodGroupStore(KindStore[PodKey, PodGroupSnapshot]):
 
     def snapshots(self) -> tuple[PodGroupSnapshot, ...]:
         return tuple(self.sorted_records())
+
+
+class DaemonSetStore(KindStore[PodKey, DaemonSetId]):
+    """DaemonSets: namespace, name and UID only (the rest of the object is dropped), for the
+    one thing they are read for: a pod is a DaemonSet's, and so never acted on by QoS, only if
+    the DaemonSet its controller reference names exists. ``ids`` is the live set; a change
+    tells ``on_uid`` (the pod store) which UID came or went."""
+
+    kind = "DaemonSet"
+
+    def __init__(self) -> None:
+        super().__init__(daemonset_id, _namespaced)
+        self.ids: set[DaemonSetId] = set()
+        self.on_uid: Callable[[str], None] | None = None
+
+    def changed(self, old: DaemonSetId | None, new: DaemonSetId | None) -> None:
+        if old == new:
+            return
+        if old is not None:
+            self.ids.discard(old)
+        if new is not None:
+            self.ids.add(new)
+        if self.on_uid is not None:
+            for uid in {identity[2] for identity in (old, new) if identity is not None}:
+                self.on_uid(uid)
 
 
 class NamespaceStore(KindStore[str, Mapping[str, str]]):
@@ -420,7 +502,9 @@ class ClusterStore:
         """A SchedulerPolicy changed: whether Volcano Queues are needed may have too."""
         self.ledger = PodLedger()
         self.nodes = NodeStore(self._changed, self._status, self._gone)
-        self.pods = PodStore(self.ledger, self._changed)
+        self.daemonsets = DaemonSetStore()
+        self.pods = PodStore(self.ledger, self._changed, self.daemonsets.ids)
+        self.daemonsets.on_uid = self.pods.daemonset_changed
         self.pod_groups = PodGroupStore(self._changed)
         self.namespaces = NamespaceStore()
         self.queues = QueueStore(self._changed, self._status, self._gone, self._origin)
@@ -465,8 +549,26 @@ class ClusterStore:
         if self.on_gone is not None:
             self.on_gone(kind, name)
 
-    def totals(self) -> PodTotals:
-        return self.ledger.totals()
+    def totals(self, names: Collection[str] | None = None) -> PodTotals:
+        """The pod totals; only in the resource ``names`` (a round's: ``resource_names``) when
+        given, at a cost per bucket of those names, not of what its pods ask for."""
+        return self.ledger.totals(names)
+
+    def resource_names(self) -> frozenset[str]:
+        """Every resource name a round can publish: what some node offers (its allocatable)
+        and what some Queue's spec names (each policy keeps to its own nodes' and queues',
+        ``engine.shares.computing.queue_dimensions``). Never a name only a pod wrote.
+        O(nodes x dimensions + queues x spec dimensions), as a round's snapshot."""
+        names: set[str] = set()
+        for node in self.nodes.records.values():
+            names.update(node.snapshot.allocatable)
+        for record in self.queues.records.values():
+            spec = record.spec
+            if spec is not None:
+                names.update(spec.capability)
+                names.update(spec.guarantee)
+                names.update(spec.deserved)
+        return frozenset(names)
 
     def misdirected_pods(
         self, refused: Mapping[QueueName, Mapping[str, int]], unknown: Mapping[str, int]
@@ -498,6 +600,7 @@ class ClusterStore:
             "Pod": self.pods,
             "PodGroup": self.pod_groups,
             "Namespace": self.namespaces,
+            "DaemonSet": self.daemonsets,
             "Queue": self.queues,
             "SchedulerPolicy": self.policies,
             "NodeQosEnsurancePolicy": self.qos_policies,

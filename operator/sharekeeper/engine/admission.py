@@ -132,6 +132,7 @@ def _policy_overcommit(
             total=share.allocatable if share is not None else {},
             used=sum_amounts(used.get(name, {}) for name in mine),
             podgroups=[group for group in groups if group.queue in queues],
+            dimensions=share.dimensions if share is not None else None,
         )
     )
 

@@ -3,6 +3,8 @@
 The webhook puts a scheduling gate on new pods of the namespaces that opt in; every share round
 decides, on the same snapshot as the shares, which held pods to release. A pod goes when:
 
+- every resource it asks for is offered by some node of its queue's policy (else it waits with
+  ``ResourceNotOffered`` for ever, and stops no other pod);
 - its queue's in-use amount (its pods the gate does not hold and that have not finished:
   bound, or released and not bound yet) plus the pod's request fits in the queue's deserved
   (its realCapability when the policy's ``admission.borrow`` is on) in every dimension the pod
@@ -25,7 +27,7 @@ policy's accelerator nodes; no other pod is visited.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from sharekeeper.engine.admission import AdmissionResult, NodePolicy, ancestors
@@ -53,6 +55,7 @@ WaitReason = Literal[
     "NotGoverned",
     "QueueClosed",
     "QueueNotLeaf",
+    "ResourceNotOffered",
     "GangIncomplete",
     "QuotaExceeded",
     "OvercommitHeadroomExceeded",
@@ -75,9 +78,14 @@ class Waiting:
     borrow: bool = False
     """QuotaExceeded: the bound is realCapability (``admission.borrow``), not deserved."""
     behind: str | None = None
-    """BehindOthers: the pod (``namespace/name``) first in the queue's line, which waits."""
+    """BehindOthers: the pod (``namespace/name``) first in the queue's line, which waits;
+    ResourceNotOffered, for the other pods of its PodGroup: the pod that asks for it."""
     members: tuple[int, int] = (0, 0)
     """GangIncomplete: the PodGroup's pods present, and its ``minMember``."""
+    resources: tuple[str, ...] = ()
+    """ResourceNotOffered: what the pod asks for that no node of ``policy`` offers, sorted."""
+    policy: str | None = None
+    """ResourceNotOffered: the queue's policy."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +152,8 @@ def gate_decisions(
     waiting: dict[PodKey, Waiting] = {}
     units: dict[QueueName, dict[object, _Unit]] = {}
     in_flight: dict[QueueName, list[Amounts]] = {}
+    # PodGroups with a held pod no node of the policy could run, and that pod's wait.
+    unrunnable: dict[GroupKey, tuple[PodKey, Waiting]] = {}
     for pod in held:
         key = (pod.namespace, pod.name)
         queue = _queue_of(pod, groups)
@@ -154,14 +164,19 @@ def gate_decisions(
         problem = _queue_problem(pod, queue, shares)
         if problem is not None:
             waiting[key] = problem
+            if problem.reason == "ResourceNotOffered" and pod.group_name:
+                unrunnable.setdefault((pod.namespace, pod.group_name), (key, problem))
             continue
         assert queue is not None
         group = groups.get((pod.namespace, pod.group_name)) if pod.group_name else None
         unit_key: object = (pod.namespace, pod.group_name) if group is not None else key
         unit = units.setdefault(queue, {}).setdefault(unit_key, _Unit([], group))
         unit.pods.append(pod)
+        # The effective priority (model.pods): system classes count only in kube-system.
         order = (-pod.priority, pod.created_seconds, f"{pod.namespace}/{pod.name}")
         unit.order = order if len(unit.pods) == 1 else min(unit.order, order)
+    if unrunnable:
+        _hold_whole_gangs(units, unrunnable, waiting)
     if not units:  # the common round: nothing held that room could admit
         return GateDecisions((), dict(sorted(waiting.items())))
     state = _Round(
@@ -198,6 +213,26 @@ def gate_decisions(
     return GateDecisions(tuple(released_now), dict(sorted(waiting.items())))
 
 
+def _hold_whole_gangs(
+    units: dict[QueueName, dict[object, _Unit]],
+    unrunnable: Mapping[GroupKey, tuple[PodKey, Waiting]],
+    waiting: dict[PodKey, Waiting],
+) -> None:
+    """A gang goes whole: while one of its held pods asks for what no node offers, the others
+    wait with it (``behind`` names that pod) rather than go without it."""
+    for queue, by_key in list(units.items()):
+        for unit_key, unit in list(by_key.items()):
+            group = unit.group
+            found = unrunnable.get((group.namespace, group.name)) if group is not None else None
+            if found is None:
+                continue
+            (namespace, name), problem = found
+            waiting.update(dict.fromkeys(unit.keys, replace(problem, behind=f"{namespace}/{name}")))
+            del by_key[unit_key]
+        if not by_key:
+            del units[queue]
+
+
 def _queue_of(pod: PodSnapshot, groups: Mapping[GroupKey, PodGroupSnapshot]) -> QueueName | None:
     """The queue the pod is charged to by name (accounting's rule); None: it names none."""
     claim = pod_claim(pod)
@@ -226,7 +261,25 @@ def _queue_problem(
         return Waiting("QueueClosed", queue)
     if not share.leaf:
         return Waiting("QueueNotLeaf", queue)
+    governing = shares.policies.get(share.policy)
+    if governing is not None:
+        missing = not_offered(pod.request, governing.offered)
+        if missing:
+            return Waiting("ResourceNotOffered", queue, resources=missing, policy=share.policy)
     return None
+
+
+def not_offered(request: Amounts, offered: Collection[str]) -> tuple[str, ...]:
+    """What a pod asks for (``pods`` aside) that no node of its policy offers, sorted: it
+    waits for ever (no node could run it), stops no other pod, and the name becomes no
+    dimension anywhere (``shares.computing``). O(dimensions of the pod)."""
+    return tuple(
+        sorted(
+            name
+            for name, amount in request.items()
+            if amount > 0 and name != PODS and name not in offered
+        )
+    )
 
 
 def _flying(

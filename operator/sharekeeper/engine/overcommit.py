@@ -23,7 +23,7 @@ PodGroups.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -34,6 +34,7 @@ from sharekeeper.engine.resources import (
     inqueue_reservation,
     subtract,
     sum_amounts,
+    within,
 )
 
 DEFAULT_FACTOR = Fraction(6, 5)
@@ -239,6 +240,10 @@ class OvercommitSnapshot:
     used: Mapping[str, int]
     """Σ requests of the bound, non-terminal pods on those nodes."""
     podgroups: Sequence[PodGroupSnapshot] = ()
+    dimensions: Set[str] | None = None
+    """The policy's resource names (``PolicyShare.dimensions``): ``used`` and ``inqueue`` are
+    kept to them, so a pod or PodGroup asking for a made-up resource adds no key to the
+    policy's status; None keeps every name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,12 +265,15 @@ def overcommit_status(snapshot: OvercommitSnapshot) -> OvercommitResult:
     """
     overcommitted = overcommitted_allocatable(snapshot.total, snapshot.spec)
     inqueue = inqueue_resources(snapshot.podgroups)
+    used = snapshot.used
+    if snapshot.dimensions is not None:
+        inqueue, used = within(inqueue, snapshot.dimensions), within(used, snapshot.dimensions)
     return OvercommitResult(
         factors=effective_factors(snapshot.total, snapshot.spec),
         overcommitted_total=overcommitted,
-        used=dict(sorted(snapshot.used.items())),
+        used=dict(sorted(used.items())),
         inqueue=inqueue,
-        headroom=enqueue_headroom(overcommitted, snapshot.used, inqueue),
+        headroom=enqueue_headroom(overcommitted, used, inqueue),
     )
 
 

@@ -15,7 +15,7 @@ Complexity: every function is linear in the number of dimensions (times rows, wh
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Final, NewType
 
 import numpy as np
@@ -83,6 +83,12 @@ def at_least(left: Amounts, right: Amounts) -> dict[str, int]:
 
 def nonzero(amounts: Amounts) -> dict[str, int]:
     return {name: amount for name, amount in amounts.items() if amount}
+
+
+def within(amounts: Amounts, names: Set[str]) -> dict[str, int]:
+    """``amounts`` on ``names`` only: what is asked for beyond a policy's dimensions is no
+    dimension of it (``shares.computing``). O(len(amounts))."""
+    return {name: amount for name, amount in amounts.items() if name in names}
 
 
 def inqueue_reservation(min_resources: Amounts, allocated: Amounts) -> dict[str, int]:

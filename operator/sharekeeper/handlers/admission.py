@@ -2,7 +2,10 @@
 
 The MutatingWebhookConfiguration ``sharekeeper-admission`` (``manifests/webhook.yaml``) sends
 pod creations of namespaces labelled ``sharekeeper.io/admission=enabled`` here. Its
-``failurePolicy`` is Ignore: while no replica serves, pods are simply not gated. Every replica
+``failurePolicy`` is Ignore, and the ValidatingAdmissionPolicy
+``sharekeeper-admission-at-creation`` (``manifests/admission-policies.yaml``) refuses the pods
+it should have gated and did not: while no replica serves, pods that name a queue are refused,
+never let through ungated. Every replica
 serves (the Service picks one), leader or not, with the one certificate kept in a Secret
 (``cluster.webhook_tls``); each start publishes that certificate's CA in the configuration,
 and, on a cluster without Services that route (the local control plane), the URL to call.
@@ -23,6 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import kopf
+from aiohttp import web
 from lightkube import AsyncClient
 
 from sharekeeper.cluster.webhook_tls import (
@@ -60,6 +64,27 @@ class WebhookSettings:
         return [f"{self.service}.{self.namespace}.svc", f"{self.service}.{self.namespace}"]
 
 
+REVIEW_LIMIT = 4 * 1024 * 1024
+"""The largest AdmissionReview the webhook reads, in bytes: the API server accepts request
+bodies up to 3 MiB, and the review carries the pod, with its defaults, in an envelope.
+aiohttp's default (1 MiB) answered 413 to bigger pods, and ``failurePolicy: Ignore`` let them
+through ungated. Were a review larger still (JSON escapes can outgrow what a pod was sent
+as), the webhook fails and ``sharekeeper-admission-at-creation`` refuses the pod."""
+
+
+class WebhookServer(kopf.WebhookServer):
+    """kopf's webhook server, reading reviews up to ``REVIEW_LIMIT``. kopf (pinned to 1.45)
+    builds its aiohttp application, with the default body limit, inside ``__call__`` and hands
+    each request to ``_serve``; the request is given the larger limit on the way, before
+    anything reads its body."""
+
+    @staticmethod
+    async def _serve(fn: kopf.WebhookFn, request: web.Request) -> web.Response:
+        larger = request.clone(client_max_size=REVIEW_LIMIT)
+        response: web.Response = await kopf.WebhookServer._serve(fn, larger)
+        return response
+
+
 def gate_new_pod(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
     """A new pod that names a queue gets the admission gate (kopf turns this into a JSON
     patch on the admission response)."""
@@ -93,7 +118,7 @@ async def serve(
     cert = await _published(settings, client)
     write_files(cert, directory)
     host, port = settings.address
-    operator_settings.admission.server = kopf.WebhookServer(
+    operator_settings.admission.server = WebhookServer(
         addr=host, port=port, certfile=str(directory / "tls.crt"),
         pkeyfile=str(directory / "tls.key"), cadata=cert.ca_pem,
     )  # fmt: skip

@@ -45,6 +45,9 @@ NODES = Resource("nodes", "", "v1", "nodes")
 PODS = Resource("pods", "", "v1", "pods", "status.phase!=Succeeded,status.phase!=Failed")
 PODGROUPS = Resource("podgroups", "scheduling.volcano.sh", "v1beta1", "podgroups", optional=True)
 NAMESPACES = Resource("namespaces", "", "v1", "namespaces")
+# Only their namespace, name and UID are kept: a pod is exempt from QoS actions as a
+# DaemonSet's only if the DaemonSet its controller reference names exists.
+DAEMONSETS = Resource("daemonsets", "apps", "v1", "daemonsets")
 # Our CRDs can be deleted and installed again under a running operator: their objects leave the
 # store with them, and they are watched again once served (a missing CRD is a warning).
 QUEUES = Resource(
@@ -106,6 +109,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         PODS: store.pods,
         PODGROUPS: store.pod_groups,
         NAMESPACES: store.namespaces,
+        DAEMONSETS: store.daemonsets,
         QUEUES: store.queues,
         POLICIES: store.policies,
         QOS_POLICIES: store.qos_policies,

@@ -3,7 +3,9 @@
 - ``/healthz`` (liveness): 200 with the loops' counters while every loop and watch task runs
   and no loop is stale (``loops.health``: failing, or stuck in one round, for several of its
   intervals); 500 naming the task that stopped or why the loop is stale, so the kubelet
-  restarts a process that only pretends to work.
+  restarts a process that only pretends to work. Also 500 (``degraded``) while statuses have
+  not been written for longer than ``loops.health.FAILING_UNHEALTHY_SECONDS``, naming how many
+  and since when: rounds that succeed but publish nothing are no better.
 - ``/readyz`` (readiness): 200 once every initial list is in the store; 503 before, with which
   lists are still missing. A replica that is not ready has computed nothing yet. A resource that
   is not served (a deleted CRD) has nothing to list and does not hold readiness back: the body
@@ -59,6 +61,9 @@ class Probes:
         stale = [reason for loop in self._loops if (reason := loop.stale()) is not None]
         if stale:
             return web.json_response({"stale": stale}, status=500)
+        degraded = [reason for loop in self._loops if (reason := loop.degraded()) is not None]
+        if degraded:
+            return web.json_response({"degraded": degraded, **self._counters()}, status=500)
         return web.json_response(dict(self._counters()))
 
     async def _ready(self, _: web.Request) -> web.Response:

@@ -6,7 +6,9 @@ that a NodeQosEnsurancePolicy selects:
 1. read usage from metrics.k8s.io (all nodes and pods in two calls);
 2. run the engine per node, with the counters and taint state persisted in policy status;
 3. drive each node's action flow, telling the planner what each action really did, so a
-   release counts only when the eviction or resize was accepted;
+   release counts only when the eviction or resize was accepted, and a refused eviction ends
+   the node's evictions for the check (one a PodDisruptionBudget blocked is reported as
+   ``EvictionBlocked`` on the pod, its node and the policies, and counted);
 4. publish: policy status (only what changed), the ``qos-waterlines`` annotation, the taint.
 
 Everything the next check needs is read back from the cluster, so a restarted operator
@@ -47,6 +49,8 @@ logger = logging.getLogger(__name__)
 Obj = Mapping[str, Any]
 QOS_EVENTS = {"Invalid"}
 DEFAULT_INTERVAL = 10.0
+POLICY_API_VERSION = "ensurance.sharekeeper.io/v1alpha1"
+EVICTION_BLOCKED = "EvictionBlocked"
 
 
 class Actuator(Protocol):
@@ -213,18 +217,26 @@ class QosLoop:
     async def _act(self, node_check: NodeCheck) -> Outcomes:
         flow = node_actions(node_check.result, node_check.node)
         refused: list[tuple[QosAction, str]] = []
+        blocked: list[tuple[QosAction, str]] = []
         try:
             action = next(flow)
             while True:
                 outcome, detail = await self._carry_out(action)
+                if outcome is Outcome.BLOCKED and action.kind != "evict":
+                    outcome = Outcome.REFUSED  # only an eviction has a budget to block it
                 if outcome is Outcome.REFUSED:
                     refused.append((action, detail))
+                elif outcome is Outcome.BLOCKED:
+                    blocked.append((action, detail))
+                    telemetry.QOS_EVICTIONS_BLOCKED.labels(action.metric).inc()
                 await self._announce(action, outcome, detail)
                 action = flow.send(outcome)
         except StopIteration as stop:
             report: PlanReport = stop.value
         preview = accept_all(node_actions(node_check.result, node_check.node, preview=True))
-        return Outcomes.from_reports(report, preview, refused=tuple(refused))
+        return Outcomes.from_reports(
+            report, preview, refused=tuple(refused), blocked=tuple(blocked)
+        )
 
     async def _carry_out(self, action: QosAction) -> tuple[Outcome, str]:
         """Carry out one action; anything unexpected counts as refused, never as released."""
@@ -241,19 +253,38 @@ class QosLoop:
         return await self.actuator.set_cpu_limit(action, record.cpu_limits if record else {})
 
     async def _announce(self, action: QosAction, outcome: Outcome, detail: str) -> None:
+        if outcome is Outcome.BLOCKED:
+            await self._announce_blocked(action, detail)
+            return
         verb = {"evict": "Evicted", "throttle": "Throttled", "restore": "Restored"}[action.kind]
         reason = verb if outcome is Outcome.ACCEPTED else f"{verb}Refused"
         message = f"{action.kind} {action.pod} on {action.node} for {action.metric}: {detail}"
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "name": action.pod.name,
-            "namespace": action.pod.namespace,
-        }
-        node = {"apiVersion": "v1", "kind": "Node", "name": action.node, "namespace": ""}
         warning = outcome is not Outcome.ACCEPTED or action.kind == "evict"
-        await self.actuator.event(pod, reason, message, warning=warning)
-        await self.actuator.event(node, reason, message, warning=warning)
+        for target in _pod_and_node(action):
+            await self.actuator.event(target, reason, message, warning=warning)
+
+    async def _announce_blocked(self, action: QosAction, detail: str) -> None:
+        """``EvictionBlocked`` Warnings on the pod, its node and the policies behind the
+        waterline: the pod's PodDisruptionBudget refused its eviction, and no other pod goes
+        in its place."""
+        message = (
+            f"evict {action.pod} on {action.node} for {action.metric}: blocked by a "
+            f"PodDisruptionBudget ({detail}); no pod ranked after it is evicted in its place"
+        )
+        policies = self.store.qos_policies.records
+        targets = _pod_and_node(action)
+        for name in action.policies:
+            record = policies.get(name)
+            targets.append(
+                {
+                    "apiVersion": POLICY_API_VERSION,
+                    "kind": "NodeQosEnsurancePolicy",
+                    "name": name,
+                    "uid": record.uid if record is not None else "",
+                }
+            )
+        for target in targets:
+            await self.actuator.event(target, EVICTION_BLOCKED, message, warning=True)
 
     async def _publish_nodes(self, check: ClusterCheck) -> None:
         outputs = node_outputs(check)
@@ -272,3 +303,16 @@ class QosLoop:
             want = bool(outputs.get(name, {}).get("tainted"))
             if has != want:
                 await self.actuator.set_taint(name, want, record.taints, record.resource_version)
+
+
+def _pod_and_node(action: QosAction) -> list[dict[str, str]]:
+    """The references an action's Events go to: its pod, then its node."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": action.pod.name,
+            "namespace": action.pod.namespace,
+        },
+        {"apiVersion": "v1", "kind": "Node", "name": action.node, "namespace": ""},
+    ]

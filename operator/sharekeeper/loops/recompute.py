@@ -25,7 +25,7 @@ from sharekeeper.engine.shares import PodSnapshot, ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
 from sharekeeper.loops.debouncing import debounced_rounds
 from sharekeeper.loops.echoes import Echoes
-from sharekeeper.loops.health import LoopHealth
+from sharekeeper.loops.health import FAILING_WRITES, LoopHealth, StatusFailures
 from sharekeeper.loops.outbox import Outbox
 from sharekeeper.model.nodes import SHARE_ANNOTATIONS
 from sharekeeper.model.objects import rfc3339
@@ -34,6 +34,8 @@ from sharekeeper.model.records import NodeRecord, OwnRecord
 from sharekeeper.pipeline.shares import Publication, publication, waiting_text
 from sharekeeper.publish.annotations import AnnotationWrite, annotation_writes
 from sharekeeper.publish.diffing import Json, Transition
+from sharekeeper.publish.kubernetes import failure_text
+from sharekeeper.publish.retrying import http_status, transient_reason
 from sharekeeper.publish.statuses import (
     Kind,
     StatusWrite,
@@ -110,9 +112,12 @@ class Recompute:
         self._releasing: dict[PodKey, float] = {}
         """Pods released (when, monotonic) whose release the watch has not shown yet."""
         self._told_waiting: set[PodKey] = set()
+        self.status_failures = StatusFailures(wall_clock=clock)
+        """Statuses whose writes keep failing: told once, and reported by ``/healthz``."""
         self.health = LoopHealth(
             "recompute",
             lambda: max(self._settings.error_backoff_seconds, self._settings.max_delay_seconds),
+            degraded=self.status_failures.degraded,
         )
 
     def wake(self) -> None:
@@ -136,6 +141,7 @@ class Recompute:
             self._annotations.forget(name)
         elif kind in ("Queue", "SchedulerPolicy"):
             self._statuses.forget((cast(Kind, kind), name))
+            self.status_failures.forget(kind, name)
 
     async def run(self) -> None:
         # A round on a half-listed cluster would publish wrong numbers (and remove annotations
@@ -144,6 +150,7 @@ class Recompute:
         # Run again after leadership came back: another leader may have written since, so
         # what we wrote in an earlier term says nothing about what the objects hold now.
         self._statuses, self._annotations = Echoes(), Echoes()
+        self.status_failures.clear()
         self._woken.set()  # the first round publishes whatever changed while we were away
         try:
             await debounced_rounds(
@@ -156,6 +163,7 @@ class Recompute:
             )
         finally:
             await self._outbox.close()
+            self.status_failures.clear()  # a replica that no longer leads writes nothing
 
     def _report_stale(self) -> None:
         """``Stale`` on every queue and policy: their numbers are the last good round's."""
@@ -268,7 +276,7 @@ class Recompute:
         new = [key for key in waiting if key not in self._told_waiting][:MAX_POD_EVENTS]
         self._told_waiting.update(new)
         for key in new:
-            message = f"waits for admission: {waiting_text(waiting[key])}"
+            message = f"waits for admission: {waiting_text(waiting[key], key[0])}"
             self._spawn(self._writer.pod_event(*key, "AdmissionWaiting", message, warning=False))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
@@ -336,12 +344,47 @@ class Recompute:
 
     async def _apply(self, write: StatusWrite) -> None:
         self._statuses.sending((write.kind, write.name), write.status)
-        stored = await self._writer.patch_status(write.kind, write.name, write.patch)
+        try:
+            stored = await self._writer.patch_status(write.kind, write.name, write.patch)
+        except Exception as error:
+            # Not raised to the outbox, which would log a traceback per write, every round.
+            self._status_not_written(write, error)
+            self._retry_later()
+            return
         self._statuses.wrote((write.kind, write.name), stored)
+        recovered = self.status_failures.succeeded(write.kind, write.name)
+        if recovered is not None:
+            logger.info(
+                "%s %s: status written again, after %d failed writes",
+                write.kind, write.name, recovered.failures,
+            )  # fmt: skip
         if stored is None:
             return
         for transition in write.transitions:
             await self._writer.event(write.kind, write.name, write.uid, transition)
+
+    def _status_not_written(self, write: StatusWrite, error: Exception) -> None:
+        """One failed status write: counted (``sharekeeper_writes_total``, by the writer);
+        when it makes the object failing, one log line and one Warning Event on the object."""
+        message = failure_text(error)
+        streak = self.status_failures.failed(write.kind, write.name, message)
+        if streak is None:
+            logger.debug("%s %s: status not written: %s", write.kind, write.name, message)
+            return
+        since = rfc3339(streak.since)
+        # A failure that is no answer of the API server (a bug) gets its traceback, once.
+        unexpected = http_status(error) is None and transient_reason(error) is None
+        logger.warning(
+            "%s %s: status not written %d times in a row since %s; its numbers and "
+            "observedGeneration are those of the last write that landed: %s",
+            write.kind, write.name, streak.failures, since, message, exc_info=unexpected,
+        )  # fmt: skip
+        note = (
+            f"the status of this {write.kind} could not be written {FAILING_WRITES} times in a "
+            f"row since {since}; what it shows is older than its spec and the cluster: {message}"
+        )
+        transition = Transition("StatusNotWritten", "StatusNotWritten", note)
+        self._spawn(self._writer.event(write.kind, write.name, write.uid, transition))
 
 
 @dataclass(frozen=True, slots=True)

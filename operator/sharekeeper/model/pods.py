@@ -76,16 +76,31 @@ def pod_snapshot(obj: Obj) -> PodSnapshot:
         scheduler_name=str(at(obj, "spec.schedulerName") or DEFAULT_SCHEDULER),
         admission="held" if held else "admitted" if ADMITTED_ANNOTATION in annotations else "none",
         # Only a held pod is ordered: the others keep the shared defaults (no memory per pod).
-        priority=int_at(obj, "spec.priority", 0, low=-(2**31), high=2**31 - 1) if held else 0,
+        # The effective priority: a system class named outside kube-system counts as 0.
+        priority=_admission_priority(obj) if held else 0,
         created_seconds=timestamp_at(obj, "metadata.creationTimestamp") if held else 0.0,
     )
+
+
+def _admission_priority(obj: Obj) -> int:
+    """The priority a held pod is ordered by in its queue: ``qos.effective_priority`` of its
+    ``spec.priority``, so a tenant that names system-cluster-critical does not go before every
+    other team's pods of a queue they share."""
+    namespace = str(at(obj, "metadata.namespace") or "default")
+    priority = int_at(obj, "spec.priority", 0, low=-(2**31), high=2**31 - 1)
+    return qos.effective_priority(namespace, priority)
 
 
 def gates_with_admission(obj: Obj) -> list[Any] | None:
     """The pod's scheduling gates with ours added, for a new pod that names a queue (by label,
     Volcano annotation or PodGroup); None to leave the pod alone: it names none, it is gated
     already, it is bound at creation (gates are refused there), or its fields are not what the
-    API server would have let through."""
+    API server would have let through.
+
+    "Names a queue" (a non-empty value of one of the three) is what the ValidatingAdmissionPolicy
+    ``sharekeeper-admission-at-creation`` checks too (``manifests/admission-policies.yaml``): in
+    a namespace that opted in, it refuses the pods this leaves alone for naming none or being
+    bound, and those that name one and came through without the gate."""
     labels = at(obj, "metadata.labels") or {}
     annotations = at(obj, "metadata.annotations") or {}
     gates = at(obj, "spec.schedulingGates") or []

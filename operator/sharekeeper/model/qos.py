@@ -2,9 +2,9 @@
 ``sharekeeper.io/qos-waterlines``.
 
 Nothing a pod says about itself grants it anything: exemptions come only from what a tenant
-cannot forge (the kubelet's mirror-pod annotation, a DaemonSet controller reference, the
-priority the API server resolved from the PriorityClass), and the throttle state lives in the
-policies' status, not on the pod.
+cannot forge (the kubelet's mirror-pod annotation with the Node as owner, a controller
+reference to a DaemonSet that exists, a system priority in a system namespace), and the
+throttle state lives in the policies' status, not on the pod.
 
 A fast trimmed reader (the cluster store reads up to 150,000 pods with it): plain dict access,
 no model objects; every error is an ``ObjectError`` naming the object, the field and the value.
@@ -13,7 +13,7 @@ NodeQosEnsurancePolicies are read by ``api.qos``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -25,8 +25,8 @@ from sharekeeper.engine.qos import (
     QosNode,
     Waterline,
 )
-from sharekeeper.engine.qos.inputs import QosClass
-from sharekeeper.model.objects import Obj, at, fail, mapping_at
+from sharekeeper.engine.qos.inputs import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NAMESPACES, QosClass
+from sharekeeper.model.objects import Obj, at, fail, mapping_at, name_of
 from sharekeeper.model.quantities import QuantityError, to_internal, to_quantity
 
 WATERLINES_ANNOTATION = "sharekeeper.io/qos-waterlines"
@@ -38,6 +38,33 @@ EXT_CPU_RESOURCE = "gocrane.io/cpu"
 """The elastic-CPU extended resource (Crane's name, so Crane workloads sort the same)."""
 
 _QOS_CLASSES: tuple[QosClass, ...] = ("BestEffort", "Burstable", "Guaranteed")
+DAEMONSET_API_VERSION = "apps/v1"
+"""The one DaemonSet version an owner reference may name to exempt a pod: the garbage collector
+resolves it; a version it cannot resolve (``apps/v1beta2``) keeps the pod whatever it says."""
+
+DaemonSetId = tuple[str, str, str]
+"""A DaemonSet the cluster has: ``(namespace, name, uid)``."""
+
+
+def effective_priority(namespace: str, priority: int) -> int:
+    """The priority Sharekeeper reads a pod as having: ``spec.priority``, except that a system
+    priority (``SYSTEM_CLUSTER_CRITICAL`` and above: system-cluster-critical,
+    system-node-critical) outside ``SYSTEM_NAMESPACES`` counts as 0.
+
+    The API server lets a pod of any namespace name the built-in system classes (unless an
+    admin limits them with a ResourceQuota), so there that priority says nothing about the
+    pod, only about what its author wanted: to be admitted before every other pod of its queue,
+    and never to be throttled or evicted. A pod in ``kube-system`` keeps it. A cluster admin
+    who wants some pods to go first gives them a PriorityClass of their own (values up to
+    ``HIGHEST_USER_PRIORITY``) and restricts its use (a ResourceQuota whose ``scopeSelector``
+    names the PriorityClass); that value is read as is.
+
+    Computed once, where a pod is read (``pod_view`` here, ``model.pods.pod_snapshot`` for
+    admission), so admission order, QoS exemption, ``maxPriority`` and QoS sorting all see the
+    same number."""
+    if priority >= SYSTEM_CLUSTER_CRITICAL and namespace not in SYSTEM_NAMESPACES:
+        return 0
+    return priority
 
 
 def metric_resource(metric: str) -> str:
@@ -112,16 +139,26 @@ def _qos_class(status: Mapping[str, object]) -> QosClass:
 
 
 def pod_from_dict(
-    obj: Mapping[str, object], metrics: Mapping[str, object] | None = None
+    obj: Mapping[str, object],
+    metrics: Mapping[str, object] | None = None,
+    *,
+    daemonsets: Collection[DaemonSetId] = frozenset(),
 ) -> PodSnapshot:
     """A Pod (and optionally its PodMetrics) as engine input."""
-    pod = pod_view(obj)
+    pod = pod_view(obj, daemonsets=daemonsets)
     return pod if metrics is None else with_pod_usage(pod, metrics)
 
 
-def pod_view(obj: Mapping[str, object], cpu_limits: Mapping[str, int] | None = None) -> PodSnapshot:
+def pod_view(
+    obj: Mapping[str, object],
+    cpu_limits: Mapping[str, int] | None = None,
+    *,
+    daemonsets: Collection[DaemonSetId] = frozenset(),
+) -> PodSnapshot:
     """A Pod as engine input, usage unknown: what the cluster store keeps per bound pod.
-    ``cpu_limits``: ``container_cpu_limits(obj)``, when the caller has read it already."""
+    ``cpu_limits``: ``container_cpu_limits(obj)``, when the caller has read it already;
+    ``daemonsets``: the DaemonSets known now (the cluster store, which also keeps
+    ``daemonset`` current as they come and go, reads with none)."""
     kind = "Pod"
     meta = _meta(obj)
     key = PodKey(str(meta.get("namespace", "default")), str(meta.get("name", "?")))
@@ -148,11 +185,12 @@ def pod_view(obj: Mapping[str, object], cpu_limits: Mapping[str, int] | None = N
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise fail(obj, "spec.priority", "must be an integer", priority, kind=kind)
     unlimited = len(limits) < len(containers) or not containers
+    claimed = _claimed_daemonset(owners)
     return PodSnapshot(
         key=key,
         uid=str(meta.get("uid") or ""),
         qos_class=_qos_class(status),
-        priority=priority,
+        priority=effective_priority(key.namespace, priority),
         labels=_strings(obj, "metadata.labels", kind),
         start_time=_epoch(obj, status.get("startTime"), "status.startTime", kind),
         cpu_request_milli=requests,
@@ -161,7 +199,8 @@ def pod_view(obj: Mapping[str, object], cpu_limits: Mapping[str, int] | None = N
         # ``kubernetes.io/config.source`` is not read: any pod author can write it.
         mirror_or_static=MIRROR_ANNOTATION in annotations
         and any(_owned_by_node(owner, spec.get("nodeName")) for owner in owners),
-        daemonset=any(_controlled_by_daemonset(owner) for owner in owners),
+        daemonset=claimed is not None and (key.namespace, *claimed) in daemonsets,
+        claimed_daemonset=claimed,
         terminating=meta.get("deletionTimestamp") is not None,
     )
 
@@ -176,13 +215,40 @@ def _owned_by_node(owner: object, node: object) -> bool:
     )
 
 
-def _controlled_by_daemonset(owner: object) -> bool:
-    return (
-        isinstance(owner, Mapping)
-        and owner.get("kind") == "DaemonSet"
-        and str(owner.get("apiVersion", "")).startswith("apps/")
-        and owner.get("controller") is True
-    )
+def _claimed_daemonset(owners: list[Any]) -> tuple[str, str] | None:
+    """``(name, uid)`` of the DaemonSet the pod's controller owner reference names, exactly as
+    the DaemonSet controller writes it (``apps/v1``); None for any other controller, or none.
+    Only a claim: whether that DaemonSet exists is the caller's to check."""
+    for owner in owners:
+        if isinstance(owner, Mapping) and owner.get("controller") is True:
+            name, uid = owner.get("name"), owner.get("uid")
+            if (
+                owner.get("kind") == "DaemonSet"
+                and owner.get("apiVersion") == DAEMONSET_API_VERSION
+                and isinstance(name, str)
+                and isinstance(uid, str)
+                and name
+                and uid
+            ):
+                return name, uid
+            return None  # the API server allows one controller reference
+    return None
+
+
+def daemonset_id(obj: Obj) -> DaemonSetId:
+    """A DaemonSet as the cluster store keeps it: namespace, name and UID, nothing else."""
+    uid = at(obj, "metadata.uid")
+    if not isinstance(uid, str) or not uid:
+        raise fail(obj, "metadata.uid", "is required", kind="DaemonSet")
+    return str(at(obj, "metadata.namespace") or "default"), name_of(obj), uid
+
+
+def with_daemonsets(pod: PodSnapshot, daemonsets: Collection[DaemonSetId]) -> PodSnapshot:
+    """``pod`` with ``daemonset`` saying whether the DaemonSet it claims is one of
+    ``daemonsets`` (in the pod's namespace: owner references do not cross namespaces)."""
+    claimed = pod.claimed_daemonset
+    exists = claimed is not None and (pod.key.namespace, *claimed) in daemonsets
+    return pod if exists == pod.daemonset else replace(pod, daemonset=exists)
 
 
 def container_cpu_limits(obj: Mapping[str, object]) -> dict[str, int]:
@@ -257,9 +323,12 @@ def node_from_dicts(
     node_metrics: Mapping[str, object] | None = None,
     pod_metrics: Mapping[PodKey, Mapping[str, object]] | None = None,
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+    *,
+    daemonsets: Collection[DaemonSetId] = frozenset(),
 ) -> QosNode:
-    """A Node, the pods bound to it (terminal ones are dropped) and their usage."""
-    views = [pod_view(raw) for raw in pods if not is_terminal(raw)]
+    """A Node, the pods bound to it (terminal ones are dropped) and their usage;
+    ``daemonsets``: the DaemonSets that exist (``daemonset_id``)."""
+    views = [pod_view(raw, daemonsets=daemonsets) for raw in pods if not is_terminal(raw)]
     return with_usage(node_view(node), views, node_metrics, pod_metrics, namespace_labels)
 
 
@@ -295,7 +364,10 @@ def waterlines_annotation(lines: Iterable[Waterline]) -> dict[str, str]:
 __all__ = [
     "TAINT",
     "WATERLINES_ANNOTATION",
+    "DaemonSetId",
     "container_cpu_limits",
+    "daemonset_id",
+    "effective_priority",
     "is_terminal",
     "metric_quantity",
     "metric_resource",
@@ -307,6 +379,7 @@ __all__ = [
     "pod_usage",
     "pod_view",
     "waterlines_annotation",
+    "with_daemonsets",
     "with_pod_usage",
     "with_usage",
 ]

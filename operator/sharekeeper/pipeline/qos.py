@@ -44,6 +44,7 @@ from sharekeeper.engine.qos import (
     check_node,
     unreachable_rules,
 )
+from sharekeeper.engine.qos.planning import Stop
 from sharekeeper.model.conditions import condition
 from sharekeeper.model.nodes import compact_json
 from sharekeeper.model.objects import ObjectError
@@ -90,7 +91,9 @@ class Outcomes:
 
     done: tuple[QosAction, ...] = ()
     refused: tuple[tuple[QosAction, str], ...] = ()
-    """Actions the API refused (a PodDisruptionBudget, a vanished pod), with the reason."""
+    """Actions the API refused (a vanished pod, an error), with the reason."""
+    blocked: tuple[tuple[QosAction, str], ...] = ()
+    """Evictions a PodDisruptionBudget refused, with the API server's message."""
     preview: tuple[QosAction, ...] = ()
     waiting: tuple[str, ...] = ()
     """Why some waterline was not acted on, or is still crossed after every candidate."""
@@ -101,9 +104,12 @@ class Outcomes:
         report: PlanReport,
         preview: PlanReport | None = None,
         refused: tuple[tuple[QosAction, str], ...] | None = None,
+        blocked: tuple[tuple[QosAction, str], ...] | None = None,
     ) -> Outcomes:
+        """``refused`` and ``blocked`` with the API's reasons, as the caller saw them; by
+        default the report's, with a generic reason."""
         open_gaps = tuple(
-            _open_gap(action_class, metric, amount, report.skipped)
+            _open_gap(action_class, metric, amount, report.skipped, report.stopped)
             for action_class, metric, amount in report.remaining
             # A restore's headroom left over is not a problem: the pods are back.
             if amount > 0 and action_class is not ActionClass.THROTTLE_UP
@@ -112,7 +118,10 @@ class Outcomes:
             done=report.accepted,
             refused=refused
             if refused is not None
-            else tuple((a, "refused") for a in report.refused),
+            else tuple((a, "refused") for a in report.refused if a not in report.blocked),
+            blocked=blocked
+            if blocked is not None
+            else tuple((a, "blocked by a PodDisruptionBudget") for a in report.blocked),
             preview=preview.accepted if preview else (),
             waiting=(*report.waiting, *open_gaps),
         )
@@ -127,12 +136,25 @@ _NAMED = 3
 """Pods named per reason in a message; the rest are counted."""
 
 
-def _open_gap(action_class: ActionClass, metric: str, amount: int, skipped: Sequence[Skip]) -> str:
-    """Why a precise plan left usage above its waterline, naming the pods it passed over."""
+def _open_gap(
+    action_class: ActionClass,
+    metric: str,
+    amount: int,
+    skipped: Sequence[Skip],
+    stopped: Sequence[Stop] = (),
+) -> str:
+    """Why a precise plan left usage above its waterline: where a refused eviction stopped it,
+    and the pods it passed over."""
     text = f"{action_class.value} {metric}: {metric_quantity(metric, amount)} still to release"
+    stop = next((s for s in stopped if (s.action_class, s.metric) == (action_class, metric)), None)
+    if stop is not None:
+        text += (
+            f"; evictions stop at {stop.pod}, whose eviction was refused: no pod ranked after "
+            "it is evicted in its place"
+        )
     mine = [s for s in skipped if (s.action_class, s.metric) == (action_class, metric)]
     if not mine:
-        return f"{text}: no candidate left to act on"
+        return text if stop is not None else f"{text}: no candidate left to act on"
     by_reason: dict[SkipReason, list[Skip]] = {}
     for skip in mine:
         by_reason.setdefault(skip.reason, []).append(skip)
@@ -282,8 +304,13 @@ def policy_statuses(
             old = previous.get(node_check.node.name, {})
             if actions:
                 entry["lastActions"] = actions
-            elif "lastActions" in old:
-                entry["lastActions"] = old["lastActions"]
+                blocked = _blocked_entries(node_check.node, done, name, now)
+                if blocked:
+                    entry["blockedEvictions"] = blocked
+            else:
+                for kept in ("lastActions", "blockedEvictions"):
+                    if kept in old:
+                        entry[kept] = old[kept]
             throttled = _throttled_after(node_check.node, done)
             if throttled:
                 entry["throttled"] = throttled
@@ -343,6 +370,7 @@ def _at_rest(entry: Json) -> bool:
     return (
         not scheduling.get("disabled")
         and "lastActions" not in entry
+        and "blockedEvictions" not in entry
         and "throttled" not in entry
         and "message" not in entry
         and all(
@@ -377,9 +405,33 @@ def _urgency(entry: Json) -> tuple[int, int, int, int, str]:
     )
 
 
+MAX_BLOCKED = 100
+"""Blocked evictions listed per node and policy (as ``lastActions``)."""
+MAX_BLOCKED_MESSAGE = 512
+"""The API server's message kept per blocked eviction (it names the tenant's budget)."""
+
+
+def _blocked_entries(node: QosNode, outcomes: Outcomes, policy: str, now: str) -> list[Json]:
+    """``blockedEvictions`` of ``policy``: the pods whose eviction a PodDisruptionBudget
+    refused in this check, for the waterlines the policy takes part in."""
+    uids = {pod.key: pod.uid for pod in node.pods}
+    entries: list[Json] = []
+    for action, message in outcomes.blocked:
+        if action.policies and policy not in action.policies:
+            continue
+        entry: Json = {"pod": str(action.pod), "metric": action.metric}
+        if uids.get(action.pod):
+            entry["uid"] = uids[action.pod]
+        entry["message"] = message[:MAX_BLOCKED_MESSAGE]
+        entry["time"] = now
+        entries.append(entry)
+    return entries[:MAX_BLOCKED]
+
+
 def _action_entries(outcomes: Outcomes, now: str) -> list[Json]:
     entries = [
         *({**action_dict(a), "outcome": "Done"} for a in outcomes.done),
+        *({**action_dict(a), "outcome": f"Blocked: {why}"} for a, why in outcomes.blocked),
         *({**action_dict(a), "outcome": f"Refused: {why}"} for a, why in outcomes.refused),
         *({**action_dict(a), "outcome": "Preview"} for a in outcomes.preview),
     ]

@@ -6,7 +6,7 @@ prints is what the operator writes, by construction.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,8 +110,10 @@ def enqueueable(verdict: QueueAdmission) -> Json:
     )  # fmt: skip
 
 
-def waiting_text(waiting: Waiting) -> str:
-    """Why a held pod waits, for its Event and ``simulate``."""
+def waiting_text(waiting: Waiting, namespace: str | None = None) -> str:
+    """Why a held pod waits, for its Event and ``simulate``. ``namespace``: the held pod's.
+    Whoever may read a pod's Events may read its namespace's, and no other: a pod of another
+    namespace is never named (nor any pod, when ``namespace`` is not given)."""
     queue = f"queue {waiting.queue}"
     match waiting.reason:
         case "NoQueue":
@@ -126,6 +128,12 @@ def waiting_text(waiting: Waiting) -> str:
             return f"{queue} is Closed"
         case "QueueNotLeaf":
             return f"{queue} has queues below it; pods belong in leaf queues"
+        case "ResourceNotOffered":
+            asked = listed(waiting.resources, "resources")
+            offers = f"which no node of policy {waiting.policy} offers"
+            if waiting.behind is None:
+                return f"it requests {asked}, {offers}"
+            return f"pod {waiting.behind} of its PodGroup requests {asked}, {offers}; it goes whole"
         case "GangIncomplete":
             present, needed = waiting.members
             return f"its PodGroup has {present} of its minMember {needed} pods; it goes whole"
@@ -140,15 +148,37 @@ def waiting_text(waiting: Waiting) -> str:
         case "NoNodeFits":
             return f"no node has room for it: {shortfall_text(waiting.shortfalls)} on the best node"
         case "BehindOthers":
-            return f"it waits behind pod {waiting.behind} of {queue} (priority, then age)"
+            behind = waiting.behind or ""
+            if namespace is None:
+                first = f"another pod in {queue}"
+            elif behind.startswith(f"{namespace}/"):
+                first = f"pod {behind} of {queue}"
+            else:
+                first = f"a pod of another namespace in {queue}"
+            return f"it waits behind {first} (priority, then age)"
+
+
+MAX_LISTED = 5
+"""Resources named in one message; the rest are counted (a pod may ask for hundreds)."""
+
+
+def listed(names: Sequence[str], noun: str) -> str:
+    """``a, b and c``; past ``MAX_LISTED``: ``a, b, c, d, e and 495 more <noun>``."""
+    if len(names) <= 1:
+        return "".join(names)
+    if len(names) <= MAX_LISTED:
+        return f"{', '.join(names[:-1])} and {names[-1]}"
+    return f"{', '.join(names[:MAX_LISTED])} and {len(names) - MAX_LISTED} more {noun}"
 
 
 def shortfall_text(shortfalls: tuple[Shortfall, ...]) -> str:
-    return "; ".join(
+    text = "; ".join(
         f"{s.resource} {to_quantity(s.resource, s.requested)} requested, "
         f"{to_quantity(s.resource, s.available)} available"
-        for s in shortfalls
+        for s in shortfalls[:MAX_LISTED]
     )
+    more = len(shortfalls) - MAX_LISTED
+    return text + (f"; and {more} more resource{'s' if more > 1 else ''}" if more > 0 else "")
 
 
 def placement_view(placement: PodPlacement) -> Json:

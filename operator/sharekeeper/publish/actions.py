@@ -1,7 +1,10 @@
 """Carrying out node QoS actions: evictions, CPU throttling, the interference taint, Events.
 
 Evictions go through the Eviction API, so PodDisruptionBudgets decide; a refusal is reported
-back to the planner, which then moves to the next pod without counting the refused one.
+back to the planner without counting the refused pod, and the node's evictions end there for
+the check. A budget's refusal is told apart (``Outcome.BLOCKED``: the planner throttles the pod
+instead where it may) from any other (``Outcome.REFUSED``). Nothing here ever deletes a pod: a
+refused eviction stays refused.
 Throttling changes the CPU limits of the pod's containers in place through ``pods/resize``
 (which can change resources and nothing else); the throttle record lives in the policy's status,
 so the operator never patches a pod itself.
@@ -18,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lightkube import ApiError, AsyncClient
-from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta
+from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta, Status
 from lightkube.resources.core_v1 import Node, Pod
 from lightkube.types import PatchType
 
@@ -43,6 +46,26 @@ def split_cpu_limit(cpu_limits: Mapping[str, int], total_milli: int) -> dict[str
     first = next(iter(parts))
     parts[first] += total_milli - sum(parts.values())
     return parts
+
+
+DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
+"""``policy/v1`` ``DisruptionBudgetCause``: the reason of the cause a budget's 429 carries."""
+
+
+def budget_refusal(status: Status) -> str | None:
+    """The API server's answer, if a PodDisruptionBudget refused the eviction: a 429 whose
+    causes include ``DisruptionBudget`` (no disruption allowed now, or the budget not yet
+    processed), or the 500 for a pod that more than one budget selects (which the Eviction
+    API never allows). None for any other refusal."""
+    causes = [
+        c for c in (status.details.causes if status.details else None) or []
+        if c.reason == DISRUPTION_BUDGET_CAUSE
+    ]  # fmt: skip
+    message = status.message or ""
+    several = status.code == 500 and "more than one PodDisruptionBudget" in message
+    if not (status.code == 429 and causes) and not several:
+        return None
+    return " ".join([f"{status.code}: {message}", *(c.message for c in causes if c.message)])
 
 
 class KubeActuator:
@@ -72,6 +95,9 @@ class KubeActuator:
         except ApiError as error:
             telemetry.WRITES.labels("Eviction", "refused").inc()
             # 429: a PodDisruptionBudget says no; 404: the pod is already gone.
+            budget = budget_refusal(error.status)
+            if budget is not None:
+                return Outcome.BLOCKED, budget
             return Outcome.REFUSED, f"{error.status.code}: {error.status.message}"
         telemetry.WRITES.labels("Eviction", "ok").inc()
         return Outcome.ACCEPTED, "evicted"

@@ -40,6 +40,15 @@ API_VERSIONS = {
 }
 
 
+def failure_text(error: BaseException) -> str:
+    """Why a write failed, in one line of at most 500 characters: the API server's code and
+    message (``HTTP 413: etcdserver: request is too large``), or the client's error."""
+    code = http_status(error)
+    text = " ".join(str(error).split()) or type(error).__name__
+    said = f"HTTP {code}: {text}" if code is not None else f"{type(error).__name__}: {text}"
+    return said[:500]
+
+
 class KubeWriter:
     """Status merge-patches and Events, at most ``concurrency`` requests in flight."""
 

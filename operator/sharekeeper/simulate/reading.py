@@ -1,11 +1,11 @@
 """Reading Kubernetes objects from YAML or JSON files: multi-document streams and ``kind: List``.
 
 Every object is parsed up front, so bad input fails before anything is computed or printed.
-Every kind the operator watches (Nodes, Pods, PodGroups, Namespaces and our own resources) goes
-into the operator's own cluster store, through the same code the operator's watches feed: our
-resources are read by the same models (``api``) with the same defaults whether a file was
-written by hand or printed by ``kubectl get``, and 150,000 pods are read the way the operator
-reads them.
+Every kind the operator watches (Nodes, Pods, PodGroups, Namespaces, DaemonSets and our own
+resources) goes into the operator's own cluster store, through the same code the operator's
+watches feed: our resources are read by the same models (``api``) with the same defaults
+whether a file was written by hand or printed by ``kubectl get``, and 150,000 pods are read the
+way the operator reads them.
 
 What the API server does before the operator sees an object, simulate does for files: it checks
 every object's version, name and the types the trimmed readers rely on, and gives a pod without
@@ -24,6 +24,7 @@ from sharekeeper.api.crds import resources
 from sharekeeper.cluster.snapshots import node_policies, specs
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.engine.admission import NodePolicy
+from sharekeeper.engine.qos.inputs import HIGHEST_USER_PRIORITY
 from sharekeeper.engine.shares import PolicySnapshot, QueueSnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName
 from sharekeeper.model.documents import (
@@ -36,8 +37,11 @@ from sharekeeper.model.documents import (
 from sharekeeper.model.objects import Obj, ObjectError, Problem, at, fail, identify, name_of
 
 STORED = frozenset(
-    {"Node", "Pod", "PodGroup", "Namespace", "Queue", "SchedulerPolicy", "NodeQosEnsurancePolicy"}
-)
+    {
+        "Node", "Pod", "PodGroup", "Namespace", "DaemonSet",
+        "Queue", "SchedulerPolicy", "NodeQosEnsurancePolicy",
+    }
+)  # fmt: skip
 """Kinds the operator's watches feed: read into the same store, by the same code."""
 PASSED_THROUGH = frozenset({"NodeMetrics", "PodMetrics"})
 """Usage, which the QoS check reads as objects."""
@@ -45,6 +49,9 @@ API_VERSIONS = {
     "Node": "v1",
     "Pod": "v1",
     "Namespace": "v1",
+    # Read for their UIDs: a pod is a DaemonSet's (never acted on by QoS) only if the DaemonSet
+    # its controller reference names is in the input, as the operator needs it in the cluster.
+    "DaemonSet": "apps/v1",
     "PodGroup": "scheduling.volcano.sh/v1beta1",
     "NodeMetrics": "metrics.k8s.io/v1beta1",
     "PodMetrics": "metrics.k8s.io/v1beta1",
@@ -53,14 +60,12 @@ API_VERSIONS = {
 }
 """Every kind read, with the one version read of it (the one the operator watches)."""
 _READ_BY_MODELS = frozenset(model.__resource__.kind for model in resources())
-_NAMESPACED = frozenset({"Pod", "PodGroup", "PodMetrics"})
+_NAMESPACED = frozenset({"Pod", "PodGroup", "PodMetrics", "DaemonSet"})
 BUILT_IN_PRIORITY_CLASSES = {
     "system-cluster-critical": 2_000_000_000,
     "system-node-critical": 2_000_001_000,
 }
 """The classes every API server creates, with their values."""
-HIGHEST_USER_PRIORITY = 1_000_000_000
-"""The highest value of a class that is not built in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +134,7 @@ def parse_objects(objects: Iterable[Obj], *, strict: bool = True) -> Inputs:
     problems = [
         problem
         for kind_store in (
-            store.nodes, store.pods, store.pod_groups, store.namespaces,
+            store.nodes, store.pods, store.pod_groups, store.namespaces, store.daemonsets,
             store.queues, store.policies, store.qos_policies,
         )
         for problem in kind_store.problems.values()

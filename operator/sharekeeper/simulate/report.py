@@ -87,7 +87,7 @@ def admission_view(gates: GateDecisions) -> dict[str, Any]:
     return {
         "released": [f"{namespace}/{name}" for namespace, name in gates.released],
         "waiting": {
-            f"{namespace}/{name}": waiting_text(why)
+            f"{namespace}/{name}": waiting_text(why, namespace)
             for (namespace, name), why in gates.waiting.items()
         },
     }

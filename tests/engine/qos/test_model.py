@@ -125,7 +125,13 @@ def test_pod_and_node_from_dicts_with_metrics() -> None:
         k8s_pod(
             "ds",
             ownerReferences=[
-                {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "x", "controller": True}
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "DaemonSet",
+                    "name": "x",
+                    "uid": "u-x",
+                    "controller": True,
+                }
             ],
         ),
         {**k8s_pod("done"), "status": {"phase": "Succeeded"}},
@@ -140,7 +146,9 @@ def test_pod_and_node_from_dicts_with_metrics() -> None:
             "containers": [{"name": "c", "usage": {"cpu": "1500m", "memory": "1Gi"}}]
         }
     }
-    snapshot = node_from_dicts(node, pods, metrics, pod_metrics)
+    snapshot = node_from_dicts(
+        node, pods, metrics, pod_metrics, daemonsets={("default", "x", "u-x")}
+    )
     assert (snapshot.cpu_usage_milli, snapshot.memory_capacity_bytes) == (7_000, 16 * 2**30)
     a, ds = snapshot.pods
     # The annotation is not ours to trust (finding: a forged one raised a limit to 64 cores).
@@ -163,7 +171,12 @@ def test_pod_and_node_from_dicts_with_metrics() -> None:
         ({"annotations": {"kubernetes.io/config.mirror": "x"},
           "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n1"}]}, True),
         ({"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "x",
-                               "controller": True}]}, True),
+                               "uid": "u-x", "controller": True}]}, True),
+        # A DaemonSet that does not exist, or a version the garbage collector cannot resolve.
+        ({"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "x",
+                               "uid": "forged", "controller": True}]}, False),
+        ({"ownerReferences": [{"apiVersion": "apps/v1beta2", "kind": "DaemonSet", "name": "x",
+                               "uid": "u-x", "controller": True}]}, False),
     ],
 )  # fmt: skip
 def test_exemptions_come_only_from_fields_a_tenant_cannot_forge(
@@ -172,7 +185,7 @@ def test_exemptions_come_only_from_fields_a_tenant_cannot_forge(
     obj = k8s_pod("p")
     obj["metadata"].update(metadata)
     obj["spec"]["nodeName"] = "n1"
-    assert protected(pod_view(obj)) is protected_pod
+    assert protected(pod_view(obj, daemonsets={("default", "x", "u-x")})) is protected_pod
 
 
 def test_outputs_and_state_round_trip_through_status() -> None:

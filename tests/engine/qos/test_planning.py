@@ -36,16 +36,21 @@ def drive(flow: Flow, refuse: set[str]) -> tuple[list[QosAction], PlanReport]:
         return seen, stop.value
 
 
-def test_refused_eviction_is_skipped_and_not_counted() -> None:
-    """Bug crane.md §12.4: Crane subtracted a pod's usage before knowing the eviction's fate."""
+def test_refused_eviction_is_not_counted_and_stops_the_sequence() -> None:
+    """Bug crane.md §12.4: Crane subtracted a pod's usage before knowing the eviction's fate.
+    And no pod ranked after a refused one is evicted in its place (a tenant's budget must not
+    send the eviction to other teams' pods)."""
     pods = [pod("big", cpu=3_000), pod("mid", cpu=2_000), pod("small", cpu=1_000)]
     n = node(*pods, cpu=8_000)
     result = check_node([policy(rule("r", "cpu_total_usage", 6_000))], n, NodeQosState(), 0)
     seen, report = drive(node_actions(result, n), refuse={"big"})
-    assert [a.pod.name for a in seen] == ["big", "mid", "small"]  # gap 2200m
-    assert [a.pod.name for a in report.accepted] == ["mid", "small"]
+    assert [a.pod.name for a in seen] == ["big"]  # gap 2200m
+    assert report.accepted == ()
     assert [a.pod.name for a in report.refused] == ["big"]
-    assert report.remaining == ((ActionClass.EVICT, "cpu_total_usage", -800),)
+    assert report.remaining == ((ActionClass.EVICT, "cpu_total_usage", 2_200),)
+    seen, report = drive(node_actions(result, n), refuse={"mid"})
+    assert [a.pod.name for a in seen] == ["big"]  # big alone closes the gap: mid never asked
+    assert [a.pod.name for a in report.accepted] == ["big"]
 
 
 def test_eviction_carries_the_action_grace_period() -> None:

@@ -72,10 +72,15 @@ def test_never_evicts_more_than_needed(
     # Only accepted evictions count.
     if report.remaining:
         assert report.remaining[0][2] == gap - sum(released)
-    # Stopping early means the gap is closed, or no useful candidate is left.
-    if gap - sum(released) > 0:
+    # Stopping early means the gap is closed, a refused eviction stopped the sequence, or no
+    # useful candidate is left.
+    if gap - sum(released) > 0 and not report.stopped:
         evicted = {a.pod for a in report.accepted} | {a.pod for a in report.refused}
         assert all((p.cpu_usage_milli or 0) == 0 or p.key in evicted for p in pods)
+    # A refusal is the last eviction tried: nothing ranked after it goes in its place.
+    assert len(report.refused) <= 1
+    if report.refused:
+        assert [s.pod for s in report.stopped] == [report.refused[0].pod]
 
 
 @FAST

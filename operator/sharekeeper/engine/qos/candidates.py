@@ -6,6 +6,10 @@ back), pods at or above system-cluster-critical priority, and pods already termi
 release is already on its way; counting it again is crane.md §12.4). Within that, a pod is a
 candidate when its priority is at most ``maxPriority`` and both selectors match.
 
+None of this takes a pod's word for it: ``priority`` is the effective one (a system priority
+counts only in ``SYSTEM_NAMESPACES``; elsewhere anyone may name the class, so it reads as 0)
+and ``daemonset`` is set only for a DaemonSet that exists (``model.qos``, ``cluster.store``).
+
 Label selectors are matched by the shared ``sharekeeper.engine.selectors``.
 """
 
@@ -15,19 +19,18 @@ from collections.abc import Iterable
 
 from sharekeeper.engine.qos.inputs import (
     SYSTEM_CLUSTER_CRITICAL,
+    SYSTEM_NAMESPACES,
     Candidates,
     PodSnapshot,
     QosNode,
 )
 from sharekeeper.engine.selectors import NAMESPACE_NAME_LABEL
 
-PROTECTED_NAMESPACES = frozenset({"kube-system"})
-
 
 def protected(pod: PodSnapshot) -> bool:
     """Pods no policy may act on."""
     return (
-        pod.key.namespace in PROTECTED_NAMESPACES
+        pod.key.namespace in SYSTEM_NAMESPACES
         or pod.mirror_or_static
         or pod.daemonset
         or pod.terminating

@@ -18,7 +18,14 @@ QosClass = Literal["BestEffort", "Burstable", "Guaranteed", ""]
 
 SYSTEM_CLUSTER_CRITICAL = 2_000_000_000
 """Pods at or above this priority (system-cluster-critical, system-node-critical) are never
-touched, whatever the policy says."""
+touched, whatever the policy says. Outside ``SYSTEM_NAMESPACES`` no pod has it as far as we are
+concerned: ``model.qos.effective_priority`` reads it as 0 there."""
+HIGHEST_USER_PRIORITY = 1_000_000_000
+"""The highest value a PriorityClass that is not built in may have: what a cluster admin uses
+to give pods precedence on purpose."""
+SYSTEM_NAMESPACES = frozenset({"kube-system"})
+"""Where the cluster's own components run: pods here are never acted on, and only here does a
+system priority count (the one set, for QoS exemption and for every priority we read)."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -49,6 +56,8 @@ class PodSnapshot:
     uid: str = ""
     qos_class: QosClass = "BestEffort"
     priority: int = 0
+    """The effective priority (``model.qos.effective_priority``): a system priority outside
+    ``SYSTEM_NAMESPACES`` is 0 here, for exemption, ``maxPriority`` and sorting alike."""
     labels: Mapping[str, str] = field(default_factory=dict)
     start_time: int | None = None
     cpu_usage_milli: int | None = None
@@ -63,7 +72,12 @@ class PodSnapshot:
     mirror_or_static: bool = False
     """A static pod's mirror (the kubelet's ``kubernetes.io/config.mirror`` annotation)."""
     daemonset: bool = False
-    """Controlled by a DaemonSet (its controller owner reference)."""
+    """Controlled by a DaemonSet that exists: ``claimed_daemonset`` names one the cluster has, in
+    the pod's namespace (the cluster store decides, from the DaemonSets it watches)."""
+    claimed_daemonset: tuple[str, str] | None = None
+    """``(name, uid)`` of the DaemonSet (``apps/v1``) the pod's controller owner reference
+    names: what the pod says of itself, which anyone who creates a pod can write; None when
+    its controller is no such DaemonSet."""
     terminating: bool = False
 
 

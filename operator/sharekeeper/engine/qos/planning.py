@@ -3,12 +3,25 @@
 ``metric_plans`` decides, per waterline, *how* to act (precisely, on every candidate, or not
 at all) and on which sorted candidates. ``actions`` then walks those plans one pod at a time:
 it yields a ``QosAction`` and the caller sends back the ``Outcome``. A release counts against
-the gap only when the action was accepted, so a pod an eviction refuses (PodDisruptionBudget,
-API error) is skipped and the next one is tried (crane.md §12.4 counted it anyway).
+the gap only when the action was accepted (crane.md §12.4 counted it anyway).
 ``simulate`` drives the same generator with ``accept_all``.
 
-Per check, a pod is acted on at most once, in class order evict → throttle down → restore;
-an accepted eviction or throttle reduces every evict and throttle-down gap by what it frees of
+A refused eviction (``BLOCKED`` by a PodDisruptionBudget, or ``REFUSED`` for any other reason)
+ends the node's precise evictions for the check: its waterline's sequence stops at that pod,
+and so does every evict waterline after it. So the pods a check evicts are always a subset of
+those it would have evicted had every eviction been accepted: no refusal ever sends an
+eviction to a pod ranked after the refused one, whatever the waterlines and their gaps.
+Moving on to the next pod, as this module once did, let a tenant who may create a
+PodDisruptionBudget over its own pod have other teams' pods, ranked above it, evicted to make
+up for it. Next check the refused pod stands in front again, is tried again, and the
+evictions stop again while it is refused. A pod ``BLOCKED`` by its budget is throttled
+instead (one step) if a throttle-down waterline of the same resource is in force on the node,
+its gap open, and the pod is one of its candidates. Evicting every candidate (the
+``evictOnMissingMetrics`` fallback) goes on past a refusal: it evicts them all anyway.
+
+Per check, a pod is acted on at most once, in class order evict → throttle down → restore (a
+refused eviction does not count: the pod stands and may still be throttled); an accepted
+eviction or throttle reduces every evict and throttle-down gap by what it frees of
 that gap's resource (Crane reduced only the gap of the metric being processed), so a throttle
 plan after evictions only releases what the evictions left, and what a report calls "still to
 release" is what is left after everything accepted in the check. Restore headroom is only used
@@ -58,6 +71,10 @@ RELEASE_CLASSES = frozenset({ActionClass.EVICT, ActionClass.THROTTLE_DOWN})
 class Outcome(Enum):
     ACCEPTED = "Accepted"
     REFUSED = "Refused"
+    """Not done: an API error, the pod gone, a resize refused."""
+    BLOCKED = "Blocked"
+    """An eviction a PodDisruptionBudget refused: the pod stays (throttled instead if a
+    throttle-down waterline covers it)."""
 
 
 class Mode(Enum):
@@ -82,6 +99,8 @@ class MetricPlan:
     """The merged throttle parameters; zero for an evict plan, which does not throttle."""
     grace_period_seconds: int | None = None
     reason: str = ""
+    policies: tuple[str, ...] = ()
+    """The policies behind the waterline, sorted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +117,8 @@ class QosAction:
     throttle: LimitChange | None = None
     grace_period_seconds: int | None = None
     precise: bool = True
+    policies: tuple[str, ...] = ()
+    """The policies whose waterline the action answers, sorted."""
 
 
 class SkipReason(Enum):
@@ -122,9 +143,24 @@ class Skip:
 
 
 @dataclass(frozen=True, slots=True)
+class Stop:
+    """A precise eviction sequence that did not go on because ``pod``'s eviction was refused
+    (in this waterline's sequence or an earlier one): nothing more was evicted for it."""
+
+    action_class: ActionClass
+    metric: str
+    pod: PodKey
+
+
+@dataclass(frozen=True, slots=True)
 class PlanReport:
     accepted: tuple[QosAction, ...] = ()
     refused: tuple[QosAction, ...] = ()
+    """Every action not accepted, those ``blocked`` included."""
+    blocked: tuple[QosAction, ...] = ()
+    """Evictions a PodDisruptionBudget refused (``Outcome.BLOCKED``)."""
+    stopped: tuple[Stop, ...] = ()
+    """Precise eviction sequences stopped by a refused eviction, in plan order."""
     remaining: tuple[tuple[ActionClass, str, int], ...] = ()
     """Gap left per precise (class, metric) after the accepted actions (≤ 0: closed)."""
     waiting: tuple[str, ...] = ()
@@ -146,6 +182,10 @@ def _merged_throttle(waterlines: Iterable[Waterline]) -> CpuThrottle:
         min_cpu_ratio=max((p.min_cpu_ratio for p in params), default=0),
         step_cpu_ratio=max((p.step_cpu_ratio for p in params), default=0),
     )
+
+
+def _policies(waterlines: Iterable[Waterline]) -> tuple[str, ...]:
+    return tuple(sorted({c.policy for w in waterlines for c in w.contributions}))
 
 
 def _grace(waterline: Waterline) -> int | None:
@@ -178,6 +218,7 @@ def _eviction_plan(w: Waterline, g: Gap, spec: MetricSpec | None, node: QosNode)
             g.amount,
             pods,
             grace_period_seconds=grace,
+            policies=_policies([w]),
         )
     why = "unknown metric" if spec is None else "no usage or capacity for this metric"
     opted = [c for c in w.contributions if c.evict_on_missing_metrics]
@@ -190,6 +231,7 @@ def _eviction_plan(w: Waterline, g: Gap, spec: MetricSpec | None, node: QosNode)
             None,
             (),
             reason=f"{why}; evictOnMissingMetrics is false, waiting",
+            policies=_policies([w]),
         )
     pods = sorter.sort(candidate_pods((c.candidates for c in opted), node))
     return MetricPlan(
@@ -201,6 +243,7 @@ def _eviction_plan(w: Waterline, g: Gap, spec: MetricSpec | None, node: QosNode)
         pods,
         grace_period_seconds=grace,
         reason=f"{why}; evictOnMissingMetrics: evicting every candidate",
+        policies=tuple(sorted({c.policy for c in opted})),
     )
 
 
@@ -231,6 +274,7 @@ def _throttle_plans(
                 g.amount,
                 pods_for([w], spec),
                 throttle=params,
+                policies=_policies([w]),
             )
             for w, g, spec in lines
             if spec is not None
@@ -251,6 +295,7 @@ def _throttle_plans(
                 None,
                 (),
                 reason=f"cannot quantify {unquantified} and no throttleable metric has a waterline",
+                policies=_policies(w for w, _, _ in lines),
             )
         ]
     w, spec = chosen
@@ -264,6 +309,7 @@ def _throttle_plans(
             pods_for([x for x, _, _ in lines], spec),
             throttle=params,
             reason=f"cannot quantify {unquantified}: one step for every candidate",
+            policies=_policies(x for x, _, _ in lines),
         )
     ]
 
@@ -299,7 +345,13 @@ class _Ledger:
     acted: set[PodKey] = field(default_factory=set)
     accepted: list[QosAction] = field(default_factory=list)
     refused: list[QosAction] = field(default_factory=list)
+    blocked: list[QosAction] = field(default_factory=list)
     skipped: list[Skip] = field(default_factory=list)
+    unevicted: set[PodKey] = field(default_factory=set)
+    """Pods whose eviction was refused this check."""
+    halted_by: PodKey | None = None
+    """The first of them: precise evictions on the node end there for the check."""
+    stopped: list[Stop] = field(default_factory=list)
 
     def open(self, plan: MetricPlan) -> bool:
         return self.remaining.get((plan.action_class, plan.metric), 0) > 0
@@ -311,10 +363,20 @@ class _Ledger:
         released: Mapping[Resource, int],
         action_class: ActionClass,
     ) -> None:
-        self.acted.add(action.pod)
         if outcome is not Outcome.ACCEPTED:
             self.refused.append(action)
+            if action.kind != "evict":
+                self.acted.add(action.pod)
+                return
+            # Not acted on: the pod still stands, and may still be throttled; evictions
+            # stop in front of it.
+            self.unevicted.add(action.pod)
+            if self.halted_by is None:
+                self.halted_by = action.pod
+            if outcome is Outcome.BLOCKED:
+                self.blocked.append(action)
             return
+        self.acted.add(action.pod)
         self.accepted.append(action)
         # What an eviction or a throttle frees counts against every gap of usage to release
         # (evictions come first, so the throttle plans see what they left); a restore's
@@ -340,6 +402,7 @@ def _eviction(plan: MetricPlan, pod: PodSnapshot, node: str) -> QosAction | Skip
         released,
         grace_period_seconds=plan.grace_period_seconds,
         precise=plan.mode is Mode.PRECISE,
+        policies=plan.policies,
     )
 
 
@@ -376,7 +439,33 @@ def _limit_action(plan: MetricPlan, pod: PodSnapshot, node: QosNode) -> QosActio
         cpu_limit_milli=change.cpu_limit_milli,
         throttle=change,
         precise=plan.mode is Mode.PRECISE,
+        policies=plan.policies,
     )
+
+
+def _throttle_instead(
+    plans: Iterable[MetricPlan],
+    evicting: MetricPlan,
+    pod: PodSnapshot,
+    node: QosNode,
+    ledger: _Ledger,
+) -> QosAction | None:
+    """One throttle step for ``pod``, whose eviction its PodDisruptionBudget blocked: under the
+    first throttle-down plan of the same resource that is acting (all candidates, or a gap
+    still open) and has the pod among its candidates; None if there is none or the step
+    would free nothing."""
+    for plan in plans:
+        if (
+            plan.action_class is not ActionClass.THROTTLE_DOWN
+            or plan.mode is Mode.WAIT
+            or plan.resource != evicting.resource
+            or (plan.mode is Mode.PRECISE and not ledger.open(plan))
+            or all(c.key != pod.key for c in plan.candidates)
+        ):
+            continue
+        action = _limit_action(plan, pod, node)
+        return action if isinstance(action, QosAction) else None
+    return None
 
 
 def actions(plans: Iterable[MetricPlan], node: QosNode) -> Flow:
@@ -397,11 +486,19 @@ def actions(plans: Iterable[MetricPlan], node: QosNode) -> Flow:
     for plan in plan_list:
         if plan.mode is Mode.WAIT:
             continue
+        evicting = plan.action_class is ActionClass.EVICT
         for pod in plan.candidates:
             # 1. A precise plan stops as soon as its gap is closed (maybe by earlier plans).
             if plan.mode is Mode.PRECISE and not ledger.open(plan):
                 break
-            # 2. One action per pod per check, whichever class or metric got there first.
+            # 2. ... and precise evictions end with the first refused one (below): nothing
+            #    ranked after it goes in its place, for this waterline or any other.
+            if evicting and plan.mode is Mode.PRECISE and ledger.halted_by is not None:
+                ledger.stopped.append(Stop(plan.action_class, plan.metric, ledger.halted_by))
+                break
+            if evicting and pod.key in ledger.unevicted:
+                continue  # evicting every candidate: this one was refused already
+            # 3. One action per pod per check, whichever class or metric got there first.
             if pod.key in ledger.acted:
                 continue
             action: QosAction | Skip | None
@@ -415,15 +512,32 @@ def actions(plans: Iterable[MetricPlan], node: QosNode) -> Flow:
                 continue
             if action is None:
                 continue
-            # 3. Hand it to the caller; only an accepted action counts against the gaps.
+            # 4. Hand it to the caller; only an accepted action counts against the gaps.
             outcome = yield action
             released: dict[Resource, int] = {"cpu": action.released}
-            if plan.action_class is ActionClass.EVICT:
+            if evicting:
                 released = {"cpu": pod.cpu_usage_milli or 0, "memory": pod.memory_usage_bytes or 0}
             ledger.record(action, outcome, released, plan.action_class)
+            if not evicting or outcome is Outcome.ACCEPTED:
+                continue
+            # 5. A refused eviction: the pod keeps its place in front of the others. Blocked
+            #    by its budget, it is throttled instead where a throttle-down waterline covers
+            #    it; then (precise) the node's evictions end for the check (step 2).
+            if outcome is Outcome.BLOCKED:
+                instead = _throttle_instead(plan_list, plan, pod, node, ledger)
+                if instead is not None:
+                    throttled = yield instead
+                    ledger.record(
+                        instead, throttled, {"cpu": instead.released}, ActionClass.THROTTLE_DOWN
+                    )
+            if plan.mode is Mode.PRECISE:
+                ledger.stopped.append(Stop(plan.action_class, plan.metric, pod.key))
+                break
     return PlanReport(
         accepted=tuple(ledger.accepted),
         refused=tuple(ledger.refused),
+        blocked=tuple(ledger.blocked),
+        stopped=tuple(ledger.stopped),
         remaining=tuple((k[0], k[1], v) for k, v in ledger.remaining.items()),
         waiting=tuple(waiting),
         skipped=tuple(ledger.skipped),

@@ -9,7 +9,9 @@ float tolerance is needed. Sorting n pods is O(n log n) with one key per pod.
 Differences from Crane, on purpose: CPU and memory usage order *descending* (E1 sorted CPU
 ascending, crane.md §12.10) and compare absolute usage (what an eviction releases), not
 usage/quota; classAndPriority compares QoS class before priority as the design asks (Crane E2
-swapped them); ties never depend on the sort algorithm.
+swapped them); ties never depend on the sort algorithm. The priority compared is the pod's
+effective one (``PodSnapshot.priority``): a tenant that names system-cluster-critical outside
+``kube-system`` sorts as priority 0, not after everyone else's pods.
 """
 
 from __future__ import annotations

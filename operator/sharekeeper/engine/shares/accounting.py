@@ -27,7 +27,7 @@ namespace) pairs + PodGroups; no pod is visited.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -36,6 +36,7 @@ from sharekeeper.engine.resources import (
     exceeded_part,
     inqueue_reservation,
     nonzero,
+    within,
 )
 from sharekeeper.engine.selectors import NAMESPACE_NAME_LABEL
 from sharekeeper.engine.shares.snapshot import (
@@ -81,6 +82,24 @@ class QueueUsage:
 
 NO_USAGE = QueueUsage()
 """What a queue without pods or PodGroups uses; shared, so never mutated."""
+
+
+def bounded_usage(entry: QueueUsage, names: Set[str]) -> QueueUsage:
+    """``entry`` on the resource names ``names`` only (a policy's dimensions): what its pods
+    ask for beyond them is no dimension of the queue. The same object when nothing is left
+    out, the common case. O(dimensions of ``entry``); no pod is visited."""
+    # Spelled out: at 10,000 queues a round, a loop over the parts costs more than the check.
+    if (
+        entry.request.keys() <= names
+        and entry.allocated.keys() <= names
+        and (not entry.held or entry.held.keys() <= names)
+        and (not entry.inqueue or entry.inqueue.keys() <= names)
+        and (not entry.elastic or entry.elastic.keys() <= names)
+    ):
+        return entry
+    parts = (entry.allocated, entry.request, entry.inqueue, entry.elastic, entry.held)
+    allocated, request, inqueue, elastic, held = (within(part, names) for part in parts)
+    return QueueUsage(allocated, request, inqueue, elastic, held, entry.admitted_pods)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,9 @@ Steps (each policy is independent of the others):
 2. accounting: every queue's allocated, request, inqueue and elastic from the pod totals and
    PodGroups;
 3. per policy: the dense problem over its queues (sorted by name) and dimensions, then the
-   policy's deserved;
+   policy's deserved. The dimensions are the resource names its nodes offer and its queues'
+   specs name, and every amount it publishes is kept to them: a pod asking for a made-up
+   resource adds no column to any status or metric (``queue_dimensions``);
 4. per queue: share and overused from deserved and allocated, plus reasons.
 
 Deterministic: no clock or global random source; Random order derives from ``now_seconds`` and
@@ -15,7 +17,7 @@ Deterministic: no clock or global random source; Random order derives from ``now
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -30,10 +32,12 @@ from sharekeeper.engine.resources import (
     nonzero,
     sparse_rows,
     sum_amounts,
+    within,
 )
 from sharekeeper.engine.shares.accounting import (
     NO_USAGE,
     QueueUsage,
+    bounded_usage,
     namespace_admission,
     queue_usage,
     refusal,
@@ -113,11 +117,15 @@ def deserved_shares(snapshot: ShareSnapshot) -> ShareResult:
             summary = replace(summary, reasons=(*summary.reasons, overlapping))
         policies[policy.name] = summary
         results.update(shares)
-    # 4. Queues no policy selects.
+    # 4. Queues no policy selects: their dimensions are what any node offers, and what the
+    #    specs of such queues name.
     no_policy = Reason("NoPolicy", "no SchedulerPolicy selects this queue")
-    for name, queue in sorted(queues.items()):
-        if name not in results:
-            results[name] = _ungoverned(queue, accounting.usage.get(name, NO_USAGE), no_policy)
+    ungoverned = [queue for name, queue in sorted(queues.items()) if name not in results]
+    if ungoverned:
+        kept = queue_dimensions((node.allocatable for node in snapshot.nodes), ungoverned)
+        for queue in ungoverned:
+            usage = bounded_usage(accounting.usage.get(queue.name, NO_USAGE), kept)
+            results[queue.name] = _ungoverned(queue, usage, no_policy)
     for name, counts in accounting.refused.items():
         results[name] = replace(results[name], reasons=(*results[name].reasons, refusal(counts)))
     for name, shadow in shadowed(queues, snapshot.volcano_queues).items():
@@ -147,6 +155,23 @@ def unmanaged_on(
     )
 
 
+def queue_dimensions(
+    offered: Iterable[Iterable[str]], queues: Iterable[QueueSnapshot]
+) -> frozenset[str]:
+    """The resource names a policy's amounts are kept in (``PolicyShare.dimensions``): those
+    its nodes offer (``offered``: their allocatable), those its queues' specs name, and
+    ``pods``. Pods never add one: what a tenant writes in a pod cannot widen every queue's
+    status or the metrics. O(nodes x dimensions + queues x spec dimensions)."""
+    names = {PODS}
+    for resources in offered:
+        names.update(resources)
+    for queue in queues:
+        names.update(queue.capability)
+        names.update(queue.guarantee)
+        names.update(queue.deserved)
+    return frozenset(names)
+
+
 def share_problem(
     policy: PolicySnapshot,
     governed: Sequence[QueueSnapshot],
@@ -156,7 +181,8 @@ def share_problem(
     *,
     allocatable: Mapping[str, int] | None = None,
 ) -> ShareProblem:
-    """The dense problem of one policy: its queues (sorted by name) over its dimensions;
+    """The dense problem of one policy: its queues (sorted by name) over its dimensions (what
+    its nodes offer and its queues' specs name: a request for anything else is no column);
     ``reserved`` is taken out of the nodes' total (never below 0); ``allocatable``, when the
     caller has summed the nodes already."""
     ignore_guarantees = _ignores_guarantees(policy.sharing)
@@ -168,11 +194,7 @@ def share_problem(
     if reserved:
         total = {name: max(amount - reserved.get(name, 0), 0) for name, amount in total.items()}
     used = [usage.get(queue.name, NO_USAGE) for queue in governed]
-    names = dimensions(
-        [total, *guarantees, *capabilities]
-        + [queue.deserved for queue in governed]
-        + [entry.request for entry in used]
-    )
+    names = dimensions([total, *guarantees, *capabilities] + [queue.deserved for queue in governed])
     if PODS not in total:
         # Nodes that do not say how many pods they run (written by hand: the kubelet always
         # says) leave the count of pods out of the sharing rather than make every queue overused.
@@ -235,9 +257,11 @@ def _policy_shares(
                 f"read under it (only {' and '.join(TREE_POLICIES)} share over a tree)",
             ),
         )
-    unmanaged = unmanaged_on(policy, nodes, snapshot.totals)
     allocatable = sum_amounts(node.allocatable for node in nodes)
-    rolled = roll_up(tree, usage) if nested else usage
+    kept = queue_dimensions((allocatable,), queues)
+    unmanaged = within(unmanaged_on(policy, nodes, snapshot.totals), kept)
+    own = {q.name: bounded_usage(usage[q.name], kept) for q in queues if q.name in usage}
+    rolled = roll_up(tree, own) if nested else own
     problem = share_problem(
         policy,
         governed,
@@ -291,7 +315,7 @@ def _policy_shares(
     results: dict[QueueName, QueueShare] = {}
     for queue, queue_deserved, real_capability, share, is_overused, decided in rows:
         entry = rolled.get(queue.name, NO_USAGE)
-        own_pods = usage.get(queue.name, NO_USAGE).request.get(PODS, 0)
+        own_pods = own.get(queue.name, NO_USAGE).request.get(PODS, 0)
         queue_reasons = reasons
         if queue.name in inner and own_pods:
             queue_reasons = (*reasons, inner_pods(own_pods))
@@ -320,7 +344,7 @@ def _policy_shares(
         if queue.name in tree.left_out:
             reason = Reason("InvalidParent", tree.left_out[queue.name])
             results[queue.name] = replace(
-                _ungoverned(queue, usage.get(queue.name, NO_USAGE), reason), policy=policy.name
+                _ungoverned(queue, own.get(queue.name, NO_USAGE), reason), policy=policy.name
             )
     summary = PolicyShare(
         nodes=len(nodes),
@@ -330,6 +354,8 @@ def _policy_shares(
         reasons=(*reasons, *policy_reasons),
         unmanaged=nonzero(unmanaged),
         allocatable=nonzero(allocatable),
+        offered=frozenset(allocatable),
+        dimensions=kept,
     )
     return results, summary
 

@@ -112,7 +112,8 @@ class PodSnapshot:
     """``spec.schedulerName``: for a pod that names no queue, whether any queue is charged."""
     admission: Admission = "none"
     priority: int = 0
-    """``spec.priority``; read only for a held pod (the order it is admitted in)."""
+    """The effective priority (``model.qos.effective_priority``: a system priority outside
+    kube-system counts as 0); read only for a held pod (the order it is admitted in)."""
     created_seconds: float = 0.0
     """Creation time (Unix seconds); read only for a held pod."""
 
@@ -268,6 +269,14 @@ class PolicyShare:
     """What unmanaged pods hold on the policy's nodes (``total`` is net of it under Reserve)."""
     allocatable: Amounts = field(default_factory=dict)
     """Σ allocatable of the policy's nodes: ``total`` before unmanaged pods are taken out."""
+    offered: frozenset[str] = frozenset()
+    """The resource names its nodes' allocatable lists (even at 0): a held pod that asks for
+    another one waits (``ResourceNotOffered``), since no node of the policy could run it."""
+    dimensions: frozenset[str] = frozenset()
+    """The resource names every amount of the policy and of its queues is kept in: ``offered``,
+    the names its queues' specs use (capability, guarantee, deserved) and ``pods``. What pods
+    request (or PodGroups reserve) beyond them is left out: resource names come from the
+    cluster's nodes and the platform team's specs, never from what a tenant writes in a pod."""
 
 
 @dataclass(frozen=True, slots=True)
