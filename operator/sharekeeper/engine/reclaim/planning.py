@@ -1,0 +1,872 @@
+"""One reclaim round: for each waiting pod, in admission order, the fewest and least valuable
+evictions that let it run on one node, within the deserved shares.
+
+For a waiting pod P of queue A (*requested*: the dimensions P asks for, ``pods`` aside):
+
+1. P has waited at least ``after`` seconds (else ``NotWaitedLongEnough``).
+2. A's allocated + P's request ≤ A's deserved in every requested dimension, and likewise for
+   every queue above A (else ``AboveShare``, naming the first queue that refuses).
+3. If P fits on a node of A's policy as the round has left it, it is served there with no
+   victim (the first such node by name).
+4. Who may give. A queue V *gives* to P when it has A's policy and every queue of its *branch*
+   (V and the queues above it, up to but not including the first one A is under too) is
+   reclaimable and above its deserved in a requested dimension. On a node, the dimensions
+   that *matter* are the requested ones the node lacks room in (all requested ones when only
+   a pod slot lacks). A pod of a giving queue may go when it is not protected nor refused, it
+   frees a dimension that matters there, and after it (and the victims chosen before it) every
+   queue of its branch stays at or above its deserved in each dimension that matters that it
+   frees, and at or above its guarantee in every dimension. A PodGroup member goes alone while
+   the group runs more than ``minMember`` pods; after that only the whole group goes, and a
+   node tries whole groups only once its single pods do not suffice.
+5. The eviction order: queues most overused first (max over requested dimensions of
+   allocated/deserved, at the start of the round, then by name), then within a queue lowest
+   priority, then youngest; pods of one queue, priority and age (a *tie*) by size (their
+   largest share of their node's allocatable), then namespace/name.
+6. The node. Candidate nodes: those of A's policy (and of P's ``nodes``) that could hold P
+   once every pod there of a giving queue were gone, least room to make first (Σ over the
+   requested dimensions and ``pods`` of missing/allocatable, then name). Each is tried in
+   turn: its pods go in the eviction order, a tie at a time (the smallest that makes P fit if
+   one does, else the largest that may go, and again), whole PodGroups last; then the set is
+   made minimal (each victim, most valuable first, is spared if P still fits without it).
+   Of the first ``NODES_COMPARED`` nodes that can be freed, the chosen one is the one whose
+   most valuable victim comes earliest in the order (kube-scheduler's first criterion), then
+   the one with fewer victims, then by name. Nothing is evicted that P does not need.
+7. At most ``max_evictions`` pods go per round; a reclaimer whose set would pass the bound, and
+   every later one that needs victims, waits (``RoundBound``). What each reclaimer takes and
+   frees is charged before the next is decided.
+
+A refused eviction: the caller stops, then plans again with the refused pod in
+``ReclaimInputs.excluded`` and the accepted evictions applied (``replan_inputs``); the next
+victim is then chosen by the same rules. The engine is one pure function of its inputs.
+
+No loops: after a reclaim, A is at or below its deserved in every requested dimension and
+stays so (only reclaims and free fits add to it, each within deserved); each victim's queue
+is at or above its deserved in every dimension that mattered that it freed (there is at least
+one). So the victim's replacement cannot reclaim from A in those dimensions: A is not above
+its deserved there, and the replacement's own queue would go past its deserved. Each eviction
+(a whole PodGroup counting once) lowers Σ over queues and dimensions of (allocated -
+deserved)⁺ by what it frees in such a dimension, and nothing raises it, so a static workload
+stops being evicted (``tests/engine/test_reclaim_properties.py``).
+
+Cost per round, with W waiting pods, N nodes, Q queues, C candidates and D dimensions: O(Q ·
+depth + N · D) to set up; O(W · depth · D) for the share checks; per pod past them, O(N · D)
+in numpy for the free-fit screen (a pod of a shape seen before starts where the last one
+stopped, until something is evicted); per pod that needs victims, the giving queues are
+found by walking the queue tree, pruning subtrees that cannot give (O(queues visited)), the
+candidate nodes from their pods (O(their pods), up to ``GIVERS_LISTED``; beyond, O(N · D) in
+numpy), then each node tried costs O(its candidates · D) (read from an index per node, built
+once: O(C)). A failure is remembered until the next eviction or placement, so a run of
+identical pods that cannot be served costs one search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sharekeeper.engine.reclaim.state import (
+    INFINITE_OVERUSE,
+    Candidate,
+    Round,
+    RoundQueue,
+)
+from sharekeeper.engine.reclaim.values import (
+    PODS,
+    GroupKey,
+    NotServed,
+    NotServedReason,
+    Overuse,
+    PodKey,
+    Reclaim,
+    ReclaimInputs,
+    ReclaimPlan,
+    Shortfall,
+    Spared,
+    SpareReason,
+    Victim,
+    Waiting,
+)
+
+_AFTER_SINGLES: tuple[int, int, float] = (1 << 62, 0, 0.0)
+"""The position of a whole PodGroup in the eviction order: after every single pod."""
+NODES_COMPARED = 4
+"""How many nodes that can be freed for a reclaimer are compared (the most promising)."""
+GIVERS_LISTED = 1024
+"""Up to this many candidates that may give, their nodes are found from them; beyond, every
+node with candidates is screened (in numpy)."""
+
+
+@dataclass(slots=True)
+class _Reclaimer:
+    pod: Waiting
+    queue: str
+    policy: str
+    request: dict[str, int]
+    """Positive amounts, without ``pods``."""
+    needed: tuple[str, ...]
+    columns: list[int]
+    """Node dimensions P must find room in: ``needed`` then ``pods``."""
+    want: list[int]
+    path: frozenset[str]
+    held: np.ndarray | None
+    """Per node: whether P is held to the node's reservation (None: no node reserves)."""
+    branches: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    gives: dict[str, bool] = field(default_factory=dict)
+    """Per queue: whether it may give to P at all (``_Planner.gives``)."""
+    giving: frozenset[str] | None = None
+    """Every queue that may give to P, when ``_Planner.giving`` listed them all."""
+
+
+@dataclass(slots=True, eq=False)
+class _Unit:
+    members: tuple[Candidate, ...]
+    whole: GroupKey | None
+    """The PodGroup that goes whole; None for a single pod."""
+    position: tuple[int, int, float]
+    """Where it stands in the eviction order: (its queue's place, ``Candidate.tie``)."""
+
+
+@dataclass(slots=True)
+class _Try:
+    """A node's tentative victims for the reclaimer being decided."""
+
+    node: int
+    held: bool
+    need: list[int]
+    """Still missing, per ``_Reclaimer.columns``; P fits when nothing is positive."""
+    matter: tuple[str, ...]
+    """The dimensions that matter on this node: the requested ones it lacks room in (all
+    requested ones when only a pod slot lacks). A victim must free one of them, and its
+    queue stay at or above its deserved in those it frees."""
+    units: list[_Unit] = field(default_factory=list)
+    removed: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per queue of the victims' branches: what the tentative victims take from it."""
+    spare_used: dict[GroupKey, int] = field(default_factory=dict)
+
+    @property
+    def fits(self) -> bool:
+        return all(missing <= 0 for missing in self.need)
+
+
+class _Planner:
+    def __init__(self, inputs: ReclaimInputs) -> None:
+        self.inputs = inputs
+        self.round = Round(inputs)
+        self.orders: dict[tuple[str, tuple[str, ...]], tuple[list[str], dict[str, int]]] = {}
+        self.failed: dict[tuple[object, ...], int] = {}
+        """A walk that found nothing, by what it depended on -> ``Round.version`` then."""
+        self.cursors: dict[tuple[object, ...], tuple[int, int]] = {}
+        """Per pod shape: ``Round.freed`` and the first node of the policy that may hold it."""
+        self.held: dict[tuple[str, ...], np.ndarray | None] = {}
+        self.refused: dict[
+            tuple[str, tuple[tuple[str, int], ...]],
+            tuple[int, tuple[str, tuple[Shortfall, ...]] | None],
+        ] = {}
+        """Per (queue, request): ``Round.version`` and the share check's answer then."""
+        self.trees: dict[tuple[str, tuple[str, ...]], dict[str | None, list[str]]] = {}
+        self.allowed: dict[frozenset[str], np.ndarray] = {}
+
+    # --- the round -----------------------------------------------------------------------
+
+    def plan(self) -> ReclaimPlan:
+        settings = self.inputs.settings
+        reclaims: list[Reclaim] = []
+        not_served: list[NotServed] = []
+        evictions = 0
+        bounded = False
+        for pod in sorted(self.inputs.waiting, key=lambda w: (w.order, w.namespace, w.name)):
+            if pod.waited_seconds < settings.after_seconds:
+                not_served.append(_not_served(pod, NotServedReason.NOT_WAITED_LONG_ENOUGH))
+                continue
+            needed = _needed(pod.request)
+            refusal = self._above_share(pod, needed)
+            if refusal is not None:
+                not_served.append(refusal)
+                continue
+            reclaimer = self.reclaimer_of(pod, needed)
+            if reclaimer is None:
+                not_served.append(_not_served(pod, NotServedReason.NO_VICTIMS))
+                continue
+            free_fit = self._free_fit(reclaimer)
+            if free_fit is not None:
+                self.round.place(reclaimer.queue, reclaimer.request, free_fit)
+                name = self.round.nodes[free_fit].name
+                reclaims.append(Reclaim(pod.key, pod.queue, name, (), {}, ()))
+                continue
+            if bounded or evictions >= settings.max_evictions:
+                bounded = True
+                not_served.append(_not_served(pod, NotServedReason.ROUND_BOUND))
+                continue
+            found = self._victims(reclaimer)
+            if found is None:
+                not_served.append(_not_served(pod, NotServedReason.NO_VICTIMS))
+                continue
+            attempt, units = found
+            count = sum(len(unit.members) for unit in units)
+            if evictions + count > settings.max_evictions:
+                bounded = True
+                not_served.append(_not_served(pod, NotServedReason.ROUND_BOUND))
+                continue
+            reclaims.append(self._commit(reclaimer, attempt, units))
+            evictions += count
+        return ReclaimPlan(tuple(reclaims), tuple(not_served), evictions)
+
+    def _above_share(self, pod: Waiting, needed: tuple[str, ...]) -> NotServed | None:
+        """AboveShare when P would take its queue, or one above it, past its deserved. The
+        replicas of one workload ask the same: the answer is kept until the next change."""
+        key = (pod.queue, tuple(pod.request.items()))
+        known = self.refused.get(key)
+        if known is not None and known[0] == self.round.version:
+            if known[1] is None:
+                return None
+            return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, *known[1])
+        found = self._above_share_of(pod, needed)
+        self.refused[key] = (self.round.version, found)
+        if found is None:
+            return None
+        return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, *found)
+
+    def _above_share_of(
+        self, pod: Waiting, needed: tuple[str, ...]
+    ) -> tuple[str, tuple[Shortfall, ...]] | None:
+        queues = self.round.queues
+        queue = queues.get(pod.queue)
+        request = pod.request
+        if queue is None:
+            return pod.queue, tuple(Shortfall(d, request[d], 0) for d in needed)
+        for name in queue.path:
+            level = queues[name]
+            allocated, deserved = level.allocated, level.state.deserved
+            for d in needed:
+                if allocated.get(d, 0) + request[d] > deserved.get(d, 0):
+                    return name, tuple(
+                        Shortfall(d, request[d], deserved.get(d, 0) - allocated.get(d, 0))
+                        for d in needed
+                        if allocated.get(d, 0) + request[d] > deserved.get(d, 0)
+                    )
+        return None
+
+    def reclaimer_of(self, pod: Waiting, needed: tuple[str, ...]) -> _Reclaimer | None:
+        """None when no node of its policy offers what it requests."""
+        state = self.round
+        queue = state.queues[pod.queue]
+        policy = queue.state.policy
+        if policy not in state.slices:
+            return None
+        if any(d not in state.column for d in needed):
+            return None
+        if needed not in self.held:
+            held = None
+            for reserved_for, mask in state.reserving.items():
+                if reserved_for.isdisjoint(needed):
+                    held = mask if held is None else held | mask
+            self.held[needed] = held
+        return _Reclaimer(
+            pod,
+            pod.queue,
+            policy,
+            {d: pod.request[d] for d in needed},
+            needed,
+            [state.column[d] for d in (*needed, PODS)],
+            [*(pod.request[d] for d in needed), 1],
+            frozenset(queue.path),
+            self.held[needed],
+        )
+
+    def _screen(
+        self, reclaimer: _Reclaimer, room: np.ndarray, room_held: np.ndarray, start: int
+    ) -> np.ndarray:
+        """Over the policy's nodes from its ``start``-th on: whether ``room`` holds the pod
+        (and the pod may go there). O(nodes x its dimensions), in numpy."""
+        lo, hi = self.round.slices[reclaimer.policy]
+        lo += start
+        held = reclaimer.held
+        fits = np.ones(hi - lo, dtype=bool)
+        for column, want in zip(reclaimer.columns, reclaimer.want, strict=True):
+            row = room[column, lo:hi]
+            if held is not None:
+                row = np.where(held[lo:hi], room_held[column, lo:hi], row)
+            fits &= row >= want
+        allowed = reclaimer.pod.nodes
+        if allowed is not None:
+            fits &= self._allowed(allowed)[lo:hi]
+        return fits
+
+    def _fits_at(self, reclaimer: _Reclaimer, node: int) -> bool:
+        held = reclaimer.held is not None and bool(reclaimer.held[node])
+        room = self.round.free_held if held else self.round.free
+        return all(
+            int(room[column, node]) >= want
+            for column, want in zip(reclaimer.columns, reclaimer.want, strict=True)
+        ) and (reclaimer.pod.nodes is None or self.round.nodes[node].name in reclaimer.pod.nodes)
+
+    def _free_fit(self, reclaimer: _Reclaimer) -> int | None:
+        """The first node (by name) of the policy where P fits as the round left it. Until
+        something is evicted room only shrinks, so the search for the next pod of the same
+        shape starts where this one stopped."""
+        pod = reclaimer.pod
+        key = (reclaimer.policy, tuple(sorted(reclaimer.request.items())), pod.nodes)
+        lo, hi = self.round.slices[reclaimer.policy]
+        start = 0
+        cursor = self.cursors.get(key)
+        if cursor is not None and cursor[0] == self.round.freed:
+            start = cursor[1]
+            if start >= hi - lo:
+                return None
+            if self._fits_at(reclaimer, lo + start):
+                return lo + start
+            start += 1
+        found = np.flatnonzero(
+            self._screen(reclaimer, self.round.free, self.round.free_held, start)
+        )
+        at = start + int(found[0]) if found.size else hi - lo
+        self.cursors[key] = (self.round.freed, at)
+        return lo + at if found.size else None
+
+    # --- choosing victims ----------------------------------------------------------------
+
+    def _victims(self, reclaimer: _Reclaimer) -> tuple[_Try, list[_Unit]] | None:
+        """The chosen node's tentative set, made minimal; None when no node can be freed."""
+        pod = reclaimer.pod
+        key = (pod.queue, tuple(sorted(reclaimer.request.items())), pod.nodes)
+        if self.failed.get(key) == self.round.version:
+            return None
+        found: list[tuple[tuple[int, int, float], int, str, _Try, list[_Unit]]] = []
+        for node in self._promising(reclaimer):
+            attempt = self._evaluate(reclaimer, node)
+            if attempt is None:
+                continue
+            units = self._minimal(reclaimer, attempt)
+            worst = max(unit.position for unit in units)
+            count = sum(len(unit.members) for unit in units)
+            found.append((worst, count, self.round.nodes[node].name, attempt, units))
+            if len(found) == NODES_COMPARED:
+                break
+        if not found:
+            self.failed[key] = self.round.version
+            return None
+        _, _, _, attempt, units = min(found, key=lambda f: f[:3])
+        return attempt, units
+
+    def _promising(self, reclaimer: _Reclaimer) -> Iterable[int]:
+        """The policy's nodes where P would fit if every candidate there that may give were
+        gone, the least room to make first (Σ over its dimensions of what is missing / the
+        node's allocatable, then by name).
+
+        When few pods may give (``GIVERS_LISTED``), their nodes are summed one by one;
+        otherwise every node that could hold P empty is a candidate, in numpy over the
+        policy's nodes: O(nodes x dimensions), plus sorting the nodes that pass."""
+        giving = self._giving(reclaimer)
+        if giving is None:
+            return self._promising_anywhere(reclaimer)
+        reclaimer.giving = frozenset(giving)
+        return self._promising_among(reclaimer, giving) if giving else []
+
+    def _promising_among(self, reclaimer: _Reclaimer, giving: list[str]) -> list[int]:
+        """The nodes of ``giving``'s pods where P would fit if they were gone, least room to
+        make first."""
+        state = self.round
+        lo, hi = state.slices[reclaimer.policy]
+        columns = reclaimer.columns
+        # Straight from the inputs: most of these pods are never looked at again.
+        names = [state.dimensions[column] for column in columns[:-1]]
+        index, made, excluded = state.node_index, state.made, state.excluded
+        sums: dict[int, list[int]] = {}
+        for name in giving:
+            for pod in state.queue_pods(name):
+                node = index.get(pod.node, -1)
+                if pod.protected or not lo <= node < hi:
+                    continue
+                key = (pod.namespace, pod.name)
+                if key in excluded or (key in made and made[key].evicted):
+                    continue
+                request = pod.request
+                found = sums.get(node)
+                if found is None:
+                    sums[node] = [*(max(request.get(d, 0), 0) for d in names), 1]
+                else:
+                    for i, d in enumerate(names):
+                        found[i] += max(request.get(d, 0), 0)
+                    found[-1] += 1
+        if not sums:
+            return []
+        nodes = np.fromiter(sums, np.int64, len(sums))
+        freeable = np.array(list(sums.values()), dtype=np.int64).reshape(len(sums), len(columns))
+        room = state.free[columns][:, nodes]
+        if reclaimer.held is not None:
+            room = np.where(reclaimer.held[nodes], state.free_held[columns][:, nodes], room)
+        want = np.array(reclaimer.want, dtype=np.int64)[:, None]
+        fits = np.all(room + freeable.T >= want, axis=0)
+        if reclaimer.pod.nodes is not None:
+            fits &= self._allowed(reclaimer.pod.nodes)[nodes]
+        capacity = np.maximum(state.capacity[columns][:, nodes], 1)
+        missing = (np.maximum(want - room, 0) / capacity).sum(axis=0)
+        nodes, missing = nodes[fits], missing[fits]
+        ranked = np.lexsort((nodes, missing))
+        return [int(node) for node in nodes[ranked]]
+
+    def _promising_anywhere(self, reclaimer: _Reclaimer) -> Iterator[int]:
+        """Every node of the policy that could hold P empty, least room to make first."""
+        state = self.round
+        lo, hi = state.slices[reclaimer.policy]
+        held = reclaimer.held
+        fits = np.ones(hi - lo, dtype=bool)
+        missing = np.zeros(hi - lo, dtype=np.float64)
+        for column, want in zip(reclaimer.columns, reclaimer.want, strict=True):
+            room = state.free[column, lo:hi]
+            capacity = state.capacity[column, lo:hi]
+            if held is not None:
+                room = np.where(held[lo:hi], state.free_held[column, lo:hi], room)
+                capacity = np.where(held[lo:hi], state.capacity_held[column, lo:hi], capacity)
+            fits &= capacity >= want
+            short = np.maximum(want - room, 0)
+            missing += short / np.maximum(state.capacity[column, lo:hi], 1)
+        allowed = reclaimer.pod.nodes
+        if allowed is not None:
+            fits &= self._allowed(allowed)[lo:hi]
+        nodes = np.flatnonzero(fits)
+        for node in nodes[np.argsort(missing[nodes], kind="stable")]:
+            yield lo + int(node)
+
+    def _giving(self, reclaimer: _Reclaimer) -> list[str] | None:
+        """The queues with candidates that may give to P (``gives``), or None once their
+        candidates pass ``GIVERS_LISTED``.
+
+        Walks the tree of the queues that were overused in a needed dimension at the start of
+        the round (and those above them), from the queues beside P's queue and beside each
+        queue above it, down through queues still overused and reclaimable only: a queue that
+        may not give keeps its whole subtree out. O(queues visited)."""
+        state = self.round
+        tree = self._tree(reclaimer.policy, reclaimer.needed)
+        _, places = self.order(reclaimer.policy, reclaimer.needed)
+        path = state.queues[reclaimer.queue].path
+        found: list[str] = []
+        count = 0
+        for i, skip in enumerate(path):
+            parent = path[i + 1] if i + 1 < len(path) else None
+            stack = [name for name in tree.get(parent, ()) if name != skip]
+            while stack:
+                name = stack.pop()
+                queue = state.queues[name]
+                if not queue.state.reclaimable or not _over(queue, reclaimer.needed):
+                    continue
+                if name in places:
+                    found.append(name)
+                    count += len(state.queue_pods(name))
+                    if count > GIVERS_LISTED:
+                        return None
+                stack.extend(tree.get(name, ()))
+        return found
+
+    def _tree(self, policy: str, needed: tuple[str, ...]) -> dict[str | None, list[str]]:
+        """Parent (None: the top) -> children, over the queues of ``order`` and those above
+        them. Once per (policy, needed dimensions) per round."""
+        key = (policy, needed)
+        found = self.trees.get(key)
+        if found is None:
+            names, _ = self.order(policy, needed)
+            found = {}
+            seen: set[str] = set()
+            for name in names:
+                path = self.round.queues[name].path
+                for i, queue in enumerate(path):
+                    if queue in seen:
+                        break
+                    seen.add(queue)
+                    found.setdefault(path[i + 1] if i + 1 < len(path) else None, []).append(queue)
+            self.trees[key] = found
+        return found
+
+    def gives(self, reclaimer: _Reclaimer, queue: str) -> bool:
+        """Whether ``queue`` may give to P at all: of P's policy, and it and every queue of its
+        branch reclaimable and above its deserved in a dimension P requests."""
+        if reclaimer.giving is not None:
+            return queue in reclaimer.giving
+        found = reclaimer.gives.get(queue)
+        if found is None:
+            state = self.round
+            branch = self._branch(reclaimer, queue)
+            own = state.queues.get(queue)
+            found = reclaimer.gives[queue] = (
+                own is not None
+                and own.state.policy == reclaimer.policy
+                and bool(branch)
+                and all(
+                    state.queues[name].state.reclaimable
+                    and _over(state.queues[name], reclaimer.needed)
+                    for name in branch
+                )
+            )
+        return found
+
+    def _allowed(self, allowed: frozenset[str]) -> np.ndarray:
+        mask = self.allowed.get(allowed)
+        if mask is None:
+            names = self.round.nodes
+            mask = np.fromiter((node.name in allowed for node in names), bool, len(names))
+            self.allowed[allowed] = mask
+        return mask
+
+    def order(self, policy: str, needed: tuple[str, ...]) -> tuple[list[str], dict[str, int]]:
+        """The policy's queues with candidates that exceed their deserved in a needed
+        dimension at the start of the round, most overused first (then by name)."""
+        key = (policy, needed)
+        found = self.orders.get(key)
+        if found is None:
+            ranked: list[tuple[float, str]] = []
+            for name in self.round.queues_with_pods():
+                queue = self.round.queues.get(name)
+                if queue is None or queue.state.policy != policy:
+                    continue
+                allocated = self.round.initial[name]
+                deserved = queue.state.deserved
+                if not any(allocated.get(d, 0) > deserved.get(d, 0) for d in needed):
+                    continue
+                ranked.append((-_overuse(allocated, deserved, needed), name))
+            names = [name for _, name in sorted(ranked)]
+            found = self.orders[key] = (names, {name: i for i, name in enumerate(names)})
+        return found
+
+    def _branch(self, reclaimer: _Reclaimer, queue: str) -> tuple[str, ...]:
+        found = reclaimer.branches.get(queue)
+        if found is None:
+            found = reclaimer.branches[queue] = self.round.branch(queue, reclaimer.path)
+        return found
+
+    def new_try(self, reclaimer: _Reclaimer, node: int) -> _Try:
+        held = reclaimer.held is not None and bool(reclaimer.held[node])
+        room = (self.round.free_held if held else self.round.free)[reclaimer.columns, node]
+        need = [want - int(free) for want, free in zip(reclaimer.want, room.tolist(), strict=True)]
+        lacking = tuple(d for d, n in zip(reclaimer.needed, need, strict=False) if n > 0)
+        return _Try(node, held, need, lacking or reclaimer.needed)
+
+    def _frees(self, reclaimer: _Reclaimer, attempt: _Try, candidate: Candidate) -> list[int]:
+        """What evicting ``candidate`` frees of what P needs on ``attempt``'s node."""
+        vector = self.round.vector(candidate)
+        frees = [vector[c] for c in reclaimer.columns]
+        if attempt.held:
+            node = self.round.nodes[attempt.node]
+            if any(candidate.request.get(r, 0) for r in node.reserved_for):
+                # Its idle accelerators would claim it back: count none of what they reserve.
+                for i, d in enumerate(reclaimer.needed):
+                    if d in node.reserved:
+                        frees[i] = 0
+        return frees
+
+    def _helps(self, reclaimer: _Reclaimer, attempt: _Try, candidate: Candidate) -> bool:
+        frees = self._frees(reclaimer, attempt, candidate)
+        return any(f > 0 and n > 0 for f, n in zip(frees, attempt.need, strict=True))
+
+    def _add(self, reclaimer: _Reclaimer, attempt: _Try, unit: _Unit) -> None:
+        for member in unit.members:
+            if member.node == attempt.node:
+                frees = self._frees(reclaimer, attempt, member)
+                attempt.need = [n - f for n, f in zip(attempt.need, frees, strict=True)]
+            for name in self._branch(reclaimer, member.pod.queue):
+                into = attempt.removed.setdefault(name, {})
+                for dim, amount in member.request.items():
+                    into[dim] = into.get(dim, 0) + amount
+        if unit.whole is None and unit.members[0].gang is not None:
+            gang = unit.members[0].gang
+            attempt.spare_used[gang] = attempt.spare_used.get(gang, 0) + 1
+        attempt.units.append(unit)
+
+    def _spare_left(self, attempt: _Try, gang: GroupKey) -> int:
+        return self.round.gang(gang).spare - attempt.spare_used.get(gang, 0)
+
+    def _evaluate(self, reclaimer: _Reclaimer, node: int) -> _Try | None:
+        """``node``'s tentative set for P, or None if its candidates cannot make room.
+
+        Its candidates go in the eviction order one tie at a time (``_take_from_tie``); members
+        of PodGroups at ``minMember`` are put aside, and whole groups are tried after every
+        single pod, in the order their first member came. O(its candidates x dimensions)."""
+        state = self.round
+        attempt = self.new_try(reclaimer, node)
+        _, places = self.order(reclaimer.policy, reclaimer.needed)
+        ties: dict[tuple[int, int, float], list[Candidate]] = {}
+        for candidate in state.on_node(node):
+            if candidate.evicted or candidate.static is not None:
+                continue
+            place = places.get(candidate.pod.queue)
+            if place is None or not _shares(candidate, attempt.matter):
+                continue
+            if not self.gives(reclaimer, candidate.pod.queue):
+                continue
+            ties.setdefault((place, *candidate.tie), []).append(candidate)
+        deferred: dict[GroupKey, None] = {}
+        for position in sorted(ties):
+            pods = sorted(ties[position], key=state.within_tie)
+            name = pods[0].pod.queue
+            branches = {name: self._branch(reclaimer, name)}
+            if self._take_from_tie(
+                reclaimer, attempt, pods, branches=branches, position=position, deferred=deferred
+            ):
+                return attempt
+        for gang in deferred:
+            if self._whole(reclaimer, gang, attempt):
+                return attempt
+        return None
+
+    def _take_from_tie(
+        self,
+        reclaimer: _Reclaimer,
+        attempt: _Try,
+        pods: list[Candidate],
+        *,
+        branches: Mapping[str, tuple[str, ...]],
+        position: tuple[int, int, float],
+        deferred: dict[GroupKey, None],
+    ) -> bool:
+        """Add pods of one tie on ``attempt``'s node until P fits: the smallest one that makes
+        it fit if there is one, else the largest that may go, and again. Whether P fits."""
+        state = self.round
+        pool = list(pods)  # smallest first
+        while pool:
+            usable: list[tuple[Candidate, list[int]]] = []
+            for candidate in pool:
+                if not _shares(candidate, attempt.matter):
+                    continue
+                frees = self._frees(reclaimer, attempt, candidate)
+                if not any(f > 0 and n > 0 for f, n in zip(frees, attempt.need, strict=True)):
+                    continue
+                gang = candidate.gang
+                if gang is not None and self._spare_left(attempt, gang) <= 0:
+                    deferred.setdefault(gang)
+                    continue
+                if state.unit_violation([candidate], attempt.matter, branches, attempt.removed):
+                    continue
+                usable.append((candidate, frees))
+            if not usable:
+                return False
+            chosen = next(
+                (
+                    candidate
+                    for candidate, frees in usable
+                    if all(n - f <= 0 for n, f in zip(attempt.need, frees, strict=True))
+                ),
+                None,
+            )
+            if chosen is None:
+                largest = min(usable, key=lambda found: _largest_first(state.within_tie(found[0])))
+                chosen = largest[0]
+            self._add(reclaimer, attempt, _Unit((chosen,), None, position))
+            if attempt.fits:
+                return True
+            pool.remove(chosen)
+        return False
+
+    def _whole(self, reclaimer: _Reclaimer, gang: GroupKey, attempt: _Try) -> bool:
+        """Add a whole PodGroup to ``attempt`` if it may go and frees something P lacks there;
+        whether P then fits."""
+        state = self.round
+        members = tuple(m for m in state.gang(gang).members if not m.evicted)
+        if self._gang_reason(reclaimer, members, attempt.matter) is not None:
+            return False
+        here = [m for m in members if m.node == attempt.node and _shares(m, attempt.matter)]
+        if not any(self._helps(reclaimer, attempt, m) for m in here):
+            return False
+        branches = {m.pod.queue: self._branch(reclaimer, m.pod.queue) for m in members}
+        if state.unit_violation(members, attempt.matter, branches, attempt.removed):
+            return False
+        self._add(reclaimer, attempt, _Unit(members, gang, _AFTER_SINGLES))
+        return attempt.fits
+
+    def _gang_reason(
+        self, reclaimer: _Reclaimer, members: Sequence[Candidate], matter: Sequence[str]
+    ) -> SpareReason | None:
+        """A member that may not go spares the whole group."""
+        state = self.round
+        for member in members:
+            if member.static is not None:
+                return member.static
+            queue = member.pod.queue
+            branch = self._branch(reclaimer, queue)
+            reason = state.queue_reason(queue, reclaimer.policy, matter, branch)
+            if reason is not None:
+                return reason
+        return None
+
+    # --- the minimal set -----------------------------------------------------------------
+
+    def _replay(self, reclaimer: _Reclaimer, node: int, units: Sequence[_Unit]) -> _Try:
+        attempt = self.new_try(reclaimer, node)
+        for unit in units:
+            self._add(reclaimer, attempt, unit)
+        return attempt
+
+    def _minimal(self, reclaimer: _Reclaimer, attempt: _Try) -> list[_Unit]:
+        """Spare each victim P can do without, the most valuable (latest in the order) first."""
+        units = list(attempt.units)
+        for unit in reversed(attempt.units):
+            rest = [u for u in units if u is not unit]
+            if rest and self._replay(reclaimer, attempt.node, rest).fits:
+                units = rest
+        return units
+
+    # --- committing ----------------------------------------------------------------------
+
+    def _commit(self, reclaimer: _Reclaimer, attempt: _Try, units: Sequence[_Unit]) -> Reclaim:
+        state = self.round
+        node = attempt.node
+        spared = self._spared(reclaimer, node, units)
+        victims: list[Victim] = []
+        frees: dict[str, int] = {}
+        for unit in units:
+            for member in sorted(unit.members, key=lambda m: (*m.tie, *state.within_tie(m))):
+                victims.append(self._victim(attempt.matter, member, unit))
+                for dim, amount in member.request.items():
+                    frees[dim] = frees.get(dim, 0) + amount
+                frees[PODS] = frees.get(PODS, 0) + 1
+                state.evict(member)
+            if unit.whole is not None:
+                state.gang(unit.whole).spare = 0
+            elif unit.members[0].gang is not None:
+                state.gang(unit.members[0].gang).spare -= 1
+        state.place(reclaimer.queue, reclaimer.request, node)
+        pod = reclaimer.pod
+        return Reclaim(
+            pod.key,
+            pod.queue,
+            state.nodes[node].name,
+            tuple(victims),
+            dict(sorted(frees.items())),
+            spared,
+        )
+
+    def _victim(self, matter: Sequence[str], member: Candidate, unit: _Unit) -> Victim:
+        queue = self.round.queues[member.pod.queue]
+        overuse = tuple(
+            Overuse(d, queue.allocated.get(d, 0), queue.state.deserved.get(d, 0))
+            for d in matter
+            if member.request.get(d, 0) > 0
+        )
+        pod = member.pod
+        return Victim(
+            pod.key,
+            pod.uid,
+            pod.queue,
+            pod.node,
+            dict(sorted(member.request.items())),
+            pod.priority,
+            overuse,
+            pod.group if unit.whole is not None else None,
+        )
+
+    def _spared(
+        self, reclaimer: _Reclaimer, node: int, units: Sequence[_Unit]
+    ) -> tuple[Spared, ...]:
+        """The node's pods that stay although the order reached them (or that no order ever
+        reaches), and why; judged on the round as it stood before this reclaimer."""
+        state = self.round
+        chosen = {id(m) for unit in units for m in unit.members}
+        last = max(unit.position for unit in units)
+        _, places = self.order(reclaimer.policy, reclaimer.needed)
+        attempt = self.new_try(reclaimer, node)
+        found: list[Spared] = []
+        for candidate in state.on_node(node):
+            if id(candidate) in chosen or candidate.evicted:
+                continue
+            reason = self.candidate_reason(reclaimer, candidate, attempt)
+            if reason is None:
+                place = places.get(candidate.pod.queue)
+                if place is not None and (place, *candidate.tie) > last:
+                    continue  # the order never reached it
+                reason = SpareReason.NOT_NEEDED
+            found.append(Spared(candidate.pod.key, reason))
+        return tuple(sorted(found, key=lambda s: s.pod))
+
+    def candidate_reason(
+        self, reclaimer: _Reclaimer, candidate: Candidate, attempt: _Try
+    ) -> SpareReason | None:
+        """The rule that spares ``candidate`` on its own (None: it may go)."""
+        if candidate.static is not None:
+            return candidate.static
+        queue = candidate.pod.queue
+        branch = self._branch(reclaimer, queue)
+        reason = self.round.queue_reason(queue, reclaimer.policy, attempt.matter, branch)
+        if reason is not None:
+            return reason
+        if not _shares(candidate, attempt.matter):
+            return SpareReason.NOT_NEEDED
+        violation = self.round.unit_violation(
+            [candidate], attempt.matter, {queue: branch}, attempt.removed
+        )
+        if violation is not None:
+            return violation
+        gang = candidate.gang
+        if gang is not None and self._spare_left(attempt, gang) <= 0:
+            members = tuple(m for m in self.round.gang(gang).members if not m.evicted)
+            whole = self._gang_reason(reclaimer, members, attempt.matter)
+            branches = {m.pod.queue: self._branch(reclaimer, m.pod.queue) for m in members}
+            if whole is None:
+                whole = self.round.unit_violation(
+                    members, attempt.matter, branches, attempt.removed
+                )
+            if whole is not None:
+                return SpareReason.GANG_WHOLE
+        return None
+
+
+def plan_reclaim(inputs: ReclaimInputs) -> ReclaimPlan:
+    """The round's reclaims, in admission order, and why the other waiting pods wait."""
+    return _Planner(inputs).plan()
+
+
+def spare_reason(inputs: ReclaimInputs, reclaimer: PodKey, pod: PodKey) -> SpareReason | None:
+    """Why ``pod`` may not be evicted for the waiting pod ``reclaimer``, on the round's inputs
+    as they are (before any reclaim of the round); None when it may (whether a plan needs it is
+    ``ReclaimPlan.victims``). For ``explain``: O(inputs)."""
+    planner = _Planner(inputs)
+    waiting = next((w for w in inputs.waiting if w.key == reclaimer), None)
+    running = next((r for r in inputs.running if r.key == pod), None)
+    if waiting is None or running is None:
+        raise KeyError(reclaimer if waiting is None else pod)
+    candidate = planner.round.candidate(running)
+    if candidate.static is not None:
+        return candidate.static
+    if waiting.queue not in planner.round.queues:
+        return SpareReason.OTHER_POLICY
+    context = planner.reclaimer_of(waiting, _needed(waiting.request))
+    if context is None:
+        return SpareReason.OTHER_POLICY
+    return planner.candidate_reason(context, candidate, planner.new_try(context, candidate.node))
+
+
+def _needed(request: Mapping[str, int]) -> tuple[str, ...]:
+    return tuple(sorted(d for d, amount in request.items() if amount > 0 and d != PODS))
+
+
+def _shares(candidate: Candidate, needed: Sequence[str]) -> bool:
+    """Whether evicting it frees anything of what the reclaimer requests."""
+    return any(d in candidate.request for d in needed)
+
+
+def _overuse(
+    allocated: Mapping[str, int], deserved: Mapping[str, int], needed: Sequence[str]
+) -> float:
+    """max over ``needed`` of allocated/deserved (deserved 0 with something allocated: ∞)."""
+    worst = 0.0
+    for d in needed:
+        used, share = allocated.get(d, 0), deserved.get(d, 0)
+        if share > 0:
+            worst = max(worst, used / share)
+        elif used > 0:
+            return INFINITE_OVERUSE
+    return worst
+
+
+def _largest_first(order: tuple[float, str, str]) -> tuple[float, str, str]:
+    size, namespace, name = order
+    return (-size, namespace, name)
+
+
+def _over(queue: RoundQueue, needed: Sequence[str]) -> bool:
+    """Above its deserved, as the round has left it, in one of ``needed``."""
+    allocated, deserved = queue.allocated, queue.state.deserved
+    return any(allocated.get(d, 0) > deserved.get(d, 0) for d in needed)
+
+
+def _not_served(pod: Waiting, reason: NotServedReason) -> NotServed:
+    return NotServed(pod.key, pod.queue, reason, None, ())

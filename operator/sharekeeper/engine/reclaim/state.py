@@ -1,0 +1,374 @@
+"""The round's working state: queues' running allocations, nodes' free room, the candidates.
+
+Built once per ``plan_reclaim`` call from the frozen inputs and changed only through
+``evict`` and ``place``, so that each reclaimer sees what the ones before it took and freed.
+Also the rules that spare a candidate (``queue_reason``, ``unit_violation``), shared by the
+planner and ``spare_reason``.
+
+Cost of building: O(queues · depth + nodes · dimensions). The candidates are indexed (by queue
+and by node, O(candidates)) only when some pod needs victims, and a candidate's size and node
+vector are computed when first needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sharekeeper.engine.reclaim.values import (
+    PODS,
+    GroupKey,
+    NodeState,
+    QueueState,
+    ReclaimInputs,
+    Running,
+    SpareReason,
+)
+from sharekeeper.engine.resources import UNLIMITED, Vectors, dense
+
+INFINITE_OVERUSE = float("inf")
+
+
+@dataclass(slots=True)
+class RoundQueue:
+    state: QueueState
+    path: tuple[str, ...]
+    """Itself, then the queues above it, nearest first."""
+    allocated: dict[str, int]
+    """As the round has left it."""
+    candidates: list[Candidate] = field(default_factory=list)
+    listed: bool = False
+    """Whether ``candidates`` is filled yet."""
+
+
+@dataclass(slots=True, eq=False)
+class Candidate:
+    pod: Running
+    node: int
+    """Index in ``Round.nodes``."""
+    request: Mapping[str, int]
+    """Positive amounts only, without ``pods``."""
+    gang: GroupKey | None
+    static: SpareReason | None
+    """Protected, refused, or on a node or of a queue the round does not know."""
+    evicted: bool = False
+    size: float = -1.0
+    """Its largest share of its node's allocatable (the order's tie-break; -1: not yet
+    computed, ``Round.within_tie``)."""
+    vector: list[int] | None = None
+    """What its eviction frees on its node, over ``Round.dimensions`` (``pods`` included)."""
+
+    @property
+    def tie(self) -> tuple[int, float]:
+        """Within its queue, where it stands in the eviction order: lowest priority, then
+        youngest. Pods of one queue and tie are told apart by size, then namespace/name."""
+        return (self.pod.priority, -self.pod.created_seconds)
+
+
+@dataclass(slots=True)
+class GangState:
+    members: list[Candidate]
+    spare: int
+    """Pods that may still go one by one (running above ``minMember``)."""
+
+
+def queue_paths(queues: Iterable[QueueState]) -> dict[str, tuple[str, ...]]:
+    """Each queue with the queues above it, nearest first; a cycle or an unknown parent ends
+    the walk (the share engine reports broken trees)."""
+    by_name = {queue.name: queue for queue in queues}
+    paths: dict[str, tuple[str, ...]] = {}
+    for name, queue in by_name.items():
+        path = [name]
+        parent = queue.parent
+        while parent is not None and parent in by_name and parent not in path:
+            path.append(parent)
+            parent = by_name[parent].parent
+        paths[name] = tuple(path)
+    return paths
+
+
+class Round:
+    """Queues, nodes and candidates of one round, with the room that changes as it goes.
+
+    Node amounts are kept column-major (dimension x node), so that screening every node of a
+    policy for one pod compares a few contiguous rows. Candidates are indexed lazily: by queue
+    when a walk first needs the order, by node when a chosen node's pods are read, by PodGroup
+    when a group is first met; a ``Candidate`` is made once per pod, on first use."""
+
+    def __init__(self, inputs: ReclaimInputs) -> None:
+        paths = queue_paths(inputs.queues)
+        self.queues: dict[str, RoundQueue] = {
+            q.name: RoundQueue(q, paths[q.name], dict(q.allocated)) for q in inputs.queues
+        }
+        self.initial: dict[str, Mapping[str, int]] = {q.name: q.allocated for q in inputs.queues}
+        nodes = sorted(inputs.nodes, key=lambda node: (node.policy, node.name))
+        self.nodes: list[NodeState] = nodes
+        self.node_index: dict[str, int] = {node.name: i for i, node in enumerate(nodes)}
+        self.slices: dict[str, tuple[int, int]] = {}
+        for i, node in enumerate(nodes):
+            start, _ = self.slices.get(node.policy, (i, i))
+            self.slices[node.policy] = (start, i + 1)
+        names: set[str] = {PODS}
+        for node in nodes:
+            names.update(node.allocatable)
+            names.update(node.used)
+            names.update(node.reserved)
+        self.dimensions: tuple[str, ...] = tuple(sorted(names))
+        self.column: dict[str, int] = {name: i for i, name in enumerate(self.dimensions)}
+        allocatable = dense([node.allocatable for node in nodes], self.dimensions)
+        pods = self.column[PODS]
+        for i, node in enumerate(nodes):
+            if PODS not in node.allocatable:
+                allocatable[i, pods] = UNLIMITED
+        reserved = dense([node.reserved for node in nodes], self.dimensions)
+        used = dense([node.used for node in nodes], self.dimensions)
+        self.capacity: Vectors = np.ascontiguousarray(allocatable.T)
+        """Allocatable (dimension x node): a node too small for a pod even empty is never worth
+        a walk."""
+        self.capacity_held: Vectors = np.ascontiguousarray((allocatable - reserved).T)
+        self.free: Vectors = np.ascontiguousarray((allocatable - used).T)
+        """Room left on each node (negative when overfull)."""
+        self.free_held: Vectors = np.ascontiguousarray((allocatable - used - reserved).T)
+        """Room left for a pod held to the node's reservation."""
+        self.reserving: dict[frozenset[str], np.ndarray] = {}
+        """Nodes that keep something idle, by what they keep it for."""
+        for i, node in enumerate(nodes):
+            if node.reserved_for and any(node.reserved.values()):
+                mask = self.reserving.setdefault(node.reserved_for, np.zeros(len(nodes), bool))
+                mask[i] = True
+        self.running = inputs.running
+        self.excluded = inputs.excluded
+        self.gang_specs = {(g.namespace, g.name): g for g in inputs.gangs}
+        self.made: dict[tuple[str, str], Candidate] = {}
+        self._by_queue: dict[str, list[Running]] | None = None
+        self._by_node: list[list[Running]] | None = None
+        self._on_node: dict[int, list[Candidate]] = {}
+        self._by_gang: dict[GroupKey, list[Running]] | None = None
+        self.gangs: dict[GroupKey, GangState] = {}
+        self.version = 0
+        """Changes with every eviction and placement (what a cached failure was judged on)."""
+        self.freed = 0
+        """Changes with every eviction: until it does, room only shrinks."""
+
+    # --- the lazy index ------------------------------------------------------------------
+
+    def candidate(self, pod: Running) -> Candidate:
+        found = self.made.get(pod.key)
+        if found is None:
+            node_at = self.node_index.get(pod.node)
+            queue = self.queues.get(pod.queue)
+            static: SpareReason | None = None
+            if pod.protected:
+                static = SpareReason.PROTECTED
+            elif pod.key in self.excluded:
+                static = SpareReason.EVICTION_REFUSED
+            elif (
+                node_at is None or queue is None or queue.state.policy != self.nodes[node_at].policy
+            ):
+                static = SpareReason.OTHER_POLICY
+            gang = (pod.namespace, pod.group) if pod.group else None
+            request: Mapping[str, int] = pod.request
+            if PODS in request or min(request.values(), default=1) <= 0:
+                request = {n: a for n, a in request.items() if a > 0 and n != PODS}
+            node = -1 if node_at is None else node_at
+            found = self.made[pod.key] = Candidate(pod, node, request, gang, static)
+        return found
+
+    def _index(self) -> None:
+        """The running pods by queue and by node, in one pass (O(candidates))."""
+        by_queue: dict[str, list[Running]] = {}
+        by_node: dict[str, list[Running]] = {}
+        for pod in self.running:
+            found = by_queue.get(pod.queue)
+            if found is None:
+                by_queue[pod.queue] = [pod]
+            else:
+                found.append(pod)
+            found = by_node.get(pod.node)
+            if found is None:
+                by_node[pod.node] = [pod]
+            else:
+                found.append(pod)
+        self._by_queue = by_queue
+        self._by_node = [by_node.get(node.name, []) for node in self.nodes]
+
+    def queue_pods(self, queue: str) -> list[Running]:
+        """The running pods the inputs list for ``queue``."""
+        if self._by_queue is None:
+            self._index()
+            assert self._by_queue is not None
+        return self._by_queue.get(queue, [])
+
+    def queues_with_pods(self) -> Iterable[str]:
+        if self._by_queue is None:
+            self._index()
+            assert self._by_queue is not None
+        return self._by_queue.keys()
+
+    def on_node(self, node: int) -> list[Candidate]:
+        """The candidates of ``node``."""
+        found = self._on_node.get(node)
+        if found is None:
+            if self._by_node is None:
+                self._index()
+                assert self._by_node is not None
+            found = self._on_node[node] = [self.candidate(p) for p in self._by_node[node]]
+        return found
+
+    def gang(self, key: GroupKey) -> GangState:
+        found = self.gangs.get(key)
+        if found is None:
+            if self._by_gang is None:
+                self._by_gang = {}
+                for pod in self.running:
+                    if pod.group:
+                        self._by_gang.setdefault((pod.namespace, pod.group), []).append(pod)
+            spec = self.gang_specs.get(key)
+            spare = max(spec.running - spec.min_member, 0) if spec is not None else 0
+            members = [self.candidate(p) for p in self._by_gang.get(key, ())]
+            found = self.gangs[key] = GangState(members, spare)
+        return found
+
+    # --- candidates ----------------------------------------------------------------------
+
+    def listed(self, queue: RoundQueue) -> list[Candidate]:
+        """The queue's candidates, in no particular order."""
+        if not queue.listed:
+            queue.candidates = [self.candidate(p) for p in self.queue_pods(queue.state.name)]
+            queue.listed = True
+        return queue.candidates
+
+    def within_tie(self, candidate: Candidate) -> tuple[float, str, str]:
+        """The order among pods of one queue and tie: smallest first, then namespace/name."""
+        if candidate.size < 0:
+            candidate.size = self.size(candidate)
+        return (candidate.size, candidate.pod.namespace, candidate.pod.name)
+
+    def size(self, candidate: Candidate) -> float:
+        if candidate.node < 0:
+            return 0.0
+        largest = 0.0
+        for name, amount in candidate.request.items():
+            at = self.column.get(name)
+            if at is not None:
+                capacity = int(self.capacity[at, candidate.node])
+                if capacity > 0:
+                    largest = max(largest, amount / capacity)
+        return largest
+
+    def vector(self, candidate: Candidate) -> list[int]:
+        if candidate.vector is None:
+            column = self.column
+            values = [0] * len(self.dimensions)
+            for name, amount in candidate.request.items():
+                at = column.get(name)
+                if at is not None:
+                    values[at] = amount
+            values[column[PODS]] = 1
+            candidate.vector = values
+        return candidate.vector
+
+    # --- rules ---------------------------------------------------------------------------
+
+    def branch(self, queue: str, reclaimer_path: Set[str]) -> tuple[str, ...]:
+        """The victim's queue and those above it, up to (not including) the first queue the
+        reclaimer's queue is under too: what an eviction takes from without giving back."""
+        found = self.queues.get(queue)
+        if found is None:
+            return ()
+        for i, name in enumerate(found.path):
+            if name in reclaimer_path:
+                return found.path[:i]
+        return found.path
+
+    def queue_reason(
+        self, queue: str, policy: str, needed: Sequence[str], branch: Sequence[str]
+    ) -> SpareReason | None:
+        """What spares every pod of ``queue`` for a reclaimer of ``policy`` (``needed``: the
+        dimensions that matter): another policy, ``reclaimable: false`` on the branch, or no
+        overuse in any of ``needed``."""
+        found = self.queues.get(queue)
+        if found is None or found.state.policy != policy:
+            return SpareReason.OTHER_POLICY
+        if any(not self.queues[name].state.reclaimable for name in branch):
+            return SpareReason.NOT_RECLAIMABLE
+        allocated, deserved = found.allocated, found.state.deserved
+        if not branch or not any(allocated.get(d, 0) > deserved.get(d, 0) for d in needed):
+            return SpareReason.QUEUE_NOT_OVERUSED
+        return None
+
+    def unit_violation(
+        self,
+        members: Sequence[Candidate],
+        needed: Sequence[str],
+        branches: Mapping[str, tuple[str, ...]],
+        removed: Mapping[str, Mapping[str, int]],
+    ) -> SpareReason | None:
+        """Whether evicting ``members`` together, after ``removed`` (per queue) is already
+        gone, would take a queue of their branches below its deserved in one of ``needed``
+        (the dimensions that matter), or below its guarantee in any."""
+        if len(members) == 1:
+            taken: Mapping[str, Mapping[str, int]] = dict.fromkeys(
+                branches[members[0].pod.queue], members[0].request
+            )
+        else:
+            summed: dict[str, dict[str, int]] = {}
+            for member in members:
+                for name in branches[member.pod.queue]:
+                    into = summed.setdefault(name, {})
+                    for dim, amount in member.request.items():
+                        into[dim] = into.get(dim, 0) + amount
+            taken = summed
+        for name, amounts in taken.items():
+            queue = self.queues[name]
+            allocated, state = queue.allocated, queue.state
+            gone = removed.get(name, {})
+            for dim in needed:
+                amount = amounts.get(dim, 0)
+                if amount and (
+                    allocated.get(dim, 0) - gone.get(dim, 0) - amount < state.deserved.get(dim, 0)
+                ):
+                    return SpareReason.WOULD_GO_BELOW_DESERVED
+            for dim, floor in state.guarantee.items():
+                amount = amounts.get(dim, 0)
+                left = allocated.get(dim, 0) - gone.get(dim, 0) - amount
+                if amount and floor > 0 and left < floor:
+                    return SpareReason.WOULD_GO_BELOW_GUARANTEE
+        return None
+
+    # --- changes -------------------------------------------------------------------------
+
+    def evict(self, candidate: Candidate) -> None:
+        for name in self.queues[candidate.pod.queue].path:
+            allocated = self.queues[name].allocated
+            for dim, amount in candidate.request.items():
+                allocated[dim] = allocated.get(dim, 0) - amount
+        row = np.array(self.vector(candidate), dtype=np.int64)
+        self.free[:, candidate.node] += row
+        node = self.nodes[candidate.node]
+        if node.reserved_for and any(candidate.request.get(r, 0) for r in node.reserved_for):
+            # Its accelerators become idle: the node keeps (at most) what it frees for them.
+            for dim in node.reserved:
+                row[self.column[dim]] = 0
+        self.free_held[:, candidate.node] += row
+        candidate.evicted = True
+        self.version += 1
+        self.freed += 1
+
+    def place(self, queue: str, request: Mapping[str, int], node: int) -> None:
+        found = self.queues.get(queue)
+        for name in found.path if found is not None else ():
+            allocated = self.queues[name].allocated
+            for dim, amount in request.items():
+                if dim != PODS:
+                    allocated[dim] = allocated.get(dim, 0) + amount
+        row = np.zeros(len(self.dimensions), dtype=np.int64)
+        for dim, amount in request.items():
+            if dim in self.column and dim != PODS:
+                row[self.column[dim]] = amount
+        row[self.column[PODS]] = 1
+        self.free[:, node] -= row
+        self.free_held[:, node] -= row
+        self.version += 1
