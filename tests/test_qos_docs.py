@@ -25,7 +25,7 @@ def exists(target: str, doc: Path) -> bool:
     return not path or (doc.parent / path).exists() or (ROOT / path).exists()
 
 
-@pytest.mark.parametrize("name", ["qos.md", "policies.md"])
+@pytest.mark.parametrize("name", ["qos.md", "policies.md", "reclaim.md"])
 def test_every_file_the_doc_names_exists(name: str) -> None:
     doc = DOCS / name
     text = doc.read_text()

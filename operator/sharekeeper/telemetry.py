@@ -102,3 +102,18 @@ QOS_EVICTIONS_BLOCKED = Counter(
     " waterline wanted them; the node's evictions end there for the check",
     ["metric"],
 )  # fmt: skip
+RECLAIM_EVICTIONS = Counter(
+    "sharekeeper_reclaim_evictions_total",
+    "Pods evicted by reclaim (accepted by the Eviction API)",
+    ["policy"],
+)
+RECLAIM_REFUSED = Counter(
+    "sharekeeper_reclaim_evictions_refused_total",
+    "Reclaim evictions refused (a PodDisruptionBudget, or any other refusal)",
+    ["policy"],
+)
+RECLAIM_WAITING = Gauge(
+    "sharekeeper_reclaim_waiting",
+    "Held pods waiting for room under a policy whose reclaim mode is Preview or On",
+    ["policy"],
+)

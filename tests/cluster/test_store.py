@@ -440,3 +440,22 @@ def test_no_usage_stays_behind_once_every_pod_is_gone() -> None:
     assert totals.unnamed == {}
     usage = queue_usage([QueueName("default"), QueueName("q")], totals, ()).usage
     assert all(entry == QueueUsage() for entry in usage.values())
+
+
+def test_the_bound_pods_of_a_queue_are_indexed_by_key_and_leave_when_unbound_or_done() -> None:
+    store = ClusterStore()
+    store.load([
+        pod("a1", "a", node="n1", cpu="1"),
+        pod("a2", "a", cpu="1"),  # pending: not indexed
+        pod("g1", node="n1", group="pg", cpu="1"),
+        pod("u1", node="n1", scheduler="volcano", cpu="1"),
+    ])  # fmt: skip
+    names = lambda claim: [r.share.name for r in store.pods.bound_claiming(claim)]  # noqa: E731
+    assert names(("named", "a")) == ["a1"]
+    assert names(("grouped", "ns", "pg")) == ["g1"]
+    assert names(("unnamed", "volcano")) == ["u1"]
+    store.pods.event("MODIFIED", pod("a1", "a", node="n1", phase="Succeeded", cpu="1"))
+    store.pods.event("DELETED", pod("g1", node="n1", group="pg", cpu="1"))
+    assert names(("named", "a")) == []
+    assert names(("grouped", "ns", "pg")) == []
+    assert store.pods._by_claim.keys() == {("unnamed", "volcano")}

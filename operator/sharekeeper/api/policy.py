@@ -25,7 +25,7 @@ from sharekeeper.api.base import (
 )
 from sharekeeper.api.crds import AGE, Column, Resource, RootModel
 from sharekeeper.api.queue import VOLCANO_SOURCE
-from sharekeeper.engine.admission import NodePolicy
+from sharekeeper.engine.admission import NodePolicy, ReclaimConfig
 from sharekeeper.engine.overcommit import (
     OvercommitResult,
     OvercommitSpec,
@@ -33,6 +33,7 @@ from sharekeeper.engine.overcommit import (
     factor_number,
 )
 from sharekeeper.engine.proportional import Proportion
+from sharekeeper.engine.reclaim import ReclaimSettings
 from sharekeeper.engine.selectors import MATCH_ALL, Operator, Requirement
 from sharekeeper.engine.selectors import LabelSelector as EngineSelector
 from sharekeeper.engine.shares import PolicyShare, PolicySnapshot, Sharing
@@ -155,6 +156,39 @@ class AdmissionSpec(ApiModel):
     )
 
 
+MAX_RECLAIM_AFTER_SECONDS = 86_400
+"""A day: a pod that has waited that long has waited long enough for anything."""
+MAX_EVICTIONS_PER_ROUND = 1000
+
+
+class ReclaimSpec(ApiModel):
+    """Reclaim: pods of queues above their deserved share are evicted (through the Eviction
+    API, so PodDisruptionBudgets decide) to make room for a held pod of a queue within its
+    deserved share. See docs/reclaim.md."""
+
+    mode: Literal["Off", "Preview", "On"] = Field(
+        "Off",
+        description="Off: nothing is planned. Preview: every round's plan is shown in "
+        "status.reclaim (which pods would be evicted for which waiting pods) and nothing is "
+        "evicted. On: the plan's pods are evicted, in order, through the Eviction API.",
+    )
+    after_seconds: Int32 = Field(
+        60,
+        ge=0,
+        le=MAX_RECLAIM_AFTER_SECONDS,
+        description="A pod held by the admission gate reclaims only once it has waited this "
+        f"long since its creation (0 to {MAX_RECLAIM_AFTER_SECONDS}; default 60).",
+    )
+    max_evictions_per_round: Int32 = Field(
+        10,
+        ge=1,
+        le=MAX_EVICTIONS_PER_ROUND,
+        description="At most this many pods are evicted (planned, in Preview) in one share "
+        f"round, for all of the policy's waiting pods together (1 to {MAX_EVICTIONS_PER_ROUND}; "
+        "default 10).",
+    )
+
+
 class SchedulerPolicySpec(ApiModel):
     """Desired behaviour of the policy."""
 
@@ -177,6 +211,7 @@ class SchedulerPolicySpec(ApiModel):
     overcommit: OvercommitSettings = Field(default_factory=OvercommitSettings)
     proportional: ProportionalSpec = Field(default_factory=ProportionalSpec)
     admission: AdmissionSpec = Field(default_factory=AdmissionSpec)
+    reclaim: ReclaimSpec = Field(default_factory=ReclaimSpec)
 
 
 class OvercommitStatus(ApiModel):
@@ -198,6 +233,46 @@ class OvercommitStatus(ApiModel):
     )
     headroom: StatusResources | None = Field(
         None, description="What one more job may still request, per resource, and be admitted."
+    )
+
+
+class ReclaimVictimStatus(ApiModel):
+    """A pod evicted (in Preview: that would be evicted) for a waiting pod."""
+
+    pod: str = Field(description="The evicted pod, namespace/name.")
+    queue: str = Field(description="Its queue, which uses more than its deserved share.")
+    frees: StatusResources | None = Field(None, description="What its eviction frees.")
+
+
+class ReclaimEntryStatus(ApiModel):
+    """One waiting pod served by the round's plan."""
+
+    reclaimer: str = Field(description="The waiting pod, namespace/name.")
+    queue: str = Field(description="Its queue.")
+    node: str = Field(description="The node it fits on once the victims are gone.")
+    victims: list[ReclaimVictimStatus] | None = Field(
+        None, description="The pods evicted for it, in eviction order; empty: it fits already."
+    )
+
+
+class ReclaimStatus(ApiModel):
+    """The last round's reclaim plan (spec.reclaim.mode Preview or On)."""
+
+    mode: str | None = Field(None, description="spec.reclaim.mode the plan was made under.")
+    waiting: int | None = Field(
+        None, description="Pods held by the admission gate that wait for room (the reclaimers)."
+    )
+    evictions: int | None = Field(None, description="How many pods the plan evicts.")
+    reclaims: list[ReclaimEntryStatus] | None = Field(
+        None,
+        description="The waiting pods the plan serves, in admission order (at most 50 listed).",
+    )
+    not_served: dict[str, Annotated[int, Field(description="Waiting pods.")]] | None = Field(
+        None,
+        description="Waiting pods the plan does not serve, counted by reason: "
+        "NotWaitedLongEnough (younger than afterSeconds), AboveShare (its queue, or one above "
+        "it, would exceed its deserved share), NoVictims (nothing that may be reclaimed frees "
+        "a node for it), RoundBound (maxEvictionsPerRound reached: next round).",
     )
 
 
@@ -224,6 +299,7 @@ class SchedulerPolicyStatus(ApiModel):
         "each; taken out of total when sharing.unmanaged is Reserve.",
     )
     overcommit: OvercommitStatus | None = None
+    reclaim: ReclaimStatus | None = None
     last_computed: DateTime | None = Field(None, description="When the status was last computed.")
     conditions: Conditions | None = Field(
         None,
@@ -309,6 +385,13 @@ def policy_spec(obj: Mapping[str, Any]) -> PolicySpec:
         if proportional.enable
         else {},
         borrow=spec.admission.borrow,
+        reclaim=ReclaimConfig(
+            spec.reclaim.mode,
+            ReclaimSettings(
+                after_seconds=float(spec.reclaim.after_seconds),
+                max_evictions=spec.reclaim.max_evictions_per_round,
+            ),
+        ),
     )
     return PolicySpec(shares, nodes)
 

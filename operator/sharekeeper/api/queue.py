@@ -266,6 +266,7 @@ def queue_snapshot(obj: Mapping[str, Any]) -> QueueSnapshot:
         namespaces=spec.namespaces.engine() if spec.namespaces else MATCH_ALL,
         mirror_of=volcano_owner(obj),
         parent=spec.parent,
+        reclaimable=spec.reclaimable,
     )
 
 

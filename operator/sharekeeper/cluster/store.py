@@ -34,7 +34,7 @@ from sharekeeper.engine.shares.accounting import pod_claim
 from sharekeeper.engine.shares.snapshot import QueueName
 from sharekeeper.model.nodes import node_record
 from sharekeeper.model.objects import Obj, ObjectError, fail, labels_of
-from sharekeeper.model.pods import pod_group_snapshot, pod_record
+from sharekeeper.model.pods import claim_key, pod_group_snapshot, pod_record
 from sharekeeper.model.qos import DaemonSetId, daemonset_id, with_daemonsets
 from sharekeeper.model.records import NodeRecord, OwnRecord, PodRecord, own_record
 
@@ -224,6 +224,10 @@ class PodStore(KindStore[PodKey, PodRecord]):
         self._on_change = on_change
         self._daemonsets = daemonsets
         self._by_node: dict[str, dict[PodKey, PodRecord]] = {}
+        self._by_claim: dict[Hashable, set[PodKey]] = {}
+        """``pod_claim`` of a bound, non-terminal pod (named queue, PodGroup, or unnamed and
+        its scheduler name) -> the keys of those pods: reclaim reads the pods of the queues
+        that are overused, and only those (keys only, the records are in ``records``)."""
         self._held: dict[PodKey, PodSnapshot] = {}
         self._claims: dict[str, set[PodKey]] = {}
         """DaemonSet UID -> the pods whose controller reference names it."""
@@ -289,8 +293,15 @@ class PodStore(KindStore[PodKey, PodRecord]):
         if record.share.allocated and record.share.node_name is not None:
             key = (record.share.namespace, record.share.name)
             self._by_node.setdefault(record.share.node_name, {})[key] = record
+            self._by_claim.setdefault(claim_key(record.share), set()).add(key)
 
     def _unplace(self, record: PodRecord) -> None:
+        claim = claim_key(record.share)
+        claiming = self._by_claim.get(claim)
+        if claiming is not None:
+            claiming.discard((record.share.namespace, record.share.name))
+            if not claiming:
+                del self._by_claim[claim]
         node = record.share.node_name
         if node is None or node not in self._by_node:
             return
@@ -306,6 +317,14 @@ class PodStore(KindStore[PodKey, PodRecord]):
     def on_node(self, node: str) -> list[PodRecord]:
         """The non-terminal pods bound to ``node``."""
         return list(self._by_node.get(node, {}).values())
+
+    def bound_claiming(self, claim: Hashable) -> list[PodRecord]:
+        """The bound, non-terminal pods whose ``claim_key`` is ``claim``. Called from the
+        round's worker thread: the keys are copied at once (one C-level copy under the GIL),
+        and a pod gone since is skipped."""
+        keys = tuple(self._by_claim.get(claim, ()))
+        found = (self.records.get(key) for key in keys)
+        return [record for record in found if record is not None and record.share.allocated]
 
     def qos_views_on(self, node: str) -> list[qos.PodSnapshot]:
         return [record.qos for record in self.on_node(node) if record.qos is not None]

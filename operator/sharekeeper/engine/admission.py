@@ -20,8 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Literal
 
 from sharekeeper.engine import overcommit, proportional
+from sharekeeper.engine.reclaim import ReclaimSettings
 from sharekeeper.engine.resources import Amounts, sum_amounts
 from sharekeeper.engine.shares import (
     GroupPods,
@@ -33,6 +35,21 @@ from sharekeeper.engine.shares import (
 from sharekeeper.engine.shares.governance import governance
 from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
 
+ReclaimMode = Literal["Off", "Preview", "On"]
+
+
+RECLAIM_UNSET = ReclaimSettings(after_seconds=60.0, max_evictions=10)
+"""What a NodePolicy built without the API model carries (tests, ``simulate`` defaults): the
+API model's defaults, which decide for every SchedulerPolicy read."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimConfig:
+    """``spec.reclaim`` of a SchedulerPolicy (the API model has the defaults)."""
+
+    mode: ReclaimMode = "Off"
+    settings: ReclaimSettings = RECLAIM_UNSET
+
 
 @dataclass(frozen=True, slots=True)
 class NodePolicy:
@@ -43,6 +60,7 @@ class NodePolicy:
     """Per accelerator resource, what one idle unit keeps idle; empty when turned off."""
     borrow: bool = False
     """``admission.borrow``: held pods are admitted up to realCapability, not deserved."""
+    reclaim: ReclaimConfig = ReclaimConfig()
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,7 +89,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     http = memo["http"] = http_client()
     store = ClusterStore()
     writer = KubeWriter(client)
-    recompute = memo["recompute"] = Recompute(writer, store)
+    recompute = memo["recompute"] = Recompute(writer, store, evictor=writer)
     store.on_change = recompute.wake
     store.on_status = recompute.status_seen
     qos_loop = memo["qos"] = QosLoop(KubeActuator(client), writer, MetricsApiUsage(client), store)

@@ -27,10 +27,12 @@ from sharekeeper.loops.debouncing import debounced_rounds
 from sharekeeper.loops.echoes import Echoes
 from sharekeeper.loops.health import FAILING_WRITES, LoopHealth, StatusFailures
 from sharekeeper.loops.outbox import Outbox
+from sharekeeper.loops.reclaim import Evictor, carry_out
 from sharekeeper.model.nodes import SHARE_ANNOTATIONS
 from sharekeeper.model.objects import rfc3339
 from sharekeeper.model.quantities import scale
 from sharekeeper.model.records import NodeRecord, OwnRecord
+from sharekeeper.pipeline.reclaiming import BoundPods, PolicyReclaim
 from sharekeeper.pipeline.shares import Publication, publication, waiting_text
 from sharekeeper.publish.annotations import AnnotationWrite, annotation_writes
 from sharekeeper.publish.diffing import Json, Transition
@@ -66,6 +68,11 @@ class Writer(Protocol):
 MAX_POD_EVENTS = 100
 """Pods told per change of which queues refuse which namespaces (the queue's condition has
 the count of them all), and held pods told per round why they wait (the rest next round)."""
+EVICTION_SEEN_SECONDS = 60.0
+"""A pod whose eviction was accepted is gone for reclaim until the watch shows it terminating
+or gone, or for this long at most."""
+WAITED_MARGIN_SECONDS = 0.5
+"""The round for a held pod that reaches ``afterSeconds`` runs this long after it does."""
 RELEASE_SEEN_SECONDS = 60.0
 """A released pod the watch still shows held after this long is decided on again (the patch
 is idempotent)."""
@@ -88,8 +95,23 @@ class Recompute:
         store: ClusterStore,
         settings: LoopSettings = LoopSettings(),
         clock: Callable[[], float] = time.time,
+        evictor: Evictor | None = None,
     ) -> None:
+        """``evictor``: reclaim's evictions (spec.reclaim.mode On); without one, On plans
+        as Preview does and evicts nothing."""
         self._writer = writer
+        self._evictor = evictor
+        self._evicting: dict[PodKey, float] = {}
+        """Pods whose eviction reclaim sent (when, monotonic), until the watch shows them
+        terminating or gone: gone for the next rounds' plans, never evicted twice."""
+        self._reclaiming: set[PolicyName] = set()
+        """Policies whose evictions are being sent: their next plan waits for them."""
+        self._reclaim_series: set[PolicyName] = set()
+        self._evictions: set[asyncio.Task[None]] = set()
+        """The eviction tasks in flight, cancelled when the loop stops (leadership lost)."""
+        self._reclaim_timer: asyncio.TimerHandle | None = None
+        """A round when the next held pod will have waited ``afterSeconds``: rounds follow
+        events, and time passing is none."""
         self._store = store
         self._settings = settings
         self._clock = clock
@@ -162,6 +184,11 @@ class Recompute:
                 on_failure=self._report_stale,
             )
         finally:
+            # A replica that no longer leads evicts nothing more.
+            for task in self._evictions:
+                task.cancel()
+            if self._reclaim_timer is not None:
+                self._reclaim_timer.cancel()
             await self._outbox.close()
             self.status_failures.clear()  # a replica that no longer leads writes nothing
 
@@ -205,12 +232,14 @@ class Recompute:
         nodes = self._with_written_annotations(store.nodes.sorted_records())
         held = store.pods.held()
         self._forget_releases(held)
+        self._forget_evictions()
         # 2. The engines (the same call `sharekeeper simulate` makes) and the diff against what
         #    the objects hold (or what we just wrote to them), in a worker thread, so that watches
         #    and the probes stay served while thousands of queues compute.
         decided = await asyncio.to_thread(
             _decide, snapshot, node_policies(policies_now), queues, policies, nodes,
             series=self._series, stamp=stamp, held=held, released=frozenset(self._releasing),
+            pods=store.pods, now=now, evicting=frozenset(self._evicting),
         )  # fmt: skip
         telemetry.RECOMPUTE_SECONDS.observe(time.perf_counter() - started)
         # 3. The writes, sent while the next round may already compute; a queue whose spec
@@ -226,6 +255,7 @@ class Recompute:
         gates = decided.publication.gates
         self._release(gates.released, stamp)
         self._tell_waiting(gates.waiting)
+        self._reclaim(decided.publication.reclaims)
         telemetry.PODS_HELD.set(len(held))
         self.rounds += 1
         if writes:
@@ -236,6 +266,69 @@ class Recompute:
                 len(decided.annotations),
             )
         return decided.publication
+
+    def _forget_evictions(self) -> None:
+        """Evictions the watch has shown (the pod terminating or gone), or not for too long."""
+        now = time.monotonic()
+        records = self._store.pods.records
+        # In place: an eviction task in flight adds to this very dict.
+        for key, at in list(self._evicting.items()):
+            record = records.get(key)
+            shown = (
+                record is None
+                or not record.share.allocated
+                or (record.qos is not None and record.qos.terminating)
+            )
+            if shown or now - at >= EVICTION_SEEN_SECONDS:
+                del self._evicting[key]
+
+    def _reclaim(self, rounds: Mapping[PolicyName, PolicyReclaim]) -> None:
+        """The gauge of waiting reclaimers; under mode On, the plan's evictions, sent in order
+        by a task per policy (one at a time: a policy's next plan waits for its evictions)."""
+        for gone in self._reclaim_series - rounds.keys():
+            telemetry.RECLAIM_WAITING.remove(gone)
+        self._reclaim_series = set(rounds)
+        self._wake_when_waited(rounds)
+        for policy, round_ in rounds.items():
+            telemetry.RECLAIM_WAITING.labels(policy).set(len(round_.inputs.waiting))
+            if round_.mode != "On" or not round_.plan.evictions or policy in self._reclaiming:
+                continue
+            if self._evictor is None:
+                logger.warning("policy %s: reclaim is On but nothing can evict here", policy)
+                continue
+            self._reclaiming.add(policy)
+            task = asyncio.create_task(self._evict(round_, self._evictor))
+            self._evictions.add(task)  # held until done: the loop keeps only weak references
+            task.add_done_callback(self._evictions.discard)
+
+    def _wake_when_waited(self, rounds: Mapping[PolicyName, PolicyReclaim]) -> None:
+        """A round as soon as a held pod has waited long enough to reclaim."""
+        soonest = min(
+            (
+                round_.inputs.settings.after_seconds - waiting.waited_seconds
+                for round_ in rounds.values()
+                for waiting in round_.inputs.waiting
+                if waiting.waited_seconds < round_.inputs.settings.after_seconds
+            ),
+            default=None,
+        )
+        if self._reclaim_timer is not None:
+            self._reclaim_timer.cancel()
+            self._reclaim_timer = None
+        if soonest is not None:
+            # A little after: creation times are whole seconds, the clock is not.
+            delay = max(soonest, 0.0) + WAITED_MARGIN_SECONDS
+            self._reclaim_timer = asyncio.get_running_loop().call_later(delay, self.wake)
+
+    async def _evict(self, round_: PolicyReclaim, evictor: Evictor) -> None:
+        try:
+            await carry_out(round_, evictor, self._writer, self._evicting, clock=time.monotonic)
+        except Exception:
+            logger.exception("policy %s: reclaim evictions failed; next round", round_.policy)
+            self._retry_later()
+        finally:
+            self._reclaiming.discard(round_.policy)
+            self.wake()  # the next round sees what was evicted, and releases the reclaimers
 
     def _forget_releases(self, held: Iterable[PodSnapshot]) -> None:
         """Releases the watch has shown (the pod is no longer held, or gone), and those it has
@@ -405,8 +498,14 @@ def _decide(
     stamp: str,
     held: Iterable[PodSnapshot] = (),
     released: frozenset[PodKey] = frozenset(),
+    pods: BoundPods | None = None,
+    now: float | None = None,
+    evicting: frozenset[PodKey] = frozenset(),
 ) -> Decision:
-    published = publication(snapshot, policies_by_name, held=held, released=released)
+    published = publication(
+        snapshot, policies_by_name, held=held, released=released, pods=pods, now=now,
+        evicting=evicting,
+    )  # fmt: skip
     statuses = queue_writes(queues, published.queues, now=stamp)
     statuses += policy_writes(policies, published.policies, now=stamp)
     annotations = annotation_writes(nodes, published.nodes, SHARE_ANNOTATIONS)

@@ -190,3 +190,15 @@ def _pod_group(obj: Obj) -> PodGroupSnapshot:
         min_resources=resources_at(obj, "spec.minResources") if has_minimum else None,
         created_seconds=timestamp_at(obj, "metadata.creationTimestamp"),
     )
+
+
+def claim_key(pod: PodSnapshot) -> tuple[str, ...]:
+    """What a pod's charges go to, as one flat key: ``("named", queue)``, ``("grouped",
+    namespace, podgroup)`` or ``("unnamed", schedulerName)`` (``engine.shares.accounting``'s
+    ``pod_claim``, with the scheduler that decides whether the default queue is charged)."""
+    named = pod.queue_label or pod.queue_annotation
+    if named:
+        return ("named", named)
+    if pod.group_name:
+        return ("grouped", pod.namespace, pod.group_name)
+    return ("unnamed", pod.scheduler_name)

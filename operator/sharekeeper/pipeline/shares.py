@@ -21,6 +21,12 @@ from sharekeeper.engine.shares.snapshot import PolicyName
 from sharekeeper.model.conditions import condition
 from sharekeeper.model.nodes import node_annotations
 from sharekeeper.model.quantities import to_quantity
+from sharekeeper.pipeline.reclaiming import (
+    BoundPods,
+    PolicyReclaim,
+    reclaim_rounds,
+    reclaim_section,
+)
 
 Json = dict[str, Any]
 
@@ -42,6 +48,8 @@ class Publication:
     """The share engine's numbers, for metrics."""
     gates: GateDecisions = field(default_factory=lambda: GateDecisions((), {}))
     """Which pods held by the admission gate go now, and why the others wait."""
+    reclaims: Mapping[PolicyName, PolicyReclaim] = field(default_factory=dict)
+    """The reclaim plan of each policy whose ``spec.reclaim.mode`` is not Off."""
 
 
 def publication(
@@ -51,11 +59,17 @@ def publication(
     *,
     held: Iterable[PodSnapshot] = (),
     released: Collection[PodKey] = frozenset(),
+    pods: BoundPods | None = None,
+    now: float | None = None,
+    evicting: Collection[PodKey] = frozenset(),
 ) -> Publication:
     """``pending``: the pods to run the proportional predicate for (``placements``); the
     operator passes none, since nothing it publishes reads them. ``held``: the pods the
     admission gate holds; ``released``: those released already whose release the caller has
-    not seen yet (``engine.gates``)."""
+    not seen yet (``engine.gates``). ``pods``: the store's bound pods by claim, for reclaim
+    (none: no reclaim plan); ``now``: the round's time (default: the snapshot's);
+    ``evicting``: pods whose eviction was sent and not seen yet (gone, for reclaim)."""
+    held = list(held)
     shares = deserved_shares(snapshot)
     facts = admission_facts(snapshot, node_policies, shares)
     queues = {}
@@ -65,11 +79,18 @@ def publication(
         if verdict is not None and verdict.podgroup is not None:
             status["conditions"].append(enqueueable(verdict))
         queues[str(name)] = status
+    gates = gate_decisions(snapshot, node_policies, shares, facts, held=held, released=released)
+    reclaims = reclaim_rounds(
+        snapshot, node_policies, shares, facts, gates, held=held, pods=pods,
+        now=snapshot.now_seconds if now is None else now, evicting=evicting,
+    )  # fmt: skip
     policies = {}
     for policy, policy_share in sorted(shares.policies.items()):
         status = policy_status(policy_share)
         if policy in facts.policies:
             status["overcommit"] = overcommit_section(facts.policies[policy])
+        if policy in reclaims:
+            status["reclaim"] = reclaim_section(reclaims[policy])
         policies[str(policy)] = status
     return Publication(
         queues=queues,
@@ -81,7 +102,8 @@ def publication(
         },
         unknown_queues=tuple(r.message for r in shares.reasons if r.kind == "UnknownQueue"),
         shares=shares,
-        gates=gate_decisions(snapshot, node_policies, shares, facts, held=held, released=released),
+        gates=gates,
+        reclaims=reclaims,
     )
 
 

@@ -7,22 +7,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Literal
 
-from lightkube import AsyncClient
+from lightkube import ApiError, AsyncClient
 from lightkube.generic_resource import create_global_resource
+from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Node, Pod
 from lightkube.types import PatchType
 
 from sharekeeper import telemetry
 from sharekeeper.model.nodes import PREFIX
 from sharekeeper.model.pods import release_patch
+from sharekeeper.publish.actions import budget_refusal
 from sharekeeper.publish.diffing import Json, Transition
 from sharekeeper.publish.events import recorder_for
 from sharekeeper.publish.retrying import Retrying, http_status
 from sharekeeper.publish.statuses import Kind
 
 logger = logging.getLogger(__name__)
+
+EvictionOutcome = Literal["accepted", "blocked", "refused", "gone"]
 
 RESOURCES = {
     "Queue": create_global_resource("scheduling.sharekeeper.io", "v1alpha1", "Queue", "queues"),
@@ -85,6 +89,29 @@ class KubeWriter:
             patch_type=PatchType.STRATEGIC,
         )  # fmt: skip
         return released is not None
+
+    async def evict_pod(self, namespace: str, name: str) -> tuple[EvictionOutcome, str]:
+        """Evict through the Eviction API (never a delete), so PodDisruptionBudgets decide:
+        ``blocked`` is a budget's refusal, ``refused`` any other, ``gone`` a pod already gone."""
+        eviction = Pod.Eviction(metadata=ObjectMeta(name=name, namespace=namespace))
+
+        async def attempt() -> Any:
+            async with self._slots:
+                return await self._client.create(eviction, name=name, namespace=namespace)
+
+        try:
+            await self._retrying("Eviction", attempt, answers=(429,))
+        except ApiError as error:
+            if error.status.code == 404:
+                telemetry.WRITES.labels("Eviction", "gone").inc()
+                return "gone", "the pod is gone"
+            telemetry.WRITES.labels("Eviction", "refused").inc()
+            budget = budget_refusal(error.status)
+            if budget is not None:
+                return "blocked", budget
+            return "refused", f"{error.status.code}: {error.status.message}"
+        telemetry.WRITES.labels("Eviction", "ok").inc()
+        return "accepted", "evicted"
 
     async def _patch(
         self,

@@ -43,6 +43,13 @@ def render(
         tables.append(queue_table(report.get("queues", {}), weights, parents or {}))
     if report.get("admission"):
         tables.append(admission_lines(report["admission"]))
+    reclaims = {
+        name: status["reclaim"]
+        for name, status in sorted(report.get("schedulerPolicies", {}).items())
+        if status.get("reclaim")
+    }
+    if reclaims:
+        tables.append(reclaim_lines(reclaims))
     if qos:
         tables.append(qos_tables(report))
     return "\n".join(tables)
@@ -53,6 +60,24 @@ def admission_lines(admission: Mapping[str, Any]) -> str:
     lines = ["ADMISSION (pods held by the sharekeeper.io/admission gate)"]
     lines += [f"  released  {pod}" for pod in admission["released"]]
     lines += [f"  waits     {pod}: {why}" for pod, why in admission["waiting"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def reclaim_lines(reclaims: Mapping[str, Mapping[str, Any]]) -> str:
+    """Each policy's reclaim plan (``status.reclaim``): who is evicted for whom."""
+    lines = []
+    for policy, plan in reclaims.items():
+        lines.append(
+            f"RECLAIM (policy {policy}, mode {plan['mode']}): {plan['waiting']} waiting, "
+            f"{plan['evictions']} evictions"
+        )
+        for entry in plan["reclaims"]:
+            lines.append(f"  {entry['reclaimer']} (queue {entry['queue']}) on {entry['node']}")
+            lines += [
+                f"    evicts {v['pod']} (queue {v['queue']}): {resources_text(v['frees'])}"
+                for v in entry["victims"]
+            ]
+        lines += [f"  not served: {reason} {count}" for reason, count in plan["notServed"].items()]
     return "\n".join(lines) + "\n"
 
 

@@ -63,7 +63,10 @@ def share_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
         if pod.pending and context.placements
     ]
     held = inputs.store.pods.held()
-    published = publication(snapshot_of(inputs, context), inputs.node_policies, pending, held=held)
+    published = publication(
+        snapshot_of(inputs, context), inputs.node_policies, pending, held=held,
+        pods=inputs.store.pods, now=context.now_seconds,
+    )  # fmt: skip
     for message in published.unknown_queues:  # as the operator: an Event, not a refusal
         print(
             f"sharekeeper simulate: warning: {message}, which does not exist: charged to no queue",

@@ -83,6 +83,8 @@ class QueueSnapshot:
     reference to that Volcano Queue); None for a Queue people made."""
     parent: str | None = None
     """``spec.parent``: the queue whose deserved this one shares (None or ``root``: none)."""
+    reclaimable: bool = True
+    """``spec.reclaimable``: read by reclaim only (``pipeline.reclaiming``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,139 @@
+"""Reclaim on a whole cluster in a box: queue a borrows both fake nodes (``admission.borrow``),
+queue b, of equal weight, submits a Job; under Preview the plan shows in the SchedulerPolicy's
+status and nothing is evicted; under On exactly enough of a's pods are evicted (through the
+Eviction API) for b's pods to run, and no more.
+
+Two fake nodes of 4 cpu; the overcommit factor is 1, so the gate holds b's pods until a's
+evicted pods are gone."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import objects
+from admitting import admitting_operator, held, namespace_of
+from clusters import Installed
+from fakenodes import job
+from operating import Operator, eventually
+from tenants import ADMISSION_LABEL
+
+POLICY = "all"
+
+
+def reclaim_policy(mode: str) -> dict[str, Any]:
+    return objects.policy(
+        POLICY,
+        admission={"borrow": True},
+        overcommit={"factor": 1},
+        reclaim={"mode": mode, "afterSeconds": 2, "maxEvictionsPerRound": 10},
+    )
+
+
+@pytest.fixture(scope="module")
+def admitting(
+    full_installed: Installed, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Installed, Operator]]:
+    with admitting_operator(
+        full_installed,
+        tmp_path_factory.mktemp("reclaiming") / "operator.log",
+        apply=[reclaim_policy("Preview")],
+    ) as operator:
+        yield full_installed, operator
+
+
+@pytest.fixture
+def space(admitting: tuple[Installed, Operator], request: pytest.FixtureRequest) -> Iterator[str]:
+    cluster = admitting[0].cluster
+    name = namespace_of(request)
+    cluster.kubectl("create", "namespace", name)
+    cluster.kubectl("label", "namespace", name, ADMISSION_LABEL)
+    try:
+        yield name
+    finally:
+        cluster.kubectl("delete", "namespace", name, "--wait=true", "--timeout=60s")
+        cluster.kubectl("delete", "queues", "--all", "--wait=false")
+        cluster.apply(reclaim_policy("Off"))
+
+
+def pods_of(installed: Installed, namespace: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = installed.cluster.get("pods", "-n", namespace)["items"]
+    return items
+
+
+def running(installed: Installed, namespace: str) -> Counter[str]:
+    """Bound, not terminating, not finished pods, by queue."""
+    return Counter(
+        pod["metadata"]["labels"]["sharekeeper.io/queue"]
+        for pod in pods_of(installed, namespace)
+        if pod["spec"].get("nodeName")
+        and not pod["metadata"].get("deletionTimestamp")
+        and pod["status"].get("phase") not in ("Succeeded", "Failed")
+    )
+
+
+def reclaimed(installed: Installed, namespace: str) -> list[dict[str, Any]]:
+    events = installed.cluster.get(
+        "events", "-n", namespace, "--field-selector", "reason=Reclaimed"
+    )
+    items: list[dict[str, Any]] = events["items"]
+    return items
+
+
+def test_preview_shows_the_plan_and_on_evicts_just_enough(
+    admitting: tuple[Installed, Operator], space: str
+) -> None:
+    installed, operator = admitting
+    cluster = installed.cluster
+    cluster.apply(reclaim_policy("Preview"), objects.queue("a"), objects.queue("b"))
+    labels = lambda q: {"sharekeeper.io/queue": q}  # noqa: E731
+    cluster.apply(
+        job("fill", space, completions=8, parallelism=8, cpu="1", memory="64Mi",
+            run_for="600s", labels=labels("a")),
+    )  # fmt: skip
+    eventually(lambda: running(installed, space) == Counter({"a": 8}), timeout=60)
+    cluster.apply(
+        job("want", space, completions=2, parallelism=2, cpu="1", memory="64Mi",
+            run_for="600s", labels=labels("b")),
+    )  # fmt: skip
+
+    # Preview: b deserves 2 of the 8 cpu, a 6; the plan evicts two of a's pods, nothing goes.
+    def planned() -> dict[str, Any]:
+        section: dict[str, Any] = objects.status(cluster, "schedulerpolicy", POLICY)["reclaim"]
+        assert section["mode"] == "Preview", section
+        assert section["waiting"] == 2, section
+        assert section["evictions"] == 2, section
+        return section
+
+    section = eventually(planned, timeout=30)
+    victims = [v for entry in section["reclaims"] for v in entry["victims"]]
+    assert {v["queue"] for v in victims} == {"a"}
+    assert {entry["queue"] for entry in section["reclaims"]} == {"b"}
+    assert running(installed, space) == Counter({"a": 8})
+    assert reclaimed(installed, space) == []
+    b_pods = [p for p in pods_of(installed, space) if p["metadata"]["labels"].get(
+        "sharekeeper.io/queue") == "b"]  # fmt: skip
+    assert len(b_pods) == 2
+    assert all(held(p) for p in b_pods)
+
+    # On: exactly two of a's pods are evicted, and b's two pods run.
+    cluster.apply(reclaim_policy("On"))
+    eventually(lambda: running(installed, space)["b"] == 2, timeout=90)
+    events = reclaimed(installed, space)
+    assert len(events) == 2, [e["message"] for e in events]
+    assert all("queue a holds cpu" in e["message"] for e in events)
+    # a's Job makes new pods: they wait (a is at its deserved share) and reclaim nothing.
+    eventually(lambda: running(installed, space) == Counter({"a": 6, "b": 2}), timeout=30)
+    # Some rounds later, still nothing more evicted: no loop.
+    done = int(operator.health().get("recomputeRounds", 0))
+    operator.wait_rounds(done + 3)
+    assert objects.status(cluster, "schedulerpolicy", POLICY)["reclaim"]["evictions"] == 0
+    assert len(reclaimed(installed, space)) == 2
+    assert running(installed, space) == Counter({"a": 6, "b": 2})
+    freed = installed.cluster.get("events", "-n", space, "--field-selector", "reason=ReclaimedFor")[
+        "items"
+    ]
+    assert len(freed) == 2

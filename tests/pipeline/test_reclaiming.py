@@ -1,0 +1,193 @@
+"""Reclaim in a share round: the engine's inputs built from the store and the snapshot, and the
+plan as the SchedulerPolicy's status.reclaim (what ``simulate`` prints too)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from builders import node, pod, pod_group, policy, queue
+from sharekeeper.engine.reclaim import ReclaimInputs
+from sharekeeper.pipeline.shares import Publication, publication
+from sharekeeper.simulate.reading import parse_objects
+from sharekeeper.simulate.rendering import render
+from sharekeeper.simulate.report import Context, share_section, snapshot_of
+
+CREATED = "2026-01-01T00:00:00Z"
+NOW = 1_767_225_600.0 + 600  # ten minutes after CREATED
+
+
+def reclaiming(mode: str = "Preview", after: int = 60, bound: int = 10) -> dict[str, Any]:
+    obj = policy("p")
+    obj["spec"]["reclaim"] = {
+        "mode": mode, "afterSeconds": after, "maxEvictionsPerRound": bound,
+    }  # fmt: skip
+    return obj
+
+
+def full_cluster(*extra: dict[str, Any], mode: str = "Preview") -> list[dict[str, Any]]:
+    """Queue a fills both nodes (16 cpu); b, of equal weight, has one held pod of 4 cpu: b
+    deserves 4, a 12, so a is 4 cpu over its share."""
+    return [
+        reclaiming(mode),
+        node("n1", cpu=8, memory="64Gi"),
+        node("n2", cpu=8, memory="64Gi"),
+        queue("a"),
+        queue("b"),
+        *(pod(f"a{i}", "a", node=f"n{1 + i // 2}", cpu=4, memory="1Gi") for i in range(4)),
+        pod("b0", "b", held=True, created=CREATED, cpu=4, memory="1Gi", namespace="other"),
+        *extra,
+    ]
+
+
+def published(*objects: dict[str, Any], now: float = NOW) -> Publication:
+    inputs = parse_objects(objects)
+    return publication(
+        snapshot_of(inputs, Context(now, 0)), inputs.node_policies,
+        held=inputs.store.pods.held(), pods=inputs.store.pods, now=now,
+    )  # fmt: skip
+
+
+def inputs_of(result: Publication) -> ReclaimInputs:
+    return result.reclaims["p"].inputs  # type: ignore[index]
+
+
+def test_inputs_come_from_the_overused_queues_and_the_held_pods() -> None:
+    result = published(*full_cluster(queue("c"), pod("c0", "c", node="n2", cpu=0, memory="1Gi")))
+    inputs = inputs_of(result)
+    # Only queue a is overused: only its pods are candidates (c's pod is not looked at).
+    assert sorted(r.name for r in inputs.running) == ["a0", "a1", "a2", "a3"]
+    assert {r.queue for r in inputs.running} == {"a"}
+    assert [(w.namespace, w.name, w.queue, w.order) for w in inputs.waiting] == [
+        ("other", "b0", "b", 0)
+    ]
+    assert inputs.waiting[0].waited_seconds == 600
+    assert inputs.waiting[0].request == {"cpu": 4000, "memory": 2**30}
+    assert {n.name: n.used["cpu"] for n in inputs.nodes} == {"n1": 8000, "n2": 8000}
+    queues = {q.name: q for q in inputs.queues}
+    assert queues["a"].allocated["cpu"] == 16000
+    assert queues["a"].deserved["cpu"] == 12000
+    assert inputs.settings.max_evictions == 10
+
+
+def test_kube_system_and_mirror_pods_are_protected() -> None:
+    mirror = pod("m", "a", node="n2", cpu=1, memory="1Gi")
+    mirror["metadata"]["annotations"]["kubernetes.io/config.mirror"] = "x"
+    mirror["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Node", "name": "n2", "uid": "u"}
+    ]
+    result = published(
+        *full_cluster(pod("sys", "a", node="n1", namespace="kube-system", cpu=0, memory="1Gi")),
+        mirror,
+    )
+    protected = {r.name: r.protected for r in inputs_of(result).running}
+    assert protected["sys"]
+    assert protected["m"]
+    assert not protected["a0"]
+
+
+def test_a_pod_of_a_daemonset_that_exists_is_protected_one_claiming_a_missing_one_is_not() -> None:
+    def daemon_pod(name: str, daemonset: str, uid: str) -> dict[str, Any]:
+        obj = pod(name, "a", node="n1", cpu=0, memory="1Gi")
+        obj["metadata"]["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": daemonset, "uid": uid,
+             "controller": True}
+        ]  # fmt: skip
+        return obj
+
+    daemonset = {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "ds", "namespace": "ns", "uid": "u1"},
+    }  # fmt: skip
+    result = published(
+        *full_cluster(daemonset, daemon_pod("real", "ds", "u1"), daemon_pod("fake", "gone", "u2"))
+    )
+    protected = {r.name: r.protected for r in inputs_of(result).running}
+    assert protected["real"]
+    assert not protected["fake"]
+
+
+def test_terminating_pods_are_gone_for_reclaim() -> None:
+    dying = pod("a9", "a", node="n1", cpu=0, memory="1Gi")
+    dying["metadata"]["deletionTimestamp"] = CREATED
+    result = published(*full_cluster(dying))
+    assert "a9" not in {r.name for r in inputs_of(result).running}
+
+
+def test_a_pod_whose_eviction_is_in_flight_is_neither_a_candidate_nor_counted() -> None:
+    inputs = parse_objects(full_cluster())
+    result = publication(
+        snapshot_of(inputs, Context(NOW, 0)), inputs.node_policies,
+        held=inputs.store.pods.held(), pods=inputs.store.pods, now=NOW,
+        evicting=frozenset({("ns", "a0")}),
+    )  # fmt: skip
+    planned = inputs_of(result)
+    assert "a0" not in {r.name for r in planned.running}
+    assert {q.name: q.allocated.get("cpu") for q in planned.queues}["a"] == 12000
+    assert {n.name: n.used["cpu"] for n in planned.nodes}["n1"] == 4000
+    # a is at its deserved now: b's pod fits on n1 with nothing to evict.
+    plan = result.reclaims["p"].plan  # type: ignore[index]
+    assert plan.evictions == 0
+    assert [(r.reclaimer, r.node) for r in plan.reclaims] == [(("other", "b0"), "n1")]
+
+
+def test_preview_shows_the_plan_in_the_policy_status() -> None:
+    result = published(*full_cluster())
+    section = result.policies["p"]["reclaim"]
+    assert section["mode"] == "Preview"
+    assert section["waiting"] == 1
+    assert section["evictions"] == 1
+    [entry] = section["reclaims"]
+    assert entry["reclaimer"] == "other/b0"
+    assert entry["queue"] == "b"
+    [victim] = entry["victims"]
+    assert victim["queue"] == "a"
+    assert victim["frees"] == {"cpu": "4", "memory": "1Gi"}
+    assert victim["pod"].startswith("ns/a")
+    assert section["notServed"] == {}
+
+
+def test_a_pod_that_has_not_waited_long_enough_is_counted_not_served() -> None:
+    result = published(*full_cluster(), now=1_767_225_600.0 + 10)
+    section = result.policies["p"]["reclaim"]
+    assert section["reclaims"] == []
+    assert section["notServed"] == {"NotWaitedLongEnough": 1}
+
+
+def test_mode_off_plans_nothing_and_shows_nothing() -> None:
+    result = published(*full_cluster(mode="Off"))
+    assert "reclaim" not in result.policies["p"]
+    assert result.reclaims == {}
+
+
+def test_a_queue_that_is_not_reclaimable_gives_nothing() -> None:
+    objects = full_cluster()
+    objects[3]["spec"]["reclaimable"] = False
+    result = published(*objects)
+    assert not inputs_of(result).queues[0].reclaimable
+    assert result.policies["p"]["reclaim"]["notServed"] == {"NoVictims": 1}
+
+
+def test_simulate_shows_the_plan() -> None:
+    inputs = parse_objects(full_cluster())
+    report = share_section(inputs, Context(NOW, 0))
+    assert report["schedulerPolicies"]["p"]["reclaim"]["evictions"] == 1
+
+
+def test_simulate_prints_the_plan_as_a_table_too() -> None:
+    inputs = parse_objects(full_cluster())
+    table = render(share_section(inputs, Context(NOW, 0)), {}, "table")
+    assert "RECLAIM (policy p, mode Preview): 1 waiting, 1 evictions" in table
+    assert "  other/b0 (queue b) on n" in table
+    assert "(queue a): cpu=4,memory=1Gi" in table
+
+
+def test_pods_charged_through_their_podgroup_are_candidates_with_their_gang() -> None:
+    result = published(
+        *full_cluster(),
+        pod_group("pg", "a", phase="Running", min_member=1),
+        pod("g0", node="n2", group="pg", cpu=0, memory="1Gi"),
+        pod("g1", node="n2", group="pg", cpu=0, memory="1Gi"),
+    )
+    inputs = inputs_of(result)
+    assert {r.name: r.group for r in inputs.running if r.group} == {"g0": "pg", "g1": "pg"}
+    assert [(g.name, g.running, g.min_member) for g in inputs.gangs] == [("pg", 2, 1)]
