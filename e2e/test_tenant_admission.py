@@ -137,6 +137,7 @@ def test_a_pods_events_name_no_pod_of_another_namespace(
     cluster.apply(objects.queue(QUEUE))
     victim.kubectl("create", "-f", "-", input=queued_pod("secret-project-train-0", "1000"))
     eventually(lambda: gated(shared) == 1, timeout=30)
+    time.sleep(1.1)  # creation times are in whole seconds: the other team's pod is older
     attacker.kubectl("create", "-f", "-", input=queued_pod("probe", "1"))
     selector = "reason=AdmissionWaiting,involvedObject.name=probe"
 
