@@ -42,7 +42,7 @@ from sharekeeper.engine.reclaim import (
     Waiting,
     plan_reclaim,
 )
-from sharekeeper.engine.resources import Amounts
+from sharekeeper.engine.resources import Amounts, add, exceeded_part
 from sharekeeper.engine.shares import PodSnapshot, ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.snapshot import DEFAULT_QUEUE, PODS, PolicyName, QueueName
 from sharekeeper.model.quantities import format_resources
@@ -184,8 +184,10 @@ def reclaim_inputs(
             request = _within(pod.request, dimensions)
             key = (pod.namespace, pod.name)
             if (view is not None and view.terminating) or key in evicting:
-                _take(gone_by_queue.setdefault(queue, {}), request)
-                _take(gone_by_node.setdefault(pod.node_name, {}), {**request, PODS: 1})
+                gone_by_queue[queue] = add(gone_by_queue.get(queue, {}), request)
+                gone_by_node[pod.node_name] = add(
+                    gone_by_node.get(pod.node_name, {}), {**request, PODS: 1}
+                )
                 continue
             running.append(
                 Running(
@@ -211,7 +213,7 @@ def reclaim_inputs(
         seen: set[str] = set()
         while above is not None and above in governed and above not in seen:
             seen.add(above)
-            _take(gone_above.setdefault(above, {}), amounts)
+            gone_above[above] = add(gone_above.get(above, {}), amounts)
             above = governed[above].parent
     queues = tuple(
         QueueState(
@@ -219,7 +221,7 @@ def reclaim_inputs(
             policy=policy,
             parent=share.parent,
             deserved=share.deserved,
-            allocated=_less(share.allocated, gone_above.get(name, {})),
+            allocated=exceeded_part(share.allocated, gone_above.get(name, {})),
             guarantee=share.guarantee,
             reclaimable=specs[name].reclaimable if name in specs else True,
         )
@@ -231,7 +233,7 @@ def reclaim_inputs(
             name=node.name,
             policy=policy,
             allocatable=node.allocatable,
-            used=_less(used.get(node.name, {}), gone_by_node.get(node.name, {})),
+            used=exceeded_part(used.get(node.name, {}), gone_by_node.get(node.name, {})),
             # The proportional reservation is not read yet: nodes keep nothing idle here.
             reserved={},
             reserved_for=frozenset(),
@@ -288,24 +290,6 @@ def _over(allocated: Amounts, deserved: Amounts) -> bool:
 
 def _within(request: Amounts, dimensions: Collection[str]) -> dict[str, int]:
     return {name: amount for name, amount in request.items() if name in dimensions and name != PODS}
-
-
-def _take(into: dict[str, int], amounts: Amounts) -> None:
-    for name, amount in amounts.items():
-        into[name] = into.get(name, 0) + amount
-
-
-def _less(amounts: Amounts, taken: Amounts) -> Amounts:
-    if not taken:
-        return amounts
-    result = dict(amounts)
-    for name, amount in taken.items():
-        if name in result:
-            result[name] = max(result[name] - amount, 0)
-    return result
-
-
-# --- status ----------------------------------------------------------------------------------
 
 
 def reclaim_section(round_: PolicyReclaim) -> Json:

@@ -11,11 +11,12 @@ O(queues · depth + running pods).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import replace
 
 from sharekeeper.engine.reclaim.state import queue_paths
 from sharekeeper.engine.reclaim.values import PODS, PodKey, ReclaimInputs
+from sharekeeper.engine.resources import add, subtract
 
 
 def replan_inputs(
@@ -30,8 +31,8 @@ def replan_inputs(
     by_group: dict[tuple[str, str], int] = {}
     for pod in gone:
         for name in paths.get(pod.queue, ()):
-            _add(by_queue.setdefault(name, {}), pod.request)
-        _add(by_node.setdefault(pod.node, {}), {**pod.request, PODS: 1})
+            by_queue[name] = add(by_queue.get(name, {}), pod.request)
+        by_node[pod.node] = add(by_node.get(pod.node, {}), {**pod.request, PODS: 1})
         if pod.group:
             group = (pod.namespace, pod.group)
             by_group[group] = by_group.get(group, 0) + 1
@@ -39,11 +40,13 @@ def replan_inputs(
     return replace(
         inputs,
         queues=tuple(
-            replace(q, allocated=_less(q.allocated, by_queue[q.name])) if q.name in by_queue else q
+            replace(q, allocated=subtract(q.allocated, by_queue[q.name]))
+            if q.name in by_queue
+            else q
             for q in inputs.queues
         ),
         nodes=tuple(
-            replace(n, used=_less(n.used, by_node[n.name])) if n.name in by_node else n
+            replace(n, used=subtract(n.used, by_node[n.name])) if n.name in by_node else n
             for n in inputs.nodes
         ),
         running=tuple(pod for pod in inputs.running if pod.key not in keys),
@@ -56,16 +59,3 @@ def replan_inputs(
             inputs.settings, max_evictions=max(inputs.settings.max_evictions - len(gone), 0)
         ),
     )
-
-
-def _add(into: dict[str, int], amounts: Mapping[str, int]) -> None:
-    for name, amount in amounts.items():
-        if name != PODS or amount:
-            into[name] = into.get(name, 0) + amount
-
-
-def _less(amounts: Mapping[str, int], taken: Mapping[str, int]) -> dict[str, int]:
-    result = dict(amounts)
-    for name, amount in taken.items():
-        result[name] = result.get(name, 0) - amount
-    return result
