@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from sharekeeper.engine.resources import Amounts
+from sharekeeper.engine.resources import Amounts, within
 from sharekeeper.engine.shares import Charges, GroupPods, PodSnapshot, PodTotals
 from sharekeeper.engine.shares.accounting import pod_claim
 from sharekeeper.engine.shares.snapshot import PODS, GroupKey
@@ -180,7 +180,7 @@ def _keeper(names: Collection[str] | None) -> _Keep:
 
     def keep(amounts: dict[str, int]) -> dict[str, int]:
         if len(amounts) <= len(ordered):
-            return {name: amount for name, amount in amounts.items() if name in members}
+            return within(amounts, members)
         return {name: amounts[name] for name in ordered if name in amounts}
 
     return keep

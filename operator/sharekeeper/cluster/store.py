@@ -348,15 +348,15 @@ class PodGroupStore(KindStore[PodKey, PodGroupSnapshot]):
 class DaemonSetStore(KindStore[PodKey, DaemonSetId]):
     """DaemonSets: namespace, name and UID only (the rest of the object is dropped), for the
     one thing they are read for: a pod is a DaemonSet's, and so never acted on by QoS, only if
-    the DaemonSet its controller reference names exists. ``ids`` is the live set; a change
-    tells ``on_uid`` (the pod store) which UID came or went."""
+    the DaemonSet its controller reference names exists. ``ids`` is the live set, shared with
+    the pod store; a change tells ``on_uid`` (the pod store's) which UID came or went."""
 
     kind = "DaemonSet"
 
-    def __init__(self) -> None:
+    def __init__(self, ids: set[DaemonSetId], on_uid: Callable[[str], None]) -> None:
         super().__init__(daemonset_id, _namespaced)
-        self.ids: set[DaemonSetId] = set()
-        self.on_uid: Callable[[str], None] | None = None
+        self.ids = ids
+        self._on_uid = on_uid
 
     def changed(self, old: DaemonSetId | None, new: DaemonSetId | None) -> None:
         if old == new:
@@ -365,9 +365,8 @@ class DaemonSetStore(KindStore[PodKey, DaemonSetId]):
             self.ids.discard(old)
         if new is not None:
             self.ids.add(new)
-        if self.on_uid is not None:
-            for uid in {identity[2] for identity in (old, new) if identity is not None}:
-                self.on_uid(uid)
+        for uid in {identity[2] for identity in (old, new) if identity is not None}:
+            self._on_uid(uid)
 
 
 class NamespaceStore(KindStore[str, Mapping[str, str]]):
@@ -521,9 +520,9 @@ class ClusterStore:
         """A SchedulerPolicy changed: whether Volcano Queues are needed may have too."""
         self.ledger = PodLedger()
         self.nodes = NodeStore(self._changed, self._status, self._gone)
-        self.daemonsets = DaemonSetStore()
-        self.pods = PodStore(self.ledger, self._changed, self.daemonsets.ids)
-        self.daemonsets.on_uid = self.pods.daemonset_changed
+        daemonset_ids: set[DaemonSetId] = set()
+        self.pods = PodStore(self.ledger, self._changed, daemonset_ids)
+        self.daemonsets = DaemonSetStore(daemonset_ids, self.pods.daemonset_changed)
         self.pod_groups = PodGroupStore(self._changed)
         self.namespaces = NamespaceStore()
         self.queues = QueueStore(self._changed, self._status, self._gone, self._origin)
