@@ -26,7 +26,7 @@ from clusters import Cluster, Installed
 from fakenodes import fake_node, wait_nodes_ready
 from operating import SERVICE_ACCOUNT, Operator, eventually, start_operator
 from sharekeeper.model.pods import ADMISSION_GATE
-from tenants import Tenant, make_tenant
+from tenants import ADMISSION_LABEL, Tenant, make_tenant
 
 QUEUE_LABEL = "sharekeeper.io/queue"
 NOWHERE = "no-such-queue"  # a pod of this queue is held for ever: the queue does not exist
@@ -205,3 +205,22 @@ def namespace_of(request: pytest.FixtureRequest) -> str:
     """A namespace name of the test's own: its name, shortened."""
     name: str = request.node.name
     return name.removeprefix("test_").replace("_", "-")[:40].rstrip("-")
+
+
+@contextmanager
+def opted_in_namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace of the test's own, opted in to admission; deleted at the end, with every
+    Queue the test made."""
+    name = namespace_of(request)
+    cluster.kubectl("create", "namespace", name)
+    cluster.kubectl("label", "namespace", name, ADMISSION_LABEL)
+    try:
+        yield name
+    finally:
+        cluster.kubectl("delete", "namespace", name, "--wait=true", "--timeout=60s")
+        cluster.kubectl("delete", "queues", "--all", "--wait=false")
+
+
+def pods_of(installed: Installed, namespace: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = installed.cluster.get("pods", "-n", namespace)["items"]
+    return items

@@ -19,11 +19,10 @@ from typing import Any
 import pytest
 
 import objects
-from admitting import admitting_operator, held, namespace_of
+from admitting import admitting_operator, held, opted_in_namespace, pods_of
 from clusters import REPO, Installed
 from fakenodes import job, wait_job_complete
 from operating import Operator, eventually
-from tenants import ADMISSION_LABEL
 
 PODGROUP_CRD = Path(__file__).parent / "volcano" / "podgroups.yaml"
 
@@ -47,20 +46,8 @@ def admitting(full_installed: Installed, tmp_path_factory: pytest.TempPathFactor
 @pytest.fixture
 def space(admitting: tuple[Installed, Operator], request: pytest.FixtureRequest) -> Iterator[str]:
     """A namespace of the test's own, opted in to admission."""
-    cluster = admitting[0].cluster
-    name = namespace_of(request)
-    cluster.kubectl("create", "namespace", name)
-    cluster.kubectl("label", "namespace", name, ADMISSION_LABEL)
-    try:
+    with opted_in_namespace(admitting[0].cluster, request) as name:
         yield name
-    finally:
-        cluster.kubectl("delete", "namespace", name, "--wait=true", "--timeout=60s")
-        cluster.kubectl("delete", "queues", "--all", "--wait=false")
-
-
-def pods_of(installed: Installed, namespace: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = installed.cluster.get("pods", "-n", namespace)["items"]
-    return items
 
 
 def let_through(installed: Installed, namespace: str) -> Counter[str]:

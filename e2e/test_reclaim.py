@@ -15,11 +15,10 @@ from typing import Any
 import pytest
 
 import objects
-from admitting import admitting_operator, held, namespace_of
+from admitting import admitting_operator, held, opted_in_namespace, pods_of
 from clusters import Installed
 from fakenodes import job
 from operating import Operator, eventually
-from tenants import ADMISSION_LABEL
 
 POLICY = "all"
 
@@ -48,20 +47,11 @@ def admitting(
 @pytest.fixture
 def space(admitting: tuple[Installed, Operator], request: pytest.FixtureRequest) -> Iterator[str]:
     cluster = admitting[0].cluster
-    name = namespace_of(request)
-    cluster.kubectl("create", "namespace", name)
-    cluster.kubectl("label", "namespace", name, ADMISSION_LABEL)
     try:
-        yield name
+        with opted_in_namespace(cluster, request) as name:
+            yield name
     finally:
-        cluster.kubectl("delete", "namespace", name, "--wait=true", "--timeout=60s")
-        cluster.kubectl("delete", "queues", "--all", "--wait=false")
         cluster.apply(reclaim_policy("Off"))
-
-
-def pods_of(installed: Installed, namespace: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = installed.cluster.get("pods", "-n", namespace)["items"]
-    return items
 
 
 def running(installed: Installed, namespace: str) -> Counter[str]:
