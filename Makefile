@@ -65,7 +65,7 @@ lock:
 e2e: binaries
 	$(BIN)/pytest e2e
 
-# crds/ is generated from the models in operator/sharekeeper/api/ (tests/api/test_crds.py fails
+# crds/ is generated from the models in operator/sharekeeper/api/ (tests/api/test_generated_crds.py fails
 # when the files differ from what the models generate).
 crds: venv
 	$(BIN)/sharekeeper crds crds/

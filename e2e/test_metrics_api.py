@@ -24,7 +24,7 @@ from clusters import TARGET, Cluster
 from metrics_api import register_metrics_api, unregister_metrics_api
 from metrics_server import PREFIX, MetricsServer
 from operating import SERVICE_ACCOUNT
-from sharekeeper.cluster.usage import (
+from sharekeeper.kube.usage import (
     MetricsApiUsage,
     UsageUnavailable,
 )

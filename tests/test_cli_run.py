@@ -4,12 +4,19 @@ the controller-runtime forms, and the older port-only flags."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sharekeeper import runtime
 from sharekeeper.cli import build_parser, main
-from sharekeeper.handlers import operator
+from sharekeeper.settings import Settings, settable, table
+
+
+def vars_of(settings: Settings) -> dict[str, Any]:
+    return {field.name: getattr(settings, field.name) for field in dataclasses.fields(settings)}
 
 
 def parse(*args: str) -> argparse.Namespace:
@@ -84,11 +91,11 @@ def test_an_address_and_a_port_for_one_server_are_refused(
 def test_run_hands_the_addresses_to_the_operator(monkeypatch: pytest.MonkeyPatch) -> None:
     started: dict[str, Any] = {}
 
-    def run(**arguments: Any) -> int:
-        started.update(arguments)
+    def run(settings: Settings) -> int:
+        started.update(vars_of(settings))
         return 0
 
-    monkeypatch.setattr(operator, "run", run)
+    monkeypatch.setattr(runtime, "run", run)
     assert main(["run", "--health-probe-bind-address=127.0.0.1:18080", "--metrics-port=0"]) == 0
     assert started["probe_address"] == ("127.0.0.1", 18080)
     assert started["metrics_address"] is None
@@ -97,7 +104,7 @@ def test_run_hands_the_addresses_to_the_operator(monkeypatch: pytest.MonkeyPatch
 
 def test_leader_election_flags_become_lease_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     started: dict[str, Any] = {}
-    monkeypatch.setattr(operator, "run", lambda **arguments: started.update(arguments) or 0)
+    monkeypatch.setattr(runtime, "run", lambda settings: started.update(vars_of(settings)) or 0)
     monkeypatch.setenv("POD_NAMESPACE", "platform")
     timings = [
         "--leader-elect-lease-duration=30",
@@ -109,7 +116,7 @@ def test_leader_election_flags_become_lease_settings(monkeypatch: pytest.MonkeyP
     assert (lease.namespace, lease.name) == ("platform", "sharekeeper")
     assert (lease.lease_seconds, lease.renew_deadline_seconds, lease.retry_seconds) == (30, 20, 4)
     other: dict[str, Any] = {}
-    monkeypatch.setattr(operator, "run", lambda **arguments: other.update(arguments) or 0)
+    monkeypatch.setattr(runtime, "run", lambda settings: other.update(vars_of(settings)) or 0)
     main(["run", "--leader-elect"])
     assert other["lease"].identity != lease.identity  # every process is its own candidate
 
@@ -117,3 +124,23 @@ def test_leader_election_flags_become_lease_settings(monkeypatch: pytest.MonkeyP
 def test_leader_election_timings_that_leave_no_time_to_stop_are_refused() -> None:
     with pytest.raises(SystemExit, match="renew deadline < lease duration"):
         main(["run", "--leader-elect", "--leader-elect-renew-deadline=20"])
+
+
+def test_the_discovery_interval_comes_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started: dict[str, Any] = {}
+    monkeypatch.setattr(runtime, "run", lambda settings: started.update(vars_of(settings)) or 0)
+    monkeypatch.setenv("SHAREKEEPER_DISCOVERY_INTERVAL", "2.5")
+    assert main(["run"]) == 0
+    assert started["watches"].discovery_interval_seconds == 2.5
+    monkeypatch.setenv("SHAREKEEPER_DISCOVERY_INTERVAL", "soon")
+    with pytest.raises(SystemExit, match="SHAREKEEPER_DISCOVERY_INTERVAL is not a number"):
+        main(["run"])
+
+
+def test_the_settings_table_in_the_docs_is_the_settings() -> None:
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "operator.md").read_text()
+    assert table() in docs
+    documented = {row.split("`")[1] for row in table().splitlines()[2:]}
+    assert documented == settable(), "every setting has a row"

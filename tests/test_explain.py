@@ -15,7 +15,7 @@ import yaml
 
 from builders import node, pod, pod_group, policy, queue
 from sharekeeper.cli import main
-from sharekeeper.cluster import listing
+from sharekeeper.kube import kinds, listing
 from sharekeeper.simulate.explaining import (
     NO_WATERLINE,
     explain,
@@ -262,13 +262,13 @@ def served(objects: list[Obj], page_size: int = 2) -> httpx.Client:
     """A client whose API server serves ``objects`` (list items carry no kind, as the API
     server's do), ``page_size`` at a time; PodGroups are not served."""
     by_path: dict[str, list[Obj]] = {}
-    for listed_kind in listing.LISTED:
+    for resource in kinds.STORED:
         items = [
             {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
             for obj in objects
-            if obj["kind"] == listed_kind.kind
+            if obj["kind"] == resource.kind
         ]
-        by_path[listed_kind.resource.path] = items
+        by_path[resource.path] = items
 
     def answer(request: httpx.Request) -> httpx.Response:
         if request.url.path not in by_path or "podgroups" in request.url.path:

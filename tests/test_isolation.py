@@ -20,10 +20,9 @@ from prometheus_client import REGISTRY
 
 from builders import node, pod, policy, queue
 from sharekeeper.cluster.store import ClusterStore
-from sharekeeper.engine.qos import Outcome, QosAction
 from sharekeeper.loops.qos import QosLoop
 from sharekeeper.loops.recompute import Recompute
-from sharekeeper.publish.diffing import Json, Transition
+from sharekeeper.publish.diffing import Json
 from sharekeeper.publish.statuses import Kind
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qos-check.yaml"
@@ -56,8 +55,10 @@ class Writer:
     ) -> dict[str, str] | None:
         return {k: v for k, v in patch.items() if v is not None}
 
-    async def event(self, kind: Kind, name: str, uid: str, transition: Transition) -> None:
-        self.events.append((kind, name, transition.type))
+    async def event(
+        self, target: dict[str, str], reason: str, message: str, *, warning: bool
+    ) -> None:
+        self.events.append((target["kind"], target["name"], reason))
 
 
 def share_round(objects: list[dict[str, Any]]) -> Writer:
@@ -168,14 +169,16 @@ class Recorder:
         self.evicted: list[str] = []
         self.statuses: dict[str, Json] = {}
 
-    async def evict(self, action: QosAction) -> tuple[Outcome, str]:
-        self.evicted.append(str(action.pod))
-        return Outcome.ACCEPTED, "evicted"
+    async def evict_pod(
+        self, namespace: str, name: str, *, grace_period_seconds: int | None = None
+    ) -> tuple[str, str]:
+        self.evicted.append(f"{namespace}/{name}")
+        return "accepted", "evicted"
 
-    async def set_cpu_limit(self, action: QosAction, cpu_limits: Any) -> tuple[Outcome, str]:
-        return Outcome.ACCEPTED, "resized"
+    async def resize_cpu_limits(self, namespace: str, name: str, parts: Any) -> str | None:
+        return None
 
-    async def set_taint(self, node: str, present: bool, taints: Any, version: str) -> None:
+    async def set_taints(self, node: str, taints: Any, resource_version: str) -> None:
         pass
 
     async def event(self, target: Any, reason: str, message: str, *, warning: bool = False) -> None:
@@ -211,7 +214,7 @@ def qos_check(docs: list[Json]) -> Recorder:
     store = ClusterStore()
     store.load(d for d in docs if d["kind"] not in ("NodeMetrics", "PodMetrics"))
     recorder = Recorder()
-    asyncio.run(QosLoop(recorder, recorder, Usage(docs), store, clock=lambda: NOW).check())
+    asyncio.run(QosLoop(recorder, Usage(docs), store, clock=lambda: NOW).check())
     return recorder
 
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from sharekeeper.cluster.webhook_tls import ServingCert, new_serving_cert, write_files
 from sharekeeper.handlers import admission
+from sharekeeper.kube.webhook_tls import ServingCert, new_serving_cert, write_files
 
 
 def test_a_renewed_certificate_is_served_and_published(

@@ -9,6 +9,7 @@ writes the CustomResourceDefinitions generated from ``api/``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import socket
 import sys
@@ -21,56 +22,70 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from sharekeeper import __version__
+from sharekeeper.settings import LeaseSettings
 
 if TYPE_CHECKING:
-    from sharekeeper.cluster.leadership import LeaseSettings
-    from sharekeeper.handlers.admission import WebhookSettings
+    from sharekeeper.settings import Settings
     from sharekeeper.simulate.reading import Inputs
 
 
 def _run(args: argparse.Namespace) -> int:
     # Imported here so that `simulate` and `--version` do not pay for kopf's import.
-    from sharekeeper.handlers import operator
+    from sharekeeper import runtime
 
-    return operator.run(
-        lease=_lease(args),
+    return runtime.run(_settings(args))
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """The flags and the environment, as the one settings object."""
+    from sharekeeper.settings import (
+        DISCOVERY_INTERVAL_ENV,
+        LeaseSettings,
+        Settings,
+        WatchSettings,
+        WebhookSettings,
+    )
+
+    webhook = None
+    if args.webhook_address is not None:
+        webhook = WebhookSettings(
+            address=args.webhook_address, namespace=args.namespace, url=args.webhook_url
+        )
+    elif args.webhook_url is not None:
+        raise SystemExit("sharekeeper run: --webhook-url needs --webhook-bind-address")
+    lease = None
+    if args.leader_elect:
+        # Unique per process, as client-go's: a restarted pod is a new candidate.
+        identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+        try:
+            lease = LeaseSettings(
+                namespace=args.leader_elect_resource_namespace,
+                identity=identity,
+                name=args.leader_elect_resource_name,
+                lease_seconds=args.leader_elect_lease_duration,
+                renew_deadline_seconds=args.leader_elect_renew_deadline,
+                retry_seconds=args.leader_elect_retry_period,
+            )
+        except ValueError as error:
+            raise SystemExit(f"sharekeeper run: {error}") from None
+    watches = WatchSettings()
+    interval = os.environ.get(DISCOVERY_INTERVAL_ENV)
+    if interval is not None:
+        try:
+            watches = WatchSettings(discovery_interval_seconds=float(interval))
+        except ValueError:
+            raise SystemExit(
+                f"sharekeeper run: ${DISCOVERY_INTERVAL_ENV} is not a number of seconds: "
+                f"{interval!r}"
+            ) from None
+    return Settings(
         probe_address=args.probe_address,
         metrics_address=args.metrics_address,
-        webhook=_webhook(args),
+        lease=lease,
+        webhook=webhook,
         verbose=args.verbose,
+        watches=watches,
     )
-
-
-def _webhook(args: argparse.Namespace) -> WebhookSettings | None:
-    from sharekeeper.handlers.admission import WebhookSettings
-
-    if args.webhook_address is None:
-        if args.webhook_url is not None:
-            raise SystemExit("sharekeeper run: --webhook-url needs --webhook-bind-address")
-        return None
-    return WebhookSettings(
-        address=args.webhook_address, namespace=args.namespace, url=args.webhook_url
-    )
-
-
-def _lease(args: argparse.Namespace) -> LeaseSettings | None:
-    from sharekeeper.cluster.leadership import LeaseSettings
-
-    if not args.leader_elect:
-        return None
-    # Unique per process, as client-go's: a restarted pod is a new candidate.
-    identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-    try:
-        return LeaseSettings(
-            namespace=args.leader_elect_resource_namespace,
-            identity=identity,
-            name=args.leader_elect_resource_name,
-            lease_seconds=args.leader_elect_lease_duration,
-            renew_deadline_seconds=args.leader_elect_renew_deadline,
-            retry_seconds=args.leader_elect_retry_period,
-        )
-    except ValueError as error:
-        raise SystemExit(f"sharekeeper run: {error}") from None
 
 
 def _bind_address(text: str) -> tuple[str, int] | None:
@@ -114,8 +129,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def _release(args: argparse.Namespace) -> int:
     """Every pod of the namespace out of the admission gate, through the kubeconfig."""
-    from sharekeeper.cluster.listing import ClusterUnreachable
-    from sharekeeper.cluster.releasing import release_namespace
+    from sharekeeper.kube.listing import ClusterUnreachable
+    from sharekeeper.kube.releasing import release_namespace
     from sharekeeper.model.documents import one_line
 
     try:
@@ -147,7 +162,7 @@ def _explain(args: argparse.Namespace) -> int:
     import io
     import logging
 
-    from sharekeeper.cluster.listing import ClusterUnreachable, list_objects
+    from sharekeeper.kube.listing import ClusterUnreachable, list_objects
     from sharekeeper.model.documents import one_line
     from sharekeeper.model.objects import ObjectError
     from sharekeeper.simulate.explaining import published_qos
@@ -228,6 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run the operator against the current kubeconfig")
+    lease = {f.name: f.default for f in dataclasses.fields(LeaseSettings)}
     run.add_argument(
         "--leader-elect",
         action="store_true",
@@ -241,18 +257,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="the Lease's namespace (default: $POD_NAMESPACE, else sharekeeper)",
     )
     run.add_argument(
-        "--leader-elect-resource-name", default="sharekeeper", metavar="NAME",
-        help="the Lease's name (default: sharekeeper)",
+        "--leader-elect-resource-name", default=lease["name"], metavar="NAME",
+        help=f"the Lease's name (default: {lease['name']})",
     )  # fmt: skip
-    for flag, default, meaning in (
-        ("lease-duration", 15.0, "how long a candidate waits, after the leader's last renewal "
-                                 "it saw, before taking the Lease"),
-        ("renew-deadline", 10.0, "how long the leader keeps acting while it cannot renew"),
-        ("retry-period", 2.0, "how often the leader renews and a candidate tries"),
+    for flag, field, meaning in (
+        ("lease-duration", "lease_seconds",
+         "how long a candidate waits, after the leader's last renewal it saw, before taking "
+         "the Lease"),
+        ("renew-deadline", "renew_deadline_seconds",
+         "how long the leader keeps acting while it cannot renew"),
+        ("retry-period", "retry_seconds", "how often the leader renews and a candidate tries"),
     ):  # fmt: skip
         run.add_argument(
-            f"--leader-elect-{flag}", type=float, default=default, metavar="SECONDS",
-            help=f"{meaning} (default: {default:g}s)",
+            f"--leader-elect-{flag}", type=float, default=lease[field], metavar="SECONDS",
+            help=f"{meaning} (default: {lease[field]:g}s)",
         )  # fmt: skip
     # In a pod the kubelet probes, and Prometheus scrapes, the pod's IP; anywhere else nothing
     # but this machine needs the probes and metrics, so they stay on loopback.

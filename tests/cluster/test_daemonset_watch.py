@@ -11,28 +11,21 @@ import pytest
 import yaml
 
 from sharekeeper.cli import main
-from sharekeeper.cluster import listing
-from sharekeeper.cluster.watching import Resource
-from sharekeeper.handlers import operator
+from sharekeeper.cluster.store import ClusterStore
+from sharekeeper.kube import kinds
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qos-check.yaml"
 UID = "5b2f7c1e-0a4d-4c3b-8e6f-1d2c3b4a5f60"
 
 
-def _identity(resource: Resource) -> tuple[str, str, str, str | None]:
-    return resource.group, resource.version, resource.plural, resource.field_selector
-
-
-def test_the_watched_kinds_and_the_listed_kinds_are_in_step() -> None:
-    watched = {
-        _identity(value)
-        for value in vars(operator).values()
-        if isinstance(value, Resource) and value is not operator.VOLCANO_QUEUES
-    }
-    assert watched == {_identity(listed.resource) for listed in listing.LISTED}
-    daemonsets = next(listed for listed in listing.LISTED if listed.kind == "DaemonSet")
-    assert daemonsets.api_version == "apps/v1"
-    assert _identity(operator.DAEMONSETS) == ("apps", "v1", "daemonsets", None)
+def test_every_kind_the_operator_watches_and_explain_lists_has_its_store() -> None:
+    stores = ClusterStore().by_kind
+    assert {resource.kind for resource in kinds.STORED} == set(stores)
+    assert kinds.DAEMONSETS in kinds.STORED
+    assert (kinds.DAEMONSETS.api_version, kinds.DAEMONSETS.path) == (
+        "apps/v1",
+        "/apis/apps/v1/daemonsets",
+    )
 
 
 def _with_agent(owner_version: str, *, daemonset: bool) -> list[dict[str, Any]]:

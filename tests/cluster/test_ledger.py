@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import event, given, settings, target
 from hypothesis import strategies as st
 
-from sharekeeper.cluster.store import ClusterStore
+from sharekeeper.cluster.store import ClusterStore, Listeners
 from sharekeeper.engine.shares import Charges, GroupPods, PodTotals
 from sharekeeper.engine.shares.accounting import QueueUsage, queue_usage
 from sharekeeper.engine.shares.snapshot import QueueName
@@ -612,8 +612,7 @@ OPERATIONS = ("put", "put", "put", "delete", "relist")
 def test_the_totals_equal_a_recount_after_any_events(data: st.DataObject) -> None:
     world = World()
     calls: list[None] = []
-    store = ClusterStore()
-    store.on_change = lambda: calls.append(None)
+    store = ClusterStore(Listeners(change=lambda: calls.append(None)))
     # The operator starts with a complete LIST of each kind; then events and relists follow.
     _relist(world, store, data, pods=False)
     _relist(world, store, data, pods=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from builders import policy
 from sharekeeper.api.mirroring import QueueOrigin
-from sharekeeper.cluster.store import ClusterStore
+from sharekeeper.cluster.store import ClusterStore, Listeners
 
 
 def volcano(name: str, uid: str | None = None, **spec: Any) -> dict[str, Any]:
@@ -27,13 +27,17 @@ def our_queue(name: str, version: str, mirror_of: str | None = None) -> dict[str
 
 
 class Calls:
-    def __init__(self, store: ClusterStore) -> None:
+    def __init__(self) -> None:
         self.changes = 0
         self.mirror = 0
         self.origins: list[tuple[str, QueueOrigin | None, QueueOrigin | None]] = []
-        store.on_change = self.change
-        store.on_mirror = self.mirrored
-        store.on_origin = lambda name, old, new: self.origins.append((name, old, new))
+
+    def listeners(self) -> Listeners:
+        return Listeners(
+            change=self.change,
+            mirror=self.mirrored,
+            origin=lambda name, old, new: self.origins.append((name, old, new)),
+        )
 
     def change(self) -> None:
         self.changes += 1
@@ -43,8 +47,8 @@ class Calls:
 
 
 def test_volcano_queues_wake_the_share_round_only_when_names_or_uids_change() -> None:
-    store = ClusterStore()
-    calls = Calls(store)
+    calls = Calls()
+    store = ClusterStore(calls.listeners())
     volcano_queues = store.volcano_queues
     volcano_queues.list_started()
     volcano_queues.listed([volcano("a", weight=1)])
@@ -70,8 +74,8 @@ def test_a_volcano_queue_that_is_not_mirrored_is_kept_with_its_problem() -> None
 
 
 def test_our_queues_keep_their_origin_and_tell_every_change() -> None:
-    store = ClusterStore()
-    calls = Calls(store)
+    calls = Calls()
+    store = ClusterStore(calls.listeners())
     queues = store.queues
     queues.list_started()
     queues.listed([our_queue("made", "1"), our_queue("m", "2", mirror_of="uid-m")])
@@ -104,9 +108,8 @@ def test_an_unreadable_queue_still_has_an_origin() -> None:
 
 
 def test_volcano_queues_are_wanted_while_a_readable_policy_names_them() -> None:
-    store = ClusterStore()
     told: list[str] = []
-    store.on_policies = lambda: told.append("policies")
+    store = ClusterStore(Listeners(policies=lambda: told.append("policies")))
     assert not store.mirroring_wanted()
     plain = policy("plain")
     volcano_source = policy("volcano")

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from builders import node, pod, pod_group
-from sharekeeper.cluster.store import ClusterStore
+from sharekeeper.cluster.store import ClusterStore, Listeners
 from sharekeeper.engine.shares import Charges, PodGroupSnapshot
 from sharekeeper.engine.shares.accounting import QueueUsage, queue_usage
 from sharekeeper.engine.shares.snapshot import QueueName
@@ -24,9 +24,7 @@ class Recorder:
     def __init__(self) -> None:
         self.calls = 0
         self.seen: list[tuple[str, str, dict[str, Any]]] = []
-        self.store = ClusterStore()
-        self.store.on_change = self._changed
-        self.store.on_status = self._seen
+        self.store = ClusterStore(Listeners(change=self._changed, status=self._seen))
 
     def _changed(self) -> None:
         self.calls += 1
@@ -106,9 +104,10 @@ def test_a_container_that_is_not_a_mapping_makes_its_pod_unreadable_not_the_page
 
 def test_each_distinct_problem_of_an_object_is_reported_once() -> None:
     """What the operator turns into one Warning Event per problem, not one per watch event."""
-    store = ClusterStore()
     reported: list[tuple[str, object, str]] = []
-    store.pods.on_problem = lambda kind, key, problem: reported.append((kind, key, problem))
+    store = ClusterStore(
+        Listeners(problem=lambda kind, key, problem: reported.append((kind, key, problem)))
+    )
     bad = requests_of(pod("p", "q"), cpu="lots")
     store.pods.event("ADDED", bad)
     store.pods.event("MODIFIED", changed(bad, "metadata.resourceVersion", "2"))

@@ -13,10 +13,11 @@ import httpx2 as httpx
 import pytest
 
 from builders import policy
-from sharekeeper.cluster.store import ClusterStore
+from sharekeeper.api.mirroring import QueueOrigin
+from sharekeeper.cluster.store import ClusterStore, Listeners
 from sharekeeper.loops.mirroring import Mirroring
-from sharekeeper.loops.recompute import LoopSettings
 from sharekeeper.publish.diffing import Json, merge_patch
+from sharekeeper.settings import LoopSettings
 
 FAST = LoopSettings(quiet_seconds=0.01, max_delay_seconds=0.05, error_backoff_seconds=0.05)
 
@@ -31,7 +32,8 @@ class ApiServer:
     """Keeps the Queues it is sent (adding the CRD's defaults, a uid and a resourceVersion) and
     records every write; ``refuse`` makes the next writes of a name fail."""
 
-    def __init__(self) -> None:
+    def __init__(self, events: list[tuple[str, str, str]]) -> None:
+        self.events = events
         self.queues: dict[str, Json] = {}
         self.writes: list[tuple[str, str]] = []
         self.refuse: dict[str, httpx.HTTPStatusError] = {}
@@ -46,7 +48,7 @@ class ApiServer:
         if name in self.refuse:
             raise self.refuse[name]
 
-    async def create(self, body: Json) -> Json | None:
+    async def create_queue(self, body: Json) -> Json | None:
         name = body["metadata"]["name"]
         self.writes.append(("create", name))
         self._check(name)
@@ -56,7 +58,7 @@ class ApiServer:
         self.queues[name] = obj
         return obj
 
-    async def patch(self, name: str, body: Json) -> Json | None:
+    async def patch_queue(self, name: str, body: Json) -> Json | None:
         self.writes.append(("patch", name))
         self._check(name)
         current = self.queues.get(name)
@@ -66,7 +68,13 @@ class ApiServer:
         self.queues[name] = self._stamp(patched)
         return self.queues[name]
 
-    async def delete(self, name: str, uid: str) -> bool:
+    async def event(
+        self, target: Mapping[str, str], reason: str, message: str, *, warning: bool
+    ) -> None:
+        assert warning
+        self.events.append((target["name"], reason, message))
+
+    async def delete_queue(self, name: str, uid: str) -> bool:
         self.writes.append(("delete", name))
         self._check(name)
         current = self.queues.get(name)
@@ -130,20 +138,23 @@ def volcano_queue(name: str, uid: str | None = None, **spec: Any) -> Json:
 
 
 def setup(*, queue_source: str = "Volcano", listed: bool = True) -> Setup:
-    store = ClusterStore()
+    loops: list[Mirroring] = []
+
+    def origin_seen(name: str, old: QueueOrigin | None, new: QueueOrigin | None) -> None:
+        loops[0].origin_seen(name, old, new)
+
+    def mirror() -> None:
+        loops[0].wake()
+
+    store = ClusterStore(Listeners(origin=origin_seen, mirror=mirror))
     source = policy("volcano")
     source["spec"]["queueSource"] = queue_source
     store.load([source])
-    server = ApiServer()
     events: list[tuple[str, str, str]] = []
-
-    async def post(target: Mapping[str, str], reason: str, message: str) -> None:
-        events.append((target["name"], reason, message))
-
+    server = ApiServer(events)
     watch = Watch(listed)
-    loop = Mirroring(server, post, store, watch, settings=FAST, clock=lambda: 0.0)
-    store.on_origin = loop.origin_seen
-    store.on_mirror = loop.wake
+    loop = Mirroring(server, store, watch, settings=FAST, clock=lambda: 0.0)
+    loops.append(loop)
     return Setup(loop, store, server, events, watch)
 
 

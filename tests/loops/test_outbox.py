@@ -10,9 +10,10 @@ import pytest
 from builders import node, pod, policy, queue
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.loops.outbox import Outbox
-from sharekeeper.loops.recompute import LoopSettings, Recompute
-from sharekeeper.publish.diffing import Json, Transition
+from sharekeeper.loops.recompute import Recompute
+from sharekeeper.publish.diffing import Json
 from sharekeeper.publish.statuses import Kind
+from sharekeeper.settings import LoopSettings
 
 
 class Sender:
@@ -100,10 +101,9 @@ class FailingOnceWriter:
         self.patched.append(("Node", name))
         return {k: v for k, v in patch.items() if v is not None}
 
-    async def event(self, kind: Kind, name: str, uid: str, transition: Transition) -> None:
-        pass
-
-    async def pod_event(self, namespace: str, name: str, reason: str, message: str) -> None:
+    async def event(
+        self, target: dict[str, str], reason: str, message: str, *, warning: bool
+    ) -> None:
         pass
 
 

@@ -15,10 +15,9 @@ import yaml
 from prometheus_client import REGISTRY
 
 from sharekeeper.cluster.store import ClusterStore
-from sharekeeper.cluster.usage import UsageUnavailable
-from sharekeeper.engine.qos import Outcome, QosAction
+from sharekeeper.kube.usage import UsageUnavailable
 from sharekeeper.loops.qos import QosLoop
-from sharekeeper.model.qos import WATERLINES_ANNOTATION
+from sharekeeper.model.qos import TAINT, WATERLINES_ANNOTATION
 from sharekeeper.model.records import OwnRecord
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qos-check.yaml"
@@ -37,20 +36,20 @@ class Recorder:
         self.taints: list[tuple[str, bool]] = []
         self.events: list[str] = []
 
-    async def evict(self, action: QosAction) -> tuple[Outcome, str]:
-        if str(action.pod) in self.refuse:
-            return (
-                Outcome.BLOCKED,
-                "429: Cannot evict pod as it would violate the pod's disruption budget.",
-            )
-        self.evicted.append(str(action.pod))
-        return Outcome.ACCEPTED, "evicted"
+    async def evict_pod(
+        self, namespace: str, name: str, *, grace_period_seconds: int | None = None
+    ) -> tuple[str, str]:
+        if f"{namespace}/{name}" in self.refuse:
+            budget = "429: Cannot evict pod as it would violate the pod's disruption budget."
+            return "blocked", budget
+        self.evicted.append(f"{namespace}/{name}")
+        return "accepted", "evicted"
 
-    async def set_cpu_limit(self, action: QosAction, cpu_limits: Any) -> tuple[Outcome, str]:
+    async def resize_cpu_limits(self, namespace: str, name: str, parts: Any) -> str | None:
         raise AssertionError("no throttle rule in this example")
 
-    async def set_taint(self, node: str, present: bool, taints: Any, version: str) -> None:
-        self.taints.append((node, present))
+    async def set_taints(self, node: str, taints: Any, resource_version: str) -> None:
+        self.taints.append((node, any(t["key"] == TAINT["key"] for t in taints)))
 
     async def event(self, target: Any, reason: str, message: str, *, warning: bool = False) -> None:
         self.events.append(f"{target['kind']}/{target['name']}: {reason}")
@@ -97,7 +96,7 @@ def loop_for(
         status or {},
     )
     store.qos_policies.records["cpu-guard"] = record
-    return QosLoop(recorder, recorder, Usage(docs), store, clock=lambda: NOW)
+    return QosLoop(recorder, Usage(docs), store, clock=lambda: NOW)
 
 
 def test_a_blocked_eviction_stops_there_and_does_not_count() -> None:

@@ -13,7 +13,6 @@ from typing import Any
 from prometheus_client import REGISTRY
 
 from sharekeeper.cluster.store import ClusterStore
-from sharekeeper.engine.qos import Outcome, QosAction
 from sharekeeper.loops.qos import QosLoop
 from sharekeeper.model.objects import rfc3339
 from sharekeeper.model.records import OwnRecord
@@ -39,17 +38,19 @@ class Cluster:
         self.statuses: dict[str, dict[str, Any]] = {}
         self.events: list[tuple[str, str, str, bool]] = []
 
-    async def evict(self, action: QosAction) -> tuple[Outcome, str]:
-        self.calls.append(f"evict {action.pod}")
-        if str(action.pod) == "tenant/greedy":
-            return Outcome.BLOCKED, BUDGET
-        return Outcome.ACCEPTED, "evicted"
+    async def evict_pod(
+        self, namespace: str, name: str, *, grace_period_seconds: int | None = None
+    ) -> tuple[str, str]:
+        self.calls.append(f"evict {namespace}/{name}")
+        if f"{namespace}/{name}" == "tenant/greedy":
+            return "blocked", BUDGET
+        return "accepted", "evicted"
 
-    async def set_cpu_limit(self, action: QosAction, cpu_limits: Any) -> tuple[Outcome, str]:
-        self.calls.append(f"throttle {action.pod} {action.cpu_limit_milli}m {dict(cpu_limits)}")
-        return Outcome.ACCEPTED, "resized"
+    async def resize_cpu_limits(self, namespace: str, name: str, parts: Any) -> str | None:
+        self.calls.append(f"throttle {namespace}/{name} {sum(parts.values())}m {dict(parts)}")
+        return None
 
-    async def set_taint(self, node: str, present: bool, taints: Any, version: str) -> None:
+    async def set_taints(self, node: str, taints: Any, resource_version: str) -> None:
         pass
 
     async def event(self, target: Any, reason: str, message: str, *, warning: bool = False) -> None:
@@ -119,7 +120,7 @@ def loop(actions: list[dict[str, Any]], cluster: Cluster) -> QosLoop:
         "guard", "uid-guard", 1, {"metadata": {"name": "guard"}, "spec": spec}, {}
     )
     usage = Usage("7", {("tenant", "greedy"): "1500m", ("other", "db"): "3"})
-    return QosLoop(cluster, cluster, usage, store, clock=lambda: NOW)
+    return QosLoop(cluster, usage, store, clock=lambda: NOW)
 
 
 def blocked_count() -> float:
@@ -132,7 +133,7 @@ def test_a_blocked_pod_is_throttled_instead_and_nobody_is_evicted_in_its_place()
     before = blocked_count()
     asyncio.run(loop([EVICT, THROTTLE], cluster).check())
     # One step of 20 % from what it uses (1.5 cores): 1.2, through the resize path.
-    assert cluster.calls == ["evict tenant/greedy", "throttle tenant/greedy 1200m {'main': 2000}"]
+    assert cluster.calls == ["evict tenant/greedy", "throttle tenant/greedy 1200m {'main': 1200}"]
     (entry,) = cluster.statuses["guard"]["nodes"]
     assert entry["throttled"] == [
         {"pod": "tenant/greedy", "uid": "uid-greedy", "originalLimit": "2", "limit": "1200m"}

@@ -15,7 +15,7 @@ from sharekeeper.loops.reclaim import carry_out
 from sharekeeper.loops.recompute import Recompute
 from sharekeeper.pipeline.reclaiming import PolicyReclaim
 from sharekeeper.pipeline.shares import publication
-from sharekeeper.publish.diffing import Json, Transition
+from sharekeeper.publish.diffing import Json
 from sharekeeper.publish.statuses import Kind
 from sharekeeper.simulate.reading import parse_objects
 from sharekeeper.simulate.report import Context, snapshot_of
@@ -60,16 +60,20 @@ class FakeEvictions:
         self.asked: list[tuple[str, str]] = []
         self.pod_events: list[tuple[str, str, str, bool]] = []
 
-    async def evict_pod(self, namespace: str, name: str) -> tuple[str, str]:
+    async def evict_pod(
+        self, namespace: str, name: str, *, grace_period_seconds: int | None = None
+    ) -> tuple[str, str]:
         self.asked.append((namespace, name))
         if (namespace, name) in self.blocked:
             return "blocked", "429: Cannot evict pod as it would violate its disruption budget."
         return "accepted", "evicted"
 
-    async def pod_event(
-        self, namespace: str, name: str, reason: str, message: str, *, warning: bool = True
+    async def event(
+        self, target: dict[str, str], reason: str, message: str, *, warning: bool
     ) -> None:
-        self.pod_events.append((f"{namespace}/{name}", reason, message, warning))
+        if target["kind"] == "Pod":
+            pod = f"{target['namespace']}/{target['name']}"
+            self.pod_events.append((pod, reason, message, warning))
 
     # The rest of the recompute loop's writer.
     async def patch_status(self, kind: Kind, name: str, patch: Json) -> Json | None:
@@ -79,9 +83,6 @@ class FakeEvictions:
         self, name: str, patch: dict[str, str | None]
     ) -> dict[str, str] | None:
         return {k: v for k, v in patch.items() if v is not None}
-
-    async def event(self, kind: Kind, name: str, uid: str, transition: Transition) -> None:
-        return None
 
     async def release_pod(self, namespace: str, name: str, stamp: str) -> bool:
         return True
@@ -98,7 +99,7 @@ def test_the_victims_are_evicted_in_order_and_told_why() -> None:
     fake = FakeEvictions()
     before = counter("sharekeeper_reclaim_evictions_total")
     evicting: dict[tuple[str, str], float] = {}
-    evicted = asyncio.run(carry_out(round_, fake, fake, evicting, clock=lambda: 1.0))
+    evicted = asyncio.run(carry_out(round_, fake, evicting, clock=lambda: 1.0))
     assert evicted == victims == fake.asked
     assert set(evicting) == set(victims)
     assert counter("sharekeeper_reclaim_evictions_total") == before + 1
@@ -120,7 +121,7 @@ def test_a_refused_eviction_is_planned_again_without_it() -> None:
     fake = FakeEvictions(blocked={first})
     refused = counter("sharekeeper_reclaim_evictions_refused_total")
     evicting: dict[tuple[str, str], float] = {}
-    evicted = asyncio.run(carry_out(round_, fake, fake, evicting, clock=lambda: 1.0))
+    evicted = asyncio.run(carry_out(round_, fake, evicting, clock=lambda: 1.0))
     assert fake.asked[0] == first
     assert len(evicted) == 1
     assert evicted[0] != first
@@ -132,7 +133,7 @@ def test_a_refused_eviction_is_planned_again_without_it() -> None:
 def test_every_eviction_refused_stops_within_the_bound() -> None:
     round_ = planned(cluster(bound=2))
     fake = FakeEvictions(blocked={("ns", f"a{i}") for i in range(4)})
-    evicted = asyncio.run(carry_out(round_, fake, fake, {}, clock=lambda: 1.0))
+    evicted = asyncio.run(carry_out(round_, fake, {}, clock=lambda: 1.0))
     assert evicted == []
     assert len(fake.asked) == 2  # maxEvictionsPerRound tries, then the next round
 
@@ -144,14 +145,14 @@ def test_the_round_bound_holds() -> None:
     reasons = sorted(n.reason.value for n in round_.plan.not_served)
     assert reasons == ["RoundBound", "RoundBound"]
     fake = FakeEvictions()
-    assert len(asyncio.run(carry_out(round_, fake, fake, {}, clock=lambda: 1.0))) == 1
+    assert len(asyncio.run(carry_out(round_, fake, {}, clock=lambda: 1.0))) == 1
 
 
 def test_the_loop_evicts_once_and_not_again_while_the_eviction_is_in_flight() -> None:
     store = ClusterStore()
     store.load(cluster())
     fake = FakeEvictions()
-    loop = Recompute(fake, store, clock=lambda: NOW, evictor=fake)
+    loop = Recompute(fake, store, clock=lambda: NOW)
 
     async def scenario() -> None:
         await loop.recompute()
@@ -179,7 +180,7 @@ def test_preview_evicts_nothing() -> None:
     store = ClusterStore()
     store.load(cluster(mode="Preview"))
     fake = FakeEvictions()
-    loop = Recompute(fake, store, clock=lambda: NOW, evictor=fake)
+    loop = Recompute(fake, store, clock=lambda: NOW)
 
     async def scenario() -> None:
         published = await loop.recompute()
@@ -195,7 +196,7 @@ def test_a_round_is_due_when_a_held_pod_will_have_waited_long_enough() -> None:
     store.load(cluster())
     fake = FakeEvictions()
     young = 1_767_225_600.0 + 10  # 50 s short of afterSeconds
-    loop = Recompute(fake, store, clock=lambda: young, evictor=fake)
+    loop = Recompute(fake, store, clock=lambda: young)
 
     async def scenario() -> None:
         await loop.recompute()

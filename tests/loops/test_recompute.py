@@ -12,11 +12,12 @@ from prometheus_client import REGISTRY
 from builders import node, pod, policy, queue, shares
 from sharekeeper.api.policy import policy_spec
 from sharekeeper.api.queue import queue_snapshot
-from sharekeeper.cluster.store import ClusterStore
-from sharekeeper.loops.recompute import LoopSettings, QueueSeries, Recompute
+from sharekeeper.cluster.store import ClusterStore, Listeners
+from sharekeeper.loops.recompute import QueueSeries, Recompute
 from sharekeeper.model.records import OwnRecord
-from sharekeeper.publish.diffing import Json, Transition
+from sharekeeper.publish.diffing import Json
 from sharekeeper.publish.statuses import Kind
+from sharekeeper.settings import LoopSettings
 
 
 class RecordingWriter:
@@ -45,13 +46,13 @@ class RecordingWriter:
         self.annotations[name] = {k: v for k, v in merged.items() if v is not None}
         return self.annotations[name]
 
-    async def event(self, kind: Kind, name: str, uid: str, transition: Transition) -> None:
-        self.events.append((kind, name, transition.type))
-
-    async def pod_event(
-        self, namespace: str, name: str, reason: str, message: str, *, warning: bool = True
+    async def event(
+        self, target: dict[str, str], reason: str, message: str, *, warning: bool
     ) -> None:
-        self.pod_events.append((f"{namespace}/{name}", reason, message))
+        if target["kind"] == "Pod":
+            self.pod_events.append((f"{target['namespace']}/{target['name']}", reason, message))
+        else:
+            self.events.append((target["kind"], target["name"], reason))
 
     async def release_pod(self, namespace: str, name: str, stamp: str) -> bool:
         self.released.append(f"{namespace}/{name}")
@@ -68,11 +69,12 @@ def cluster(
     queues: list[OwnRecord[Any]],
     policies: list[OwnRecord[Any]],
     annotations: dict[str, dict[str, str]] | None = None,
+    listeners: Listeners = Listeners(),
 ) -> ClusterStore:
     """One 8-cpu node n1, a pod of queue a bound to it and a pending pod of queue b."""
     n1 = node("n1", cpu="8", memory="16Gi")
     n1["metadata"]["annotations"] = (annotations or {}).get("n1", {})
-    store = ClusterStore()
+    store = ClusterStore(listeners)
     store.load(
         [
             n1,
@@ -228,7 +230,7 @@ def test_failing_rounds_mark_every_object_stale_and_the_next_good_round_clears_i
             assert "OverflowError: Python int too large" in stale["message"]
             assert condition_of(writer.stored[key], "Ready")["status"] == "False"
         assert writer.stored[("Queue", "a")]["deserved"] == good  # the last good numbers stay
-        assert ("Queue", "a", "Stale") in writer.events
+        assert ("Queue", "a", "RoundFailed") in writer.events  # the Stale condition's reason
         assert loop.health.error is not None
 
         broken["now"] = False
@@ -247,9 +249,14 @@ def test_a_queue_deleted_and_created_again_gets_its_status_written_again() -> No
     """Found: the loop remembered its write to the old object and diffed the new one against it,
     so a re-created queue with the same numbers never got a status."""
     writer = RecordingWriter()
-    store = cluster([], [one_policy()])
+    loops: list[Recompute] = []
+
+    def gone(kind: str, name: str) -> None:
+        loops[0].forget(kind, name)
+
+    store = cluster([], [one_policy()], listeners=Listeners(gone=gone))
     loop = Recompute(writer, store, clock=lambda: 1_000_000.0)
-    store.on_gone = loop.forget
+    loops.append(loop)
     old = {**queue("a"), "metadata": {"name": "a", "uid": "uid-1", "generation": 1}}
 
     async def scenario() -> None:

@@ -24,6 +24,7 @@ from sharekeeper.api.policy import policy_spec
 from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.handlers.probes import Probes
+from sharekeeper.kube.writing import failure_text
 from sharekeeper.loops.health import (
     FAILING_UNHEALTHY_SECONDS,
     FAILING_WRITES,
@@ -32,8 +33,7 @@ from sharekeeper.loops.health import (
 )
 from sharekeeper.loops.recompute import Recompute
 from sharekeeper.model.records import OwnRecord
-from sharekeeper.publish.diffing import Json, Transition
-from sharekeeper.publish.kubernetes import failure_text
+from sharekeeper.publish.diffing import Json
 from sharekeeper.publish.statuses import Kind
 
 TOO_LARGE = "etcdserver: request is too large"
@@ -184,13 +184,11 @@ class RefusingWriter:
     ) -> dict[str, str] | None:
         return {k: v for k, v in patch.items() if v is not None}
 
-    async def event(self, kind: Kind, name: str, uid: str, transition: Transition) -> None:
-        self.events.append((kind, name, transition.reason, transition.message))
-
-    async def pod_event(
-        self, namespace: str, name: str, reason: str, message: str, *, warning: bool = True
+    async def event(
+        self, target: dict[str, str], reason: str, message: str, *, warning: bool
     ) -> None:
-        pass
+        if target["kind"] != "Pod":
+            self.events.append((target["kind"], target["name"], reason, message))
 
     async def release_pod(self, namespace: str, name: str, stamp: str) -> bool:
         return True

@@ -1,5 +1,6 @@
-"""The in-memory cluster model fed by watches: small tuples per node and pod, and aggregates.
+"""The in-memory cluster fed by the watches: small records per node and pod, and aggregates.
 
-The only mutable state of the operator. Handlers write into it; loops read frozen snapshots.
-Does not belong: computing results (that is ``engine``) or writing to the API (``publish``).
+The only mutable state of the operator: the store (``store``, one sink per kind), the pod
+ledger's running totals (``ledger``) and the frozen snapshots the loops read (``snapshots``).
+Does not belong: talking to the API server (``kube``), computing results (``engine``).
 """

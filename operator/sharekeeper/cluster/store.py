@@ -2,7 +2,7 @@
 Queues, Namespaces, DaemonSets, and our own Queues, SchedulerPolicies and
 NodeQosEnsurancePolicies).
 
-Each kind's store is a watch sink (``cluster.watching.Sink``): every object is read into its
+Each kind's store is a watch sink (``kube.watching.Sink``): every object is read into its
 small frozen record once, on arrival (``model``), and the raw body is dropped. The pod store
 keeps the running totals (``cluster.ledger``) and an index by node current per event, so a
 share round reads O(queues + nodes) values and a QoS check reads each node's own pods.
@@ -12,14 +12,14 @@ counted in ``sharekeeper_unreadable_objects``; it never stops anything else. ``o
 called when something a share round reads changed (not for node heartbeats or a pod's status
 conditions), so the recompute loop wakes only for news.
 
-Does not belong: talking to the API server (``cluster.watching``), computing (``engine``).
+Does not belong: talking to the API server (``kube``), computing (``engine``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar
 
 from sharekeeper import telemetry
@@ -499,57 +499,72 @@ class VolcanoQueueStore(KindStore[str, VolcanoQueue]):
         return {QueueName(name): record.uid for name, record in sorted(self.records.items())}
 
 
+def _nothing() -> None:
+    """Nobody to tell."""
+
+
+def _ignore_status(kind: str, name: str, status: Mapping[str, Any]) -> None:
+    """Nobody to tell of a status."""
+
+
+def _ignore_gone(kind: str, name: str) -> None:
+    """Nobody to tell of an object gone."""
+
+
+def _ignore_origin(name: str, old: QueueOrigin | None, new: QueueOrigin | None) -> None:
+    """Nobody to tell of a Queue's origin."""
+
+
+@dataclass(frozen=True, slots=True)
+class Listeners:
+    """Whom the store tells what changed (each, by default, nobody: ``simulate`` and tests)."""
+
+    change: Callable[[], None] = _nothing
+    """Something a share round reads changed (the recompute loop's ``wake``)."""
+    status: Callable[[str, str, Mapping[str, Any]], None] = _ignore_status
+    """The status of one of our objects, as the watch shows it."""
+    gone: Callable[[str, str], None] = _ignore_gone
+    """A node or one of our objects was deleted, or replaced by a new one of the same name:
+    what the loops remember of their writes to it is void."""
+    origin: OriginChange = _ignore_origin
+    """A Queue's origin changed (the mirroring loop)."""
+    mirror: Callable[[], None] = _nothing
+    """Volcano Queues changed or were listed (the mirroring loop)."""
+    policies: Callable[[], None] = _nothing
+    """A SchedulerPolicy changed: whether Volcano Queues are needed may have too."""
+    problem: Callable[[str, Hashable, str], None] | None = None
+    """A Node, Pod or PodGroup cannot be read (``KindStore.on_problem``)."""
+
+
 class ClusterStore:
-    """Every kind our watches feed, and the pod totals.
+    """Every kind our watches feed, and the pod totals; changes are told to ``listeners``."""
 
-    ``on_change`` (the recompute loop's ``wake``), ``on_status`` and ``on_gone`` (a node or one
-    of our objects was deleted, or replaced by a new one of the same name: what the loops
-    remember of their writes to it is void) may be set later; until then changes are only
-    recorded.
-    """
-
-    def __init__(self) -> None:
-        self.on_change: Callable[[], None] | None = None
-        self.on_status: Callable[[str, str, Mapping[str, Any]], None] | None = None
-        self.on_gone: Callable[[str, str], None] | None = None
-        self.on_origin: OriginChange | None = None
-        """A Queue's origin changed (the mirroring loop)."""
-        self.on_mirror: Callable[[], None] | None = None
-        """Volcano Queues changed or were listed (the mirroring loop)."""
-        self.on_policies: Callable[[], None] | None = None
-        """A SchedulerPolicy changed: whether Volcano Queues are needed may have too."""
+    def __init__(self, listeners: Listeners = Listeners()) -> None:
         self.ledger = PodLedger()
-        self.nodes = NodeStore(self._changed, self._status, self._gone)
+        self.nodes = NodeStore(listeners.change, listeners.status, listeners.gone)
         daemonset_ids: set[DaemonSetId] = set()
-        self.pods = PodStore(self.ledger, self._changed, daemonset_ids)
+        self.pods = PodStore(self.ledger, listeners.change, daemonset_ids)
         self.daemonsets = DaemonSetStore(daemonset_ids, self.pods.daemonset_changed)
-        self.pod_groups = PodGroupStore(self._changed)
+        self.pod_groups = PodGroupStore(listeners.change)
+        for readable in (self.nodes, self.pods, self.pod_groups):
+            readable.on_problem = listeners.problem
         self.namespaces = NamespaceStore()
-        self.queues = QueueStore(self._changed, self._status, self._gone, self._origin)
+        self.queues = QueueStore(
+            listeners.change, listeners.status, listeners.gone, listeners.origin
+        )
+
+        def policies_changed() -> None:
+            listeners.change()
+            listeners.policies()
+
         self.policies = OwnStore(
-            "SchedulerPolicy", policy_spec, self._policies_changed, self._status, self._gone
+            "SchedulerPolicy", policy_spec, policies_changed, listeners.status, listeners.gone
         )
-        self.volcano_queues = VolcanoQueueStore(self._changed, self._mirror)
+        self.volcano_queues = VolcanoQueueStore(listeners.change, listeners.mirror)
+        # The QoS loop is periodic: a change of its policies or their status needs no wake-up.
         self.qos_policies = OwnStore(
-            "NodeQosEnsurancePolicy", qos_policy_view, _ignore, _ignore_status, self._gone
+            "NodeQosEnsurancePolicy", qos_policy_view, _nothing, _ignore_status, listeners.gone
         )
-
-    def _changed(self) -> None:
-        if self.on_change is not None:
-            self.on_change()
-
-    def _policies_changed(self) -> None:
-        self._changed()
-        if self.on_policies is not None:
-            self.on_policies()
-
-    def _origin(self, name: str, old: QueueOrigin | None, new: QueueOrigin | None) -> None:
-        if self.on_origin is not None:
-            self.on_origin(name, old, new)
-
-    def _mirror(self) -> None:
-        if self.on_mirror is not None:
-            self.on_mirror()
 
     def mirroring_wanted(self) -> bool:
         """Whether a SchedulerPolicy that can be read has ``queueSource: Volcano``: Volcano
@@ -558,14 +573,6 @@ class ClusterStore:
             record.spec is not None and record.spec.shares.queue_source == "Volcano"
             for record in self.policies.records.values()
         )
-
-    def _status(self, kind: str, name: str, status: Mapping[str, Any]) -> None:
-        if self.on_status is not None:
-            self.on_status(kind, name, status)
-
-    def _gone(self, kind: str, name: str) -> None:
-        if self.on_gone is not None:
-            self.on_gone(kind, name)
 
     def totals(self, names: Collection[str] | None = None) -> PodTotals:
         """The pod totals; only in the resource ``names`` (a round's: ``resource_names``) when
@@ -611,9 +618,11 @@ class ClusterStore:
                 found.append((key, queue))
         return found
 
-    def load(self, objects: Iterable[Obj]) -> None:
-        """Put whole objects in, by kind, as a complete list would (``simulate``, tests)."""
-        stores: dict[str, KindStore[Any, Any]] = {
+    @property
+    def by_kind(self) -> dict[str, KindStore[Any, Any]]:
+        """The store of each kind the watches always feed (Volcano's Queues are fed apart:
+        only while mirroring wants them)."""
+        return {
             "Node": self.nodes,
             "Pod": self.pods,
             "PodGroup": self.pod_groups,
@@ -623,13 +632,9 @@ class ClusterStore:
             "SchedulerPolicy": self.policies,
             "NodeQosEnsurancePolicy": self.qos_policies,
         }
+
+    def load(self, objects: Iterable[Obj]) -> None:
+        """Put whole objects in, by kind, as a complete list would (``simulate``, tests)."""
+        stores = self.by_kind
         for obj in objects:
             stores[str(obj.get("kind"))].listed([dict(obj)])
-
-
-def _ignore() -> None:
-    """The QoS loop is periodic: a change of its policies needs no wake-up."""
-
-
-def _ignore_status(kind: str, name: str, status: Mapping[str, Any]) -> None:
-    """Likewise for their status."""

@@ -1,4 +1,6 @@
-"""kopf handlers: thin. They convert an object into a model value, feed ``cluster`` and wake a loop.
+"""The servers the operator answers on: the admission webhook (served by kopf) that gates new
+pods, and the liveness and readiness probes.
 
-No computation and no writes happen here.
+Thin: a request is answered from what the store and the loops already know. The wiring of the
+whole operator is ``runtime``, not here.
 """

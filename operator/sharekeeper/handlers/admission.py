@@ -7,7 +7,7 @@ pod creations of namespaces labelled ``sharekeeper.io/admission=enabled`` here. 
 it should have gated and did not: while no replica serves, pods that name a queue are refused,
 never let through ungated. Every replica
 serves (the Service picks one), leader or not, with the one certificate kept in a Secret
-(``cluster.webhook_tls``); each start publishes that certificate's CA in the configuration,
+(``kube.webhook_tls``); each start publishes that certificate's CA in the configuration,
 and, on a cluster without Services that route (the local control plane), the URL to call.
 
 The configuration is the manifest's, not kopf's (kopf's managed configurations have no
@@ -19,23 +19,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import tempfile
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import kopf
 from aiohttp import web
-from lightkube import AsyncClient
 
-from sharekeeper.cluster.webhook_tls import (
+from sharekeeper.kube.clients import TypedClient
+from sharekeeper.kube.webhook_tls import (
     ServingCert,
     ensure_serving_cert,
     publish_client_config,
     write_files,
 )
 from sharekeeper.model.pods import gates_with_admission
+from sharekeeper.settings import WebhookSettings
 
 logger = logging.getLogger(__name__)
 
@@ -43,25 +42,6 @@ CONFIGURATION = "sharekeeper-admission"
 """The MutatingWebhookConfiguration in ``manifests/webhook.yaml``."""
 HANDLER_ID = "gate"
 """kopf serves a handler at ``/<id>``: the configuration's ``clientConfig`` path."""
-
-
-@dataclass(frozen=True, slots=True)
-class WebhookSettings:
-    address: tuple[str, int]
-    """Where the webhook listens (HTTPS)."""
-    namespace: str
-    """The operator's namespace: its Service and the certificate's Secret."""
-    service: str = "sharekeeper-webhook"
-    secret: str = "sharekeeper-webhook-tls"
-    url: str | None = None
-    """Published in the configuration instead of the Service (local control planes)."""
-
-    @property
-    def hosts(self) -> list[str]:
-        """The names the certificate must carry: the URL's host, or the Service's."""
-        if self.url is not None:
-            return [urlsplit(self.url).hostname or "127.0.0.1"]
-        return [f"{self.service}.{self.namespace}.svc", f"{self.service}.{self.namespace}"]
 
 
 REVIEW_LIMIT = 4 * 1024 * 1024
@@ -110,7 +90,7 @@ reach a replica still serving the old certificate fail, and those pods are not g
 
 
 async def serve(
-    settings: WebhookSettings, client: AsyncClient, operator_settings: kopf.OperatorSettings
+    settings: WebhookSettings, client: TypedClient, operator_settings: kopf.OperatorSettings
 ) -> asyncio.Task[None]:
     """Load (or make) the certificate, hand kopf its server, and publish the CA (and URL);
     returns the task that keeps the certificate current, for the caller to cancel."""
@@ -127,7 +107,7 @@ async def serve(
     return asyncio.create_task(_renewing(settings, client, directory, cert), name="webhook tls")
 
 
-async def _published(settings: WebhookSettings, client: AsyncClient) -> ServingCert:
+async def _published(settings: WebhookSettings, client: TypedClient) -> ServingCert:
     """The Secret's certificate (made or renewed if need be), its CA in the configuration
     (written only when it differs)."""
     cert = await ensure_serving_cert(
@@ -144,7 +124,7 @@ async def _published(settings: WebhookSettings, client: AsyncClient) -> ServingC
 
 
 async def _renewing(
-    settings: WebhookSettings, client: AsyncClient, directory: Path, served: ServingCert
+    settings: WebhookSettings, client: TypedClient, directory: Path, served: ServingCert
 ) -> None:
     while True:
         await asyncio.sleep(RENEWAL_CHECK_SECONDS)

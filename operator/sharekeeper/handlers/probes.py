@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from sharekeeper.cluster.watching import ListWatch, all_synced
+from sharekeeper.kube.watching import ListWatch, all_synced
 from sharekeeper.loops.health import LoopHealth
 
 

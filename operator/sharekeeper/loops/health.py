@@ -73,7 +73,7 @@ class LoopHealth:
 FAILING_WRITES = 3
 """Failed status writes of one object in a row that make it *failing*, and told (a Warning Event
 ``StatusNotWritten``, one log line, ``sharekeeper_status_not_written{kind}``). Each write has
-already been tried up to 4 times over up to 10 s (``publish.retrying``) and is wanted again
+already been tried up to 4 times over up to 10 s (``kube.transient``) and is wanted again
 5 s after it failed, so three in a row is 15 to 45 s of the API server refusing this object: a
 blip (an API server restart, a dropped connection) heals sooner, a refusal that will not heal by
 itself (a status too large to store, a webhook refusing it, a permission removed) is told within

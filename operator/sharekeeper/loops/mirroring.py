@@ -1,5 +1,5 @@
 """The mirroring loop: Volcano Queues -> one Queue each (``SchedulerPolicy.spec.queueSource:
-Volcano``). It decides nothing itself: ``publish.mirrors.mirror_plan`` does, from the store;
+Volcano``). It decides nothing itself: ``pipeline.mirroring.mirror_plan`` does, from the store;
 this loop takes the store's picture, sends the writes the plan wants and posts its reports.
 
 It acts only while a readable policy has ``queueSource: Volcano`` and the Volcano Queues are
@@ -17,17 +17,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from sharekeeper.api.mirroring import VOLCANO_API_VERSION, QueueOrigin, queue_origin
 from sharekeeper.cluster.store import ClusterStore
+from sharekeeper.kube.transient import http_status
+from sharekeeper.kube.writing import Writes
 from sharekeeper.loops.debouncing import debounced_rounds
 from sharekeeper.loops.echoes import HOLD_SECONDS
 from sharekeeper.loops.health import LoopHealth
-from sharekeeper.loops.recompute import LoopSettings
-from sharekeeper.publish.diffing import Json
-from sharekeeper.publish.mirrors import (
+from sharekeeper.pipeline.mirroring import (
     Create,
     Delete,
     MirrorPlan,
@@ -36,20 +36,12 @@ from sharekeeper.publish.mirrors import (
     Report,
     mirror_plan,
 )
-from sharekeeper.publish.retrying import http_status
+from sharekeeper.settings import LoopSettings
 
 logger = logging.getLogger(__name__)
 
 EVENTS_AT_ONCE = 16
 DEFAULT_SETTINGS = LoopSettings()
-
-
-class Writer(Protocol):
-    async def create(self, body: Json) -> Json | None: ...
-
-    async def patch(self, name: str, body: Json) -> Json | None: ...
-
-    async def delete(self, name: str, uid: str) -> bool: ...
 
 
 class Source(Protocol):
@@ -59,15 +51,10 @@ class Source(Protocol):
     def listed(self) -> bool: ...
 
 
-PostEvent = Callable[[Mapping[str, str], str, str], Awaitable[None]]
-"""Posts a Warning Event: the target (apiVersion, kind, name, uid), reason, message."""
-
-
 class Mirroring:
     def __init__(
         self,
-        writer: Writer,
-        post_event: PostEvent,
+        writer: Writes,
         store: ClusterStore,
         source: Source,
         *,
@@ -75,7 +62,6 @@ class Mirroring:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._writer = writer
-        self._post_event = post_event
         self._store = store
         self._source = source
         self._settings = settings
@@ -155,14 +141,14 @@ class Mirroring:
     async def _write(self, write: MirrorWrite) -> None:
         try:
             if isinstance(write, Create):
-                stored = await self._writer.create(write.body)
+                stored = await self._writer.create_queue(write.body)
                 if stored is not None:
                     self._expect(write.name, queue_origin(stored))
             elif isinstance(write, Patch):
-                stored = await self._writer.patch(write.name, write.body)
+                stored = await self._writer.patch_queue(write.name, write.body)
                 if stored is not None:
                     self._expect(write.name, queue_origin(stored))
-            elif await self._writer.delete(write.name, write.uid):
+            elif await self._writer.delete_queue(write.name, write.uid):
                 self._expect(write.name, None)
         except Exception as error:
             code = http_status(error)
@@ -200,7 +186,7 @@ class Mirroring:
                 "name": report.name, "uid": report.uid,
             }  # fmt: skip
             async with slots:
-                await self._post_event(target, report.reason, report.message)
+                await self._writer.event(target, report.reason, report.message, warning=True)
 
         await asyncio.gather(*(post(report) for report in new))
 

@@ -20,14 +20,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
 from sharekeeper import telemetry
 from sharekeeper.cluster.store import ClusterStore
-from sharekeeper.cluster.usage import UsageSource, UsageUnavailable
 from sharekeeper.engine.qos import Outcome, PlanReport, QosAction, accept_all, node_actions
+from sharekeeper.engine.qos.throttling import split_cpu_limit
+from sharekeeper.kube.kinds import reference
+from sharekeeper.kube.usage import UsageSource, UsageUnavailable
+from sharekeeper.kube.writing import Writes
 from sharekeeper.loops.echoes import Echoes
 from sharekeeper.loops.health import LoopHealth
 from sharekeeper.model.objects import rfc3339
@@ -49,40 +52,18 @@ logger = logging.getLogger(__name__)
 Obj = Mapping[str, Any]
 QOS_EVENTS = {"Invalid"}
 DEFAULT_INTERVAL = 10.0
-POLICY_API_VERSION = "ensurance.sharekeeper.io/v1alpha1"
+EVICTION_OUTCOMES = {
+    "accepted": Outcome.ACCEPTED,
+    "blocked": Outcome.BLOCKED,
+    "refused": Outcome.REFUSED,
+    "gone": Outcome.REFUSED,  # the check's pods are read now: a gone one is news to it
+}
 EVICTION_BLOCKED = "EvictionBlocked"
-
-
-class Actuator(Protocol):
-    async def evict(self, action: QosAction) -> tuple[Outcome, str]: ...
-
-    async def set_cpu_limit(
-        self, action: QosAction, cpu_limits: Mapping[str, int]
-    ) -> tuple[Outcome, str]: ...
-
-    async def set_taint(
-        self, node: str, present: bool, taints: Sequence[Mapping[str, Any]], resource_version: str
-    ) -> None: ...
-
-    async def event(
-        self, target: Mapping[str, str], reason: str, message: str, *, warning: bool = False
-    ) -> None: ...
-
-
-class StatusWriter(Protocol):
-    async def patch_status(
-        self, kind: Any, name: str, patch: dict[str, Any]
-    ) -> dict[str, Any] | None: ...
-
-    async def patch_node_annotations(
-        self, name: str, patch: dict[str, str | None]
-    ) -> dict[str, str] | None: ...
 
 
 @dataclass
 class QosLoop:
-    actuator: Actuator
-    writer: StatusWriter
+    writer: Writes
     usage: UsageSource
     store: ClusterStore
     clock: Callable[[], float] = time.time
@@ -247,10 +228,24 @@ class QosLoop:
             return Outcome.REFUSED, f"failed: {error}"
 
     async def _dispatch(self, action: QosAction) -> tuple[Outcome, str]:
+        namespace, name = action.pod.namespace, action.pod.name
         if action.kind == "evict":
-            return await self.actuator.evict(action)
-        record = self.store.pods.records.get((action.pod.namespace, action.pod.name))
-        return await self.actuator.set_cpu_limit(action, record.cpu_limits if record else {})
+            outcome, detail = await self.writer.evict_pod(
+                namespace, name, grace_period_seconds=action.grace_period_seconds
+            )
+            return EVICTION_OUTCOMES[outcome], detail
+        # A pod without a CPU limit has nothing to resize (adding one would change its QoS
+        # class): its target is only recorded in the policy's status, for a node agent.
+        record = self.store.pods.records.get((namespace, name))
+        parts = (
+            split_cpu_limit(record.cpu_limits if record else {}, action.cpu_limit_milli)
+            if action.cpu_limit_milli is not None
+            else {}
+        )
+        if not parts:
+            return Outcome.ACCEPTED, "recorded (no CPU limit to resize)"
+        refusal = await self.writer.resize_cpu_limits(namespace, name, parts)
+        return (Outcome.ACCEPTED, "resized") if refusal is None else (Outcome.REFUSED, refusal)
 
     async def _announce(self, action: QosAction, outcome: Outcome, detail: str) -> None:
         if outcome is Outcome.BLOCKED:
@@ -261,7 +256,7 @@ class QosLoop:
         message = f"{action.kind} {action.pod} on {action.node} for {action.metric}: {detail}"
         warning = outcome is not Outcome.ACCEPTED or action.kind == "evict"
         for target in _pod_and_node(action):
-            await self.actuator.event(target, reason, message, warning=warning)
+            await self.writer.event(target, reason, message, warning=warning)
 
     async def _announce_blocked(self, action: QosAction, detail: str) -> None:
         """``EvictionBlocked`` Warnings on the pod, its node and the policies behind the
@@ -275,16 +270,10 @@ class QosLoop:
         targets = _pod_and_node(action)
         for name in action.policies:
             record = policies.get(name)
-            targets.append(
-                {
-                    "apiVersion": POLICY_API_VERSION,
-                    "kind": "NodeQosEnsurancePolicy",
-                    "name": name,
-                    "uid": record.uid if record is not None else "",
-                }
-            )
+            uid = record.uid if record is not None else ""
+            targets.append(reference("NodeQosEnsurancePolicy", name, uid=uid))
         for target in targets:
-            await self.actuator.event(target, EVICTION_BLOCKED, message, warning=True)
+            await self.writer.event(target, EVICTION_BLOCKED, message, warning=True)
 
     async def _publish_nodes(self, check: ClusterCheck) -> None:
         outputs = node_outputs(check)
@@ -302,17 +291,17 @@ class QosLoop:
             has = any(t.get("key") == TAINT["key"] for t in record.taints)
             want = bool(outputs.get(name, {}).get("tainted"))
             if has != want:
-                await self.actuator.set_taint(name, want, record.taints, record.resource_version)
+                # Everyone else's taints are kept; a node changed since it was read refuses
+                # the write (the next check reads it again).
+                taints = [t for t in record.taints if t.get("key") != TAINT["key"]]
+                await self.writer.set_taints(
+                    name, [*taints, TAINT] if want else taints, record.resource_version
+                )
 
 
 def _pod_and_node(action: QosAction) -> list[dict[str, str]]:
     """The references an action's Events go to: its pod, then its node."""
     return [
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "name": action.pod.name,
-            "namespace": action.pod.namespace,
-        },
-        {"apiVersion": "v1", "kind": "Node", "name": action.node, "namespace": ""},
+        reference("Pod", action.pod.name, namespace=action.pod.namespace),
+        reference("Node", action.node),
     ]

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, MutableMapping
-from typing import Protocol
 
 from sharekeeper import telemetry
 from sharekeeper.engine.reclaim import Reclaim, Victim, Waiting, plan_reclaim, replan_inputs
 from sharekeeper.engine.resources import Amounts
+from sharekeeper.kube.kinds import reference
+from sharekeeper.kube.writing import Writes
 from sharekeeper.model.quantities import to_quantity
 from sharekeeper.pipeline.reclaiming import PolicyReclaim
 
@@ -32,22 +33,9 @@ ACCEPTED = frozenset({"accepted", "gone"})
 """A gone pod frees what it held as an evicted one does."""
 
 
-class Evictor(Protocol):
-    async def evict_pod(self, namespace: str, name: str) -> tuple[str, str]:
-        """Through the Eviction API: ("accepted" | "blocked" | "refused" | "gone", message)."""
-        ...
-
-
-class PodEvents(Protocol):
-    async def pod_event(
-        self, namespace: str, name: str, reason: str, message: str, *, warning: bool = True
-    ) -> None: ...
-
-
 async def carry_out(
     round_: PolicyReclaim,
-    evictor: Evictor,
-    events: PodEvents,
+    writer: Writes,
     evicting: MutableMapping[PodKey, float],
     *,
     clock: Callable[[], float],
@@ -67,7 +55,7 @@ async def carry_out(
             done: list[Victim] = []
             for victim in reclaim.victims:
                 evicting[victim.pod] = clock()
-                outcome, message = await evictor.evict_pod(*victim.pod)
+                outcome, message = await writer.evict_pod(*victim.pod)
                 if outcome not in ACCEPTED:
                     evicting.pop(victim.pod, None)
                     telemetry.RECLAIM_REFUSED.labels(policy).inc()
@@ -85,14 +73,11 @@ async def carry_out(
                         "policy %s: evicted %s/%s (queue %s) for %s/%s (queue %s)",
                         policy, *victim.pod, victim.queue, *reclaim.reclaimer, reclaim.queue,
                     )  # fmt: skip
-                    await events.pod_event(
-                        *victim.pod, "Reclaimed",
-                        victim_text(victim, reclaim, waiting.get(reclaim.reclaimer)),
-                    )  # fmt: skip
+                    text = victim_text(victim, reclaim, waiting.get(reclaim.reclaimer))
+                    await writer.event(_pod(victim.pod), "Reclaimed", text, warning=True)
             if done and len(done) == len(reclaim.victims):
-                await events.pod_event(
-                    *reclaim.reclaimer, "ReclaimedFor", reclaimer_text(reclaim), warning=False
-                )
+                text = reclaimer_text(reclaim)
+                await writer.event(_pod(reclaim.reclaimer), "ReclaimedFor", text, warning=False)
             if refused is not None:
                 break
         evicted += since_plan
@@ -103,6 +88,11 @@ async def carry_out(
         plan = plan_reclaim(inputs)
         if not plan.evictions:
             return evicted
+
+
+def _pod(key: PodKey) -> dict[str, str]:
+    namespace, name = key
+    return reference("Pod", name, namespace=namespace)
 
 
 def amounts_text(amounts: Amounts) -> str:

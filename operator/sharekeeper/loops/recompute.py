@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from sharekeeper import telemetry
 from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs
@@ -23,11 +23,14 @@ from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.gates import Waiting
 from sharekeeper.engine.shares import PodSnapshot, ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
+from sharekeeper.kube.kinds import reference
+from sharekeeper.kube.transient import http_status, transient_reason
+from sharekeeper.kube.writing import Writes, failure_text
 from sharekeeper.loops.debouncing import debounced_rounds
 from sharekeeper.loops.echoes import Echoes
 from sharekeeper.loops.health import FAILING_WRITES, LoopHealth, StatusFailures
 from sharekeeper.loops.outbox import Outbox
-from sharekeeper.loops.reclaim import Evictor, carry_out
+from sharekeeper.loops.reclaim import carry_out
 from sharekeeper.model.nodes import SHARE_ANNOTATIONS
 from sharekeeper.model.objects import rfc3339
 from sharekeeper.model.quantities import scale
@@ -35,34 +38,18 @@ from sharekeeper.model.records import NodeRecord, OwnRecord
 from sharekeeper.pipeline.reclaiming import BoundPods, PolicyReclaim
 from sharekeeper.pipeline.shares import Publication, publication, waiting_text
 from sharekeeper.publish.annotations import AnnotationWrite, annotation_writes
-from sharekeeper.publish.diffing import Json, Transition
-from sharekeeper.publish.kubernetes import failure_text
-from sharekeeper.publish.retrying import http_status, transient_reason
+from sharekeeper.publish.diffing import Transition
 from sharekeeper.publish.statuses import (
+    NORMAL_TRANSITIONS,
     Kind,
     StatusWrite,
     policy_writes,
     queue_writes,
     stale_writes,
 )
+from sharekeeper.settings import LoopSettings
 
 logger = logging.getLogger(__name__)
-
-
-class Writer(Protocol):
-    async def patch_status(self, kind: Kind, name: str, patch: Json) -> Json | None: ...
-
-    async def patch_node_annotations(
-        self, name: str, patch: dict[str, str | None]
-    ) -> dict[str, str] | None: ...
-
-    async def event(self, kind: Kind, name: str, uid: str, transition: Transition) -> None: ...
-
-    async def pod_event(
-        self, namespace: str, name: str, reason: str, message: str, *, warning: bool = True
-    ) -> None: ...
-
-    async def release_pod(self, namespace: str, name: str, stamp: str) -> bool: ...
 
 
 MAX_POD_EVENTS = 100
@@ -78,29 +65,15 @@ RELEASE_SEEN_SECONDS = 60.0
 is idempotent)."""
 
 
-@dataclass(frozen=True, slots=True)
-class LoopSettings:
-    quiet_seconds: float = 0.3
-    """A round starts once no event came for this long: bursts coalesce into one round."""
-    max_delay_seconds: float = 2.0
-    """...but never later than this after the first event, so a steady trickle still shows."""
-    error_backoff_seconds: float = 5.0
-    """Pause after a failed round before retrying it."""
-
-
 class Recompute:
     def __init__(
         self,
-        writer: Writer,
+        writer: Writes,
         store: ClusterStore,
         settings: LoopSettings = LoopSettings(),
         clock: Callable[[], float] = time.time,
-        evictor: Evictor | None = None,
     ) -> None:
-        """``evictor``: reclaim's evictions (spec.reclaim.mode On); without one, On plans
-        as Preview does and evicts nothing."""
         self._writer = writer
-        self._evictor = evictor
         self._evicting: dict[PodKey, float] = {}
         """Pods whose eviction reclaim sent (when, monotonic), until the watch shows them
         terminating or gone: gone for the next rounds' plans, never evicted twice."""
@@ -293,11 +266,8 @@ class Recompute:
             telemetry.RECLAIM_WAITING.labels(policy).set(len(round_.inputs.waiting))
             if round_.mode != "On" or not round_.plan.evictions or policy in self._reclaiming:
                 continue
-            if self._evictor is None:
-                logger.warning("policy %s: reclaim is On but nothing can evict here", policy)
-                continue
             self._reclaiming.add(policy)
-            task = asyncio.create_task(self._evict(round_, self._evictor))
+            task = asyncio.create_task(self._evict(round_))
             self._evictions.add(task)  # held until done: the loop keeps only weak references
             task.add_done_callback(self._evictions.discard)
 
@@ -320,9 +290,9 @@ class Recompute:
             delay = max(soonest, 0.0) + WAITED_MARGIN_SECONDS
             self._reclaim_timer = asyncio.get_running_loop().call_later(delay, self.wake)
 
-    async def _evict(self, round_: PolicyReclaim, evictor: Evictor) -> None:
+    async def _evict(self, round_: PolicyReclaim) -> None:
         try:
-            await carry_out(round_, evictor, self._writer, self._evicting, clock=time.monotonic)
+            await carry_out(round_, self._writer, self._evicting, clock=time.monotonic)
         except Exception:
             logger.exception("policy %s: reclaim evictions failed; next round", round_.policy)
             self._retry_later()
@@ -370,7 +340,17 @@ class Recompute:
         self._told_waiting.update(new)
         for key in new:
             message = f"waits for admission: {waiting_text(waiting[key], key[0])}"
-            self._spawn(self._writer.pod_event(*key, "AdmissionWaiting", message, warning=False))
+            self._spawn(self._pod_event(key, "AdmissionWaiting", message, warning=False))
+
+    async def _pod_event(self, pod: PodKey, reason: str, message: str, *, warning: bool) -> None:
+        namespace, name = pod
+        target = reference("Pod", name, namespace=namespace)
+        await self._writer.event(target, reason, message, warning=warning)
+
+    async def _transition_event(self, write: StatusWrite, transition: Transition) -> None:
+        target = reference(write.kind, write.name, uid=write.uid)
+        warning = transition.type not in NORMAL_TRANSITIONS
+        await self._writer.event(target, transition.reason, transition.message, warning=warning)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
@@ -402,9 +382,8 @@ class Recompute:
                     f"this pod names queue {queue}, whose spec.namespaces does not admit "
                     f"namespace {namespace}"
                 )
-            await self._writer.pod_event(
-                namespace, name, reason, f"{message}: it is charged to no queue"
-            )
+            message = f"{message}: it is charged to no queue"
+            await self._pod_event((namespace, name), reason, message, warning=True)
 
     def _with_written(self, kind: Kind, records: Iterable[OwnRecord[Any]]) -> list[OwnRecord[Any]]:
         """The records with the status we wrote where the watch has not shown it yet; at 10,000
@@ -454,7 +433,7 @@ class Recompute:
         if stored is None:
             return
         for transition in write.transitions:
-            await self._writer.event(write.kind, write.name, write.uid, transition)
+            await self._transition_event(write, transition)
 
     def _status_not_written(self, write: StatusWrite, error: Exception) -> None:
         """One failed status write: counted (``sharekeeper_writes_total``, by the writer);
@@ -477,7 +456,7 @@ class Recompute:
             f"row since {since}; what it shows is older than its spec and the cluster: {message}"
         )
         transition = Transition("StatusNotWritten", "StatusNotWritten", note)
-        self._spawn(self._writer.event(write.kind, write.name, write.uid, transition))
+        self._spawn(self._transition_event(write, transition))
 
 
 @dataclass(frozen=True, slots=True)

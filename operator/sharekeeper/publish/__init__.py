@@ -1,5 +1,6 @@
-"""Turns engine results into the fewest patches: diff against what is there, write the rest.
+"""From desired state to the fewest writes: diff what should be against what is there.
 
-Publishers never decide: what to write comes from ``engine``; whether to write comes from a
-pure comparison with the current object.
+Pure: the desired statuses and annotations come from ``pipeline``; what is written is what
+differs from the object as the store holds it. Publishers never decide and never call the API:
+the loops send what comes out through ``kube.writing``.
 """

@@ -28,6 +28,9 @@ QUEUE_EVENTS = {
     "VolcanoQueueShadowed", "InvalidParent", "PodsInInnerQueue",
 }  # fmt: skip
 POLICY_EVENTS = {"GuaranteeUnsatisfiable", "Overlapping", "Invalid", "TreeUnsupported"}
+NORMAL_TRANSITIONS = {"Overused", "NoPolicy"}
+"""Transitions told as Normal Events (a queue borrowing, a queue no policy covers); the others
+are Warnings."""
 
 
 @dataclass(frozen=True, slots=True)

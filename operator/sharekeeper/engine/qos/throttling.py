@@ -16,6 +16,7 @@ pods their freedom back, §12.9).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sharekeeper.engine.qos.inputs import CpuThrottle, PodSnapshot, ThrottleState
@@ -76,3 +77,16 @@ def restore_step(
     if new <= current:
         return None
     return LimitChange(new, ThrottleState(original, new), max(0, new - usage))
+
+
+def split_cpu_limit(cpu_limits: Mapping[str, int], total_milli: int) -> dict[str, int]:
+    """A pod-level CPU limit spread over the containers that have one (container -> current
+    limit), in proportion to their current limits; the rounding remainder goes to the first,
+    so the parts add up exactly."""
+    whole = sum(cpu_limits.values())
+    if not cpu_limits or whole == 0:
+        return {}
+    parts = {name: max(1, limit * total_milli // whole) for name, limit in cpu_limits.items()}
+    first = next(iter(parts))
+    parts[first] += total_milli - sum(parts.values())
+    return parts

@@ -15,7 +15,9 @@ from lightkube.resources.core_v1 import Event
 from lightkube.types import PatchType
 from prometheus_client import REGISTRY
 
-from sharekeeper.publish.events import EventLimits, EventRecorder, recorder_for
+from sharekeeper.kube.events import EventRecorder
+from sharekeeper.kube.writing import KubeWriter
+from sharekeeper.settings import EventLimits
 
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 POD = {"apiVersion": "v1", "kind": "Pod", "name": "batch-1", "namespace": "team", "uid": "u1"}
@@ -220,8 +222,16 @@ def test_a_failure_is_logged_and_counted_never_raised(caplog: pytest.LogCaptureF
     assert "could not post event EvictedRefused on batch-1" in caplog.text
 
 
-def test_every_writer_of_one_client_shares_one_recorder() -> None:
-    first, second = FakeEventsApi(), FakeEventsApi()
-    client = cast(AsyncClient, first)
-    assert recorder_for(client) is recorder_for(client)
-    assert recorder_for(client) is not recorder_for(cast(AsyncClient, second))
+def test_every_event_of_the_writer_shares_one_recorder() -> None:
+    """The loops' Events all go through the one writer: a repeat from another caller is
+    counted into the same Event, not created again."""
+    api = FakeEventsApi()
+    writer = KubeWriter(cast(AsyncClient, api), None)  # type: ignore[arg-type]
+
+    async def posting() -> None:
+        for _ in range(2):  # the QoS check, then the recompute loop, say
+            await writer.event(POD, "EvictedRefused", REFUSED, warning=True)
+
+    asyncio.run(posting())
+    assert [call for call, _ in api.calls] == ["create", "patch"]
+    assert api.only_event()["count"] == 2

@@ -13,14 +13,14 @@ import httpx2 as httpx
 import pytest
 from lightkube import ApiError
 
-from sharekeeper.cluster.usage import (
+from sharekeeper.engine.qos import PodKey
+from sharekeeper.kube.usage import (
     MetricsApiUsage,
     NodeMetrics,
     PodMetrics,
     UsageSource,
     UsageUnavailable,
 )
-from sharekeeper.engine.qos import PodKey
 from sharekeeper.model.qos import node_from_dicts, node_metrics_by_name, pod_metrics_by_key
 
 NODE = {

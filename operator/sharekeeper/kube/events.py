@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from lightkube.types import PatchType
 
 from sharekeeper import telemetry
 from sharekeeper.model.objects import rfc3339
+from sharekeeper.settings import EventLimits
 
 logger = logging.getLogger(__name__)
 
@@ -59,16 +59,6 @@ class EventKey(NamedTuple):
     type: str
     reason: str
     message: str
-
-
-@dataclass(frozen=True, slots=True)
-class EventLimits:
-    """client-go's defaults."""
-
-    window_seconds: float = 600.0
-    remembered: int = 4096
-    burst: int = 25
-    refill_seconds: float = 300.0
 
 
 @dataclass(slots=True)
@@ -193,19 +183,6 @@ class EventRecorder:
         if metadata is not None and metadata.name and metadata.namespace:
             self._posted[key] = _Posted(metadata.name, metadata.namespace, 1, now)
             _forget_oldest(self._posted, self._limits.remembered)
-
-
-_RECORDERS: weakref.WeakKeyDictionary[AsyncClient, EventRecorder] = weakref.WeakKeyDictionary()
-
-
-def recorder_for(client: AsyncClient) -> EventRecorder:
-    """The one recorder of ``client``: every Event posted through it (status conditions, QoS
-    actions, unreadable objects) shares one memory of recent Events and one budget per object,
-    as client-go's recorders share one broadcaster."""
-    recorder = _RECORDERS.get(client)
-    if recorder is None:
-        recorder = _RECORDERS[client] = EventRecorder(client)
-    return recorder
 
 
 def _failed(key: EventKey, error: ApiError) -> None:

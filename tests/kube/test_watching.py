@@ -19,23 +19,15 @@ import httpx2 as httpx
 import pytest
 from prometheus_client import REGISTRY
 
-from sharekeeper.cluster.watching import (
-    ListWatch,
-    Resource,
-    WatchSettings,
-    all_synced,
-    http_client,
-)
+from sharekeeper.kube.clients import connect
+from sharekeeper.kube.kinds import PODGROUPS, QUEUES, Resource
+from sharekeeper.kube.watching import ListWatch, all_synced
+from sharekeeper.settings import WatchSettings
 
 Object = dict[str, Any]
 Reply = httpx.Response | Exception
 
-PODS = Resource("pods", "", "v1", "pods")
-PODGROUPS = Resource("podgroups", "scheduling.volcano.sh", "v1beta1", "podgroups", optional=True)
-QUEUES = Resource(
-    "queues", "scheduling.sharekeeper.io", "v1alpha1", "queues",
-    optional=True, warn_when_not_served=True,
-)  # fmt: skip
+PODS = Resource("Pod", "", "v1", "pods", namespaced=True)
 SETTINGS = WatchSettings(page_size=2)
 
 
@@ -257,7 +249,7 @@ def metric(name: str, resource: str, **labels: str) -> float:
 
 
 def test_a_list_follows_continue_tokens_and_the_watch_starts_at_its_resource_version() -> None:
-    resource = replace(PODS, name="pods-paged")
+    resource = replace(PODS, label="pods-paged")
     result = run(
         resource,
         [
@@ -297,7 +289,7 @@ def test_a_watch_waits_for_data_longer_than_the_server_keeps_it_open() -> None:
 
 
 def test_synced_is_set_only_once_the_first_list_is_complete() -> None:
-    resource = replace(PODS, name="pods-synced")
+    resource = replace(PODS, label="pods-synced")
     result = run(
         resource,
         [
@@ -327,7 +319,7 @@ def test_a_failed_page_is_asked_for_again_with_the_same_continue_token() -> None
 
 
 def test_a_410_while_paging_starts_the_list_over() -> None:
-    resource = replace(PODS, name="pods-paging-expired")
+    resource = replace(PODS, label="pods-paging-expired")
     result = run(
         resource,
         [
@@ -351,7 +343,7 @@ def test_a_410_while_paging_starts_the_list_over() -> None:
 
 
 def test_bookmarks_move_the_resource_version_and_never_reach_the_store() -> None:
-    resource = replace(PODS, name="pods-bookmarks")
+    resource = replace(PODS, label="pods-bookmarks")
     result = run(
         resource,
         [
@@ -367,7 +359,7 @@ def test_bookmarks_move_the_resource_version_and_never_reach_the_store() -> None
 
 
 def test_a_watch_that_ends_is_restarted_at_once_from_its_last_version_without_a_relist() -> None:
-    resource = replace(PODS, name="pods-timeout")
+    resource = replace(PODS, label="pods-timeout")
     result = run(
         resource,
         [
@@ -389,7 +381,7 @@ def test_a_watch_that_ends_is_restarted_at_once_from_its_last_version_without_a_
 
 
 def test_a_dropped_connection_resumes_from_the_last_version_without_a_relist() -> None:
-    resource = replace(PODS, name="pods-dropped")
+    resource = replace(PODS, label="pods-dropped")
     added = event("ADDED", pod("d", "11"))
     modified = event("MODIFIED", pod("d", "12"))
     deleted = event("DELETED", pod("d", "13"))
@@ -419,7 +411,7 @@ def test_a_dropped_connection_resumes_from_the_last_version_without_a_relist() -
 def test_an_expired_error_event_relists_and_drops_what_was_deleted_meanwhile(
     code: int, reason: str
 ) -> None:
-    resource = replace(PODS, name=f"pods-error-410-{code}-{reason}")
+    resource = replace(PODS, label=f"pods-error-410-{code}-{reason}")
     result = run(
         resource,
         [
@@ -439,7 +431,7 @@ def test_an_expired_error_event_relists_and_drops_what_was_deleted_meanwhile(
 
 
 def test_a_410_answer_to_a_resumed_watch_relists_and_drops_what_was_deleted_meanwhile() -> None:
-    resource = replace(PODS, name="pods-http-410")
+    resource = replace(PODS, label="pods-http-410")
     result = run(
         resource,
         [
@@ -456,7 +448,7 @@ def test_a_410_answer_to_a_resumed_watch_relists_and_drops_what_was_deleted_mean
 
 
 def test_another_error_event_restarts_the_watch_after_a_backoff_without_a_relist() -> None:
-    resource = replace(PODS, name="pods-error-500")
+    resource = replace(PODS, label="pods-error-500")
     result = run(
         resource,
         [
@@ -480,7 +472,7 @@ def test_a_failing_store_is_resynced_by_a_relist_and_the_watch_goes_on() -> None
                 raise KeyError("spec")
             super().event(kind, obj)
 
-    resource = replace(PODS, name="pods-failing-store")
+    resource = replace(PODS, label="pods-failing-store")
     result = run(
         resource,
         [
@@ -538,7 +530,7 @@ def test_the_backoff_is_fully_jittered() -> None:
 def test_one_warning_per_failure_streak_and_info_on_recovery(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="sharekeeper.cluster.watching")
+    caplog.set_level(logging.INFO, logger="sharekeeper.kube.watching")
     run(
         PODS,
         [
@@ -583,7 +575,7 @@ def test_a_permission_error_is_logged_as_such_and_retried_at_the_maximum_backoff
 
 def test_an_optional_resource_that_is_not_served_is_synced_and_never_listed() -> None:
     result = run(
-        replace(PODGROUPS, name="podgroups-absent"),
+        replace(PODGROUPS, label="podgroups-absent"),
         [
             (DISCOVERY, status(404, "NotFound")),
             (DISCOVERY, discovery("queues")),  # the group exists, but without podgroups
@@ -599,7 +591,7 @@ def test_an_optional_resource_that_is_not_served_is_synced_and_never_listed() ->
 
 
 def test_an_optional_resource_that_appears_is_listed_and_watched() -> None:
-    resource = replace(PODGROUPS, name="podgroups-appearing")
+    resource = replace(PODGROUPS, label="podgroups-appearing")
     storage_initializing = status(429, "storage is (re)initializing", retry_after="1")
     result = run(
         resource,
@@ -620,7 +612,7 @@ def test_an_optional_resource_that_appears_is_listed_and_watched() -> None:
 
 
 def test_an_optional_resource_that_goes_away_empties_the_store_and_is_polled_again() -> None:
-    resource = replace(PODGROUPS, name="podgroups-deleted")
+    resource = replace(PODGROUPS, label="podgroups-deleted")
     result = run(
         resource,
         [
@@ -643,8 +635,8 @@ def test_an_optional_resource_that_goes_away_empties_the_store_and_is_polled_aga
 def test_our_crd_deleted_and_installed_again_is_one_warning_and_is_listed_again(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="sharekeeper.cluster.watching")
-    resource = replace(QUEUES, name="queues-reinstalled")
+    caplog.set_level(logging.INFO, logger="sharekeeper.kube.watching")
+    resource = replace(QUEUES, label="queues-reinstalled")
     result = run(
         resource,
         [
@@ -677,7 +669,7 @@ def test_our_crd_deleted_and_installed_again_is_one_warning_and_is_listed_again(
 def test_our_crd_missing_at_start_is_a_warning_and_synced(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    resource = replace(QUEUES, name="queues-missing")
+    resource = replace(QUEUES, label="queues-missing")
     result = run(resource, [(OUR_DISCOVERY, status(404, "NotFound"))])
     assert result.watch.synced.is_set()
     assert not result.watch.served
@@ -686,8 +678,8 @@ def test_our_crd_missing_at_start_is_a_warning_and_synced(
 
 
 def test_volcano_not_installed_is_no_warning(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="sharekeeper.cluster.watching")
-    run(replace(PODGROUPS, name="podgroups-quiet"), [(DISCOVERY, status(404, "NotFound"))])
+    caplog.set_level(logging.INFO, logger="sharekeeper.kube.watching")
+    run(replace(PODGROUPS, label="podgroups-quiet"), [(DISCOVERY, status(404, "NotFound"))])
     assert [r.levelno for r in caplog.records] == [logging.INFO]
 
 
@@ -755,12 +747,14 @@ def test_http_client_is_configured_from_the_kubeconfig(
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
 
     async def check() -> None:
-        async with http_client() as http:
+        clients = connect()
+        async with clients.http as http:
             assert str(http.base_url) == "https://10.0.0.1:6443"
             assert http.timeout.connect == 10.0
             request = http.build_request("GET", "/api/v1/pods")
             assert http.auth is not None
             authorized = next(http.auth.sync_auth_flow(request))
             assert authorized.headers["Authorization"] == "Bearer secret"
+        await clients.typed.close()
 
     asyncio.run(check())

@@ -6,20 +6,13 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import quote
 
 import httpx2 as httpx
 
-from sharekeeper.cluster.listing import (
-    UNREACHABLE,
-    Listed,
-    http_client,
-    list_items,
-    refusal,
-    unreachable,
-)
-from sharekeeper.cluster.watching import Resource
+from sharekeeper.kube.kinds import PODS
+from sharekeeper.kube.listing import UNREACHABLE, http_client, list_items, refusal, unreachable
 from sharekeeper.model.objects import rfc3339
 from sharekeeper.model.pods import has_admission_gate, release_patch
 
@@ -37,7 +30,7 @@ def release_namespace(namespace: str, client: httpx.Client | None = None) -> Rel
     own = client is None
     http = http_client() if client is None else client
     # The explain command's paged list, narrowed to the namespace.
-    pods = Listed("Pod", Resource("pods", "", "v1", "pods", f"metadata.namespace={namespace}"))
+    pods = replace(PODS, field_selector=f"metadata.namespace={namespace}")
     body = json.dumps(release_patch(rfc3339(time.time())))
     headers = {"Content-Type": STRATEGIC}
     result = Released()

@@ -8,8 +8,8 @@ import time
 from typing import Any
 
 from sharekeeper.api.mirroring import QueueOrigin, VolcanoQueue, queue_origin, volcano_queue
+from sharekeeper.pipeline.mirroring import Create, Delete, Patch, mirror_object, mirror_plan
 from sharekeeper.publish.diffing import Json
-from sharekeeper.publish.mirrors import Create, Delete, Patch, mirror_object, mirror_plan
 
 DEFAULTS = {"priority": 0, "reclaimable": True, "state": "Open"}
 

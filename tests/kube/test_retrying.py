@@ -12,10 +12,10 @@ import pytest
 from lightkube import ApiError
 from prometheus_client import REGISTRY
 
-from sharekeeper.engine.qos import Outcome, PodKey, QosAction
-from sharekeeper.publish.actions import KubeActuator
-from sharekeeper.publish.kubernetes import KubeWriter
-from sharekeeper.publish.retrying import Retrying, RetryPolicy
+from sharekeeper.kube.transient import Retrying
+from sharekeeper.kube.writing import KubeWriter
+from sharekeeper.model.qos import TAINT
+from sharekeeper.settings import RetryPolicy
 
 T = TypeVar("T")
 URL = "https://127.0.0.1/apis/scheduling.sharekeeper.io/v1alpha1/queues/q/status"
@@ -102,8 +102,8 @@ def test_transient_failures_are_tried_again_with_growing_pauses() -> None:
 
 def test_jitter_spreads_a_pause_between_half_and_all_of_its_ceiling() -> None:
     policy = RetryPolicy(first_delay_seconds=1.0, max_delay_seconds=3.0)
-    assert [policy.delay(retry, 0.0) for retry in (1, 2, 3, 4)] == [0.5, 1.0, 1.5, 1.5]
-    assert policy.delay(2, 0.999) == pytest.approx(2.0, abs=0.01)
+    assert [policy.backoff.delay(retry, 0.0) for retry in (1, 2, 3, 4)] == [0.5, 1.0, 1.5, 1.5]
+    assert policy.backoff.delay(2, 0.999) == pytest.approx(2.0, abs=0.01)
 
 
 def test_after_the_last_try_the_last_error_is_raised() -> None:
@@ -197,48 +197,41 @@ def fast() -> Retrying:
     return FakeTime().retrying()
 
 
-def eviction() -> QosAction:
-    return QosAction(
-        kind="evict", pod=PodKey("team", "batch-1"), node="n1", metric="cpu_total_usage",
-        resource="cpu", released=1000,
-    )  # fmt: skip
-
-
 def test_a_status_patch_lands_after_a_transient_failure_and_a_gone_object_is_none() -> None:
     stored = {"status": {"deserved": {"cpu": "2"}}}
     client = FakeClient(api_error(503), result=stored)
-    writer = KubeWriter(client, retrying=fast())  # type: ignore[arg-type]
+    writer = KubeWriter(client, None, retrying=fast())  # type: ignore[arg-type]
     assert run(lambda: writer.patch_status("Queue", "q", {"deserved": {"cpu": "2"}})) == {
         "deserved": {"cpu": "2"}
     }
     assert len(client.calls) == 2
 
     gone = FakeClient(api_error(404))
-    writer = KubeWriter(gone, retrying=fast())  # type: ignore[arg-type]
+    writer = KubeWriter(gone, None, retrying=fast())  # type: ignore[arg-type]
     assert run(lambda: writer.patch_node_annotations("n1", {"sharekeeper.io/x": "1"})) is None
     assert len(gone.calls) == 1
 
 
 def test_an_eviction_refused_by_a_disruption_budget_is_reported_at_once() -> None:
     client = FakeClient(api_error(429))
-    actuator = KubeActuator(client, fast())  # type: ignore[arg-type]
-    outcome, detail = run(lambda: actuator.evict(eviction()))
-    assert outcome is Outcome.REFUSED
+    writer = KubeWriter(client, None, retrying=fast())  # type: ignore[arg-type]
+    outcome, detail = run(lambda: writer.evict_pod("team", "batch-1"))
+    assert outcome == "refused"
     assert detail.startswith("429")
     assert len(client.calls) == 1
 
 
 def test_an_eviction_that_met_a_server_error_is_tried_again() -> None:
     client = FakeClient(api_error(500), httpx.ReadTimeout("no answer"))
-    actuator = KubeActuator(client, fast())  # type: ignore[arg-type]
-    assert run(lambda: actuator.evict(eviction())) == (Outcome.ACCEPTED, "evicted")
+    writer = KubeWriter(client, None, retrying=fast())  # type: ignore[arg-type]
+    assert run(lambda: writer.evict_pod("team", "batch-1")) == ("accepted", "evicted")
     assert len(client.calls) == 3
 
 
 def test_a_taint_write_on_a_node_that_changed_is_not_retried() -> None:
     client = FakeClient(api_error(409))
-    actuator = KubeActuator(client, fast())  # type: ignore[arg-type]
-    run(lambda: actuator.set_taint("n1", True, [], resource_version="41"))
+    writer = KubeWriter(client, None, retrying=fast())  # type: ignore[arg-type]
+    run(lambda: writer.set_taints("n1", [TAINT], resource_version="41"))
     assert len(client.calls) == 1
     patch = client.calls[0][1][2]
     assert patch["metadata"] == {"resourceVersion": "41"}

@@ -1,11 +1,11 @@
 """One complete list of every kind the operator watches, as plain dicts: what
 ``sharekeeper explain`` computes from, once, where the operator keeps watching.
 
-The client is configured as the watches' (``watching.http_client``): lightkube's reading of
-the in-cluster service account, else ``$KUBECONFIG``, else ``~/.kube/config``; the requests are
-the watches' LISTs (paged, pods without the finished ones). A kind whose CRD is not served
-(Volcano's PodGroups, or our own resources before ``kubectl apply -f crds/``) lists as nothing,
-as the operator then sees nothing of it.
+The client is configured as the watches' (``clients``): the in-cluster service account, else
+``$KUBECONFIG``, else ``~/.kube/config``; the requests are the watches' LISTs (paged, pods
+without the finished ones). A kind whose CRD is not served (Volcano's PodGroups, or our own
+resources before ``kubectl apply -f crds/``) lists as nothing, as the operator then sees
+nothing of it.
 
 Items of a LIST carry no ``kind`` and ``apiVersion`` (the list does): each item gets them, so
 that the objects read exactly as ``kubectl get -o yaml`` prints them, and as simulate reads
@@ -16,75 +16,16 @@ person runs, and it never retries.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx2 as httpx  # lightkube's HTTP client
-from lightkube.config.client_adapter import Client, ConnectionParams
-from lightkube.config.kubeconfig import KubeConfig
 from lightkube.core.exceptions import ConfigError
 
-from sharekeeper.cluster.watching import (
-    CONNECT_TIMEOUT_SECONDS,
-    REQUEST_TIMEOUT_SECONDS,
-    Resource,
-)
+from sharekeeper.kube.clients import sync_http
+from sharekeeper.kube.kinds import STORED, Resource
 
 Object = dict[str, Any]
 PAGE_SIZE = 500
-
-
-@dataclass(frozen=True, slots=True)
-class Listed:
-    """A kind to list, and the resource that serves it."""
-
-    kind: str
-    resource: Resource
-
-    @property
-    def api_version(self) -> str:
-        group, version = self.resource.group, self.resource.version
-        return f"{group}/{version}" if group else version
-
-
-# What the operator's watches feed its store (``handlers.operator``), in the same versions.
-LISTED = (
-    Listed("Node", Resource("nodes", "", "v1", "nodes")),
-    # Finished pods hold no resources, and the operator's watch leaves them out too.
-    Listed(
-        "Pod", Resource("pods", "", "v1", "pods", "status.phase!=Succeeded,status.phase!=Failed")
-    ),
-    Listed(
-        "PodGroup",
-        Resource("podgroups", "scheduling.volcano.sh", "v1beta1", "podgroups", optional=True),
-    ),
-    Listed("Namespace", Resource("namespaces", "", "v1", "namespaces")),
-    Listed("DaemonSet", Resource("daemonsets", "apps", "v1", "daemonsets")),
-    Listed(
-        "Queue",
-        Resource("queues", "scheduling.sharekeeper.io", "v1alpha1", "queues", optional=True),
-    ),
-    Listed(
-        "SchedulerPolicy",
-        Resource(
-            "schedulerpolicies",
-            "scheduling.sharekeeper.io",
-            "v1alpha1",
-            "schedulerpolicies",
-            optional=True,
-        ),
-    ),
-    Listed(
-        "NodeQosEnsurancePolicy",
-        Resource(
-            "nodeqosensurancepolicies",
-            "ensurance.sharekeeper.io",
-            "v1alpha1",
-            "nodeqosensurancepolicies",
-            optional=True,
-        ),
-    ),
-)
 
 
 class ClusterUnreachable(Exception):
@@ -94,10 +35,7 @@ class ClusterUnreachable(Exception):
 def http_client() -> httpx.Client:
     """A synchronous client configured as the operator's watches configure theirs."""
     try:
-        config = KubeConfig.from_env().get()
-        assert config is not None  # get() without a default raises ConfigError instead
-        timeout = httpx.Timeout(REQUEST_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
-        return Client(config, ConnectionParams(timeout=timeout))
+        return sync_http()
     # A kubeconfig can be missing, not YAML, without a context, or name files that are not
     # there: whichever it is, it is one line for the person who runs the command.
     except Exception as error:
@@ -105,12 +43,13 @@ def http_client() -> httpx.Client:
 
 
 def list_objects(client: httpx.Client | None = None) -> list[Object]:
-    """Every object of every kind in ``LISTED``, each with its ``kind`` and ``apiVersion``.
+    """Every object of every kind the operator stores (``kinds.STORED``), each with its
+    ``kind`` and ``apiVersion``.
     ``client``: for tests; by default one from the kubeconfig, closed when done."""
     own = client is None
     http = http_client() if client is None else client
     try:
-        return [obj for listed in LISTED for obj in list_items(http, listed)]
+        return [obj for resource in STORED for obj in list_items(http, resource)]
     finally:
         if own:
             http.close()
@@ -125,8 +64,7 @@ def unreachable(http: httpx.Client, error: Exception) -> ClusterUnreachable:
     return ClusterUnreachable(f"cannot reach the API server at {http.base_url}: {reason}")
 
 
-def list_items(http: httpx.Client, listed: Listed) -> Iterator[Object]:
-    resource = listed.resource
+def list_items(http: httpx.Client, resource: Resource) -> Iterator[Object]:
     params = {"limit": str(PAGE_SIZE)}
     if resource.field_selector:
         params["fieldSelector"] = resource.field_selector
@@ -148,7 +86,7 @@ def list_items(http: httpx.Client, listed: Listed) -> Iterator[Object]:
             raise ClusterUnreachable(f"{where}: not a Kubernetes list: {error}") from None
         for item in items:
             if isinstance(item, dict):
-                yield {"apiVersion": listed.api_version, "kind": listed.kind, **item}
+                yield {"apiVersion": resource.api_version, "kind": resource.kind, **item}
         if not token:
             return
         params["continue"] = str(token)

@@ -11,9 +11,11 @@ import httpx2 as httpx
 import pytest
 from lightkube import ApiError
 
-from sharekeeper.engine.qos import Outcome, PodKey, QosAction
-from sharekeeper.publish.actions import KubeActuator
-from sharekeeper.publish.retrying import Retrying, RetryPolicy
+from sharekeeper.engine.qos import Outcome
+from sharekeeper.kube.transient import Retrying
+from sharekeeper.kube.writing import KubeWriter
+from sharekeeper.loops.qos import EVICTION_OUTCOMES
+from sharekeeper.settings import RetryPolicy
 
 URL = "https://127.0.0.1/api/v1/namespaces/tenant/pods/greedy/eviction"
 NO_DISRUPTION = {
@@ -79,13 +81,10 @@ async def no_sleep(seconds: float) -> None:
 def evict(body: dict[str, Any]) -> tuple[Outcome, str, list[str]]:
     client = Client(body)
     retrying = Retrying(RetryPolicy(), sleep=no_sleep, jitter=lambda: 0.0)
-    actuator = KubeActuator(client, retrying)  # type: ignore[arg-type]
-    action = QosAction(
-        kind="evict", pod=PodKey("tenant", "greedy"), node="w1", metric="cpu_total_usage",
-        resource="cpu", released=1500,
-    )  # fmt: skip
-    outcome, detail = asyncio.run(actuator.evict(action))
-    return outcome, detail, client.calls
+    writer = KubeWriter(client, None, retrying=retrying)  # type: ignore[arg-type]
+    outcome, detail = asyncio.run(writer.evict_pod("tenant", "greedy"))
+    # What the QoS check makes of it.
+    return EVICTION_OUTCOMES[outcome], detail, client.calls
 
 
 @pytest.mark.parametrize(

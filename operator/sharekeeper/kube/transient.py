@@ -1,4 +1,6 @@
-"""One API write carried through a transient failure: a few attempts, backing off with jitter.
+"""The one transient-error policy: what is worth trying again, after how long, and one API write
+carried through a transient failure (a few attempts, backing off with jitter). The watches use
+the same backoff and Retry-After, but never give up (``watching``).
 
 Transient: the API server is overloaded (429, after the Retry-After it sends; 503), failed inside
 (500), a proxy in front of it failed (502, 504), or the connection did (a timeout, a reset, a
@@ -20,33 +22,16 @@ import email.utils
 import random
 import time
 from collections.abc import Awaitable, Callable, Collection
-from dataclasses import dataclass
 from typing import TypeVar
 
 import httpx2 as httpx  # lightkube's HTTP client: its errors are lightkube's errors
 
 from sharekeeper import telemetry
+from sharekeeper.settings import RetryPolicy
 
 T = TypeVar("T")
 
 TRANSIENT_CODES = frozenset({429, 500, 502, 503, 504})
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    attempts: int = 4
-    """Tries of one request, the first included."""
-    first_delay_seconds: float = 0.25
-    """The pause before the second try; it doubles for each try after, up to the maximum."""
-    max_delay_seconds: float = 2.0
-    deadline_seconds: float = 10.0
-    """The time one request may take, all tries and pauses included."""
-
-    def delay(self, retry: int, jitter: float) -> float:
-        """The pause before retry number ``retry`` (1: the second try). ``jitter`` (in [0, 1))
-        spreads writers that failed together, so they do not all come back at once."""
-        ceiling = min(self.max_delay_seconds, self.first_delay_seconds * 2.0 ** (retry - 1))
-        return ceiling * (0.5 + jitter / 2)
 
 
 def http_status(error: BaseException) -> int | None:
@@ -69,10 +54,14 @@ def transient_reason(error: BaseException) -> str | None:
 
 
 def retry_after_seconds(error: BaseException) -> float | None:
-    """The ``Retry-After`` of a refusal (seconds or an HTTP date), if it sent one."""
+    """The ``Retry-After`` of a refusal, if it sent one."""
     if not isinstance(error, httpx.HTTPStatusError):
         return None
-    value = error.response.headers.get("Retry-After")
+    return retry_after(error.response.headers.get("Retry-After"))
+
+
+def retry_after(value: str | None) -> float | None:
+    """A ``Retry-After`` header in seconds (it may be seconds or an HTTP date); None without."""
     if value is None:
         return None
     try:
@@ -127,7 +116,7 @@ class Retrying:
                 retry += 1
                 pause = retry_after_seconds(error)
                 if pause is None:
-                    pause = policy.delay(retry, self._jitter())
+                    pause = policy.backoff.delay(retry, self._jitter())
                 elapsed = self._clock() - started
                 if retry >= policy.attempts or elapsed + pause >= policy.deadline_seconds:
                     raise

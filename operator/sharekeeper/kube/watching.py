@@ -23,30 +23,19 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx2 as httpx  # lightkube's HTTP client
-from lightkube.config.client_adapter import AsyncClient, ConnectionParams
-from lightkube.config.kubeconfig import KubeConfig
 
 from sharekeeper import telemetry
+from sharekeeper.kube.kinds import Resource
+from sharekeeper.kube.transient import retry_after
+from sharekeeper.settings import WatchSettings
 
 logger = logging.getLogger(__name__)
 
 Object = dict[str, Any]
 
 OBJECT_EVENTS = ("ADDED", "MODIFIED", "DELETED")
-CONNECT_TIMEOUT_SECONDS = 10.0
-REQUEST_TIMEOUT_SECONDS = 60.0  # one LIST page or discovery document, however loaded the server
 # The server ends each watch at timeoutSeconds; silence this much longer means a dead connection.
 WATCH_READ_MARGIN_SECONDS = 60.0
-
-
-def http_client() -> httpx.AsyncClient:
-    """A client for the API server, configured as lightkube configures its own: in-cluster
-    service account, else ``$KUBECONFIG``, else ``~/.kube/config``. Watches set their own read
-    timeout (above the server's watch timeout); everything else gets ``REQUEST_TIMEOUT_SECONDS``."""
-    config = KubeConfig.from_env().get()
-    assert config is not None  # get() without a default raises ConfigError instead
-    timeout = httpx.Timeout(REQUEST_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
-    return AsyncClient(config, ConnectionParams(timeout=timeout))
 
 
 class Sink(Protocol):
@@ -67,44 +56,6 @@ class Sink(Protocol):
     def event(self, kind: str, obj: dict[str, Any]) -> None:
         """One watch event: ``kind`` is "ADDED", "MODIFIED" or "DELETED"."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class Resource:
-    """What to list and watch. ``name`` labels the metrics and the logs ("pods", "nodes")."""
-
-    name: str
-    group: str  # "" for the core group
-    version: str
-    plural: str
-    field_selector: str | None = None
-    optional: bool = False  # may not be served (a CRD installed later): poll discovery until it is
-    # Not being served is a fault (our own CRDs), not a choice (Volcano not installed): a warning.
-    warn_when_not_served: bool = False
-
-    @property
-    def group_path(self) -> str:
-        """The discovery document of the resource's group version."""
-        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-
-    @property
-    def path(self) -> str:
-        """The collection: "/api/v1/pods", "/apis/scheduling.volcano.sh/v1beta1/podgroups"."""
-        return f"{self.group_path}/{self.plural}"
-
-
-@dataclass(frozen=True, slots=True)
-class WatchSettings:
-    """How a ListWatch pages, how long each watch lasts, how it backs off, how often it polls."""
-
-    page_size: int = 500
-    watch_timeout_seconds: int = 270  # timeoutSeconds of each WATCH request
-    backoff_initial_seconds: float = 0.5
-    backoff_max_seconds: float = 30.0
-    discovery_interval_seconds: float = 30.0
-
-
-DEFAULT_SETTINGS = WatchSettings()
 
 
 def all_synced(watches: Iterable[ListWatch]) -> bool:
@@ -168,7 +119,7 @@ class ListWatch:
         http: httpx.AsyncClient,
         resource: Resource,
         sink: Sink,
-        settings: WatchSettings = DEFAULT_SETTINGS,
+        settings: WatchSettings = WatchSettings(),
         *,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         jitter: Callable[[], float] = random.random,
@@ -407,8 +358,8 @@ class ListWatch:
         if not isinstance(status, dict):
             status = {"message": response.text[:300]}
         code = response.status_code
-        retry_after = _seconds(response.headers.get("Retry-After")) if code == 429 else None
-        return self._classify(code, status, reason=f"http_{code}", retry_after=retry_after)
+        pause = retry_after(response.headers.get("Retry-After")) if code == 429 else None
+        return self._classify(code, status, reason=f"http_{code}", retry_after=pause)
 
     def _classify(
         self, code: int | None, status: Object, *, reason: str, retry_after: float | None = None
@@ -468,10 +419,7 @@ class ListWatch:
             return settings.backoff_max_seconds  # nothing changes soon: no point asking often
         if failure.retry_after is not None:
             return min(failure.retry_after, settings.backoff_max_seconds)
-        # The exponent is capped because 2.0 ** attempt overflows a float after ~1000 attempts
-        # (hours at the maximum delay); the ceiling is reached long before.
-        ceiling = settings.backoff_initial_seconds * 2.0 ** min(self._attempt, 64)
-        return self._jitter() * min(settings.backoff_max_seconds, ceiling)
+        return settings.backoff.delay(self._attempt + 1, self._jitter())
 
     def _log_failure(self, failure: _Failure) -> None:
         name = self._resource.name
@@ -495,11 +443,3 @@ class ListWatch:
             )
         self._failing = None
         self._attempt = 0
-
-
-def _seconds(retry_after: str | None) -> float | None:
-    """A Retry-After header in seconds (the API server sends an integer); None without one."""
-    try:
-        return float(retry_after) if retry_after is not None else None
-    except ValueError:
-        return None

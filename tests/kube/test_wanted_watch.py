@@ -23,11 +23,9 @@ from test_watching import (
     watch_request,
 )
 
-from sharekeeper.cluster.watching import ListWatch, Resource
+from sharekeeper.kube.kinds import VOLCANO_QUEUES
+from sharekeeper.kube.watching import ListWatch
 
-VOLCANO_QUEUES = Resource(
-    "queues.scheduling.volcano.sh", "scheduling.volcano.sh", "v1beta1", "queues", optional=True
-)
 DISCOVERY = request_key(VOLCANO_QUEUES.group_path)
 
 
@@ -148,7 +146,7 @@ def test_wanted_where_the_crd_is_missing_says_so_once_and_lists_nothing(
         assert not watch.listed
         assert sink.store == {}
 
-    with caplog.at_level(logging.INFO, logger="sharekeeper.cluster.watching"):
+    with caplog.at_level(logging.INFO, logger="sharekeeper.kube.watching"):
         scenario(script, steps)
     said = [r.getMessage() for r in caplog.records if "not served" in r.getMessage()]
     assert said == [

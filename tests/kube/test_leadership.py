@@ -12,7 +12,7 @@ import pytest
 from lightkube import ApiError
 from lightkube.resources.coordination_v1 import Lease
 
-from sharekeeper.cluster.leadership import Leadership, LeaseSettings
+from sharekeeper.kube.leadership import Leadership, LeaseSettings
 
 
 def api_error(code: int) -> ApiError:

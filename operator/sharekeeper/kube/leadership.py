@@ -23,7 +23,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,25 +32,9 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
 
 from sharekeeper import telemetry
+from sharekeeper.settings import LeaseSettings
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseSettings:
-    namespace: str
-    identity: str
-    name: str = "sharekeeper"
-    lease_seconds: float = 15.0
-    renew_deadline_seconds: float = 10.0
-    retry_seconds: float = 2.0
-
-    def __post_init__(self) -> None:
-        if not 0 < self.retry_seconds < self.renew_deadline_seconds < self.lease_seconds:
-            raise ValueError(
-                "leader election needs 0 < retry period < renew deadline < lease duration, "
-                f"not {self.retry_seconds}, {self.renew_deadline_seconds}, {self.lease_seconds}"
-            )
 
 
 class Leadership:

@@ -29,7 +29,7 @@ from lightkube.resources.admissionregistration_v1 import MutatingWebhookConfigur
 from lightkube.resources.core_v1 import Secret
 from lightkube.types import PatchType
 
-from sharekeeper.cluster.webhook_tls import (
+from sharekeeper.kube.webhook_tls import (
     ServingCert,
     covers,
     ensure_serving_cert,
@@ -460,6 +460,6 @@ def test_a_second_conflict_is_raised() -> None:
 
 def test_a_missing_configuration_is_reported_not_raised(caplog: pytest.LogCaptureFixture) -> None:
     api = FakeConfigurations()
-    with caplog.at_level(logging.WARNING, logger="sharekeeper.cluster.webhook_tls"):
+    with caplog.at_level(logging.WARNING, logger="sharekeeper.kube.webhook_tls"):
         assert not publish(api, URL)
     assert f"MutatingWebhookConfiguration {CONFIGURATION} does not exist" in caplog.text

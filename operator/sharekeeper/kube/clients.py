@@ -1,0 +1,61 @@
+"""The one way to a client of the API server, configured as lightkube configures its own: the
+in-cluster service account, else ``$KUBECONFIG``, else ``~/.kube/config``.
+
+Two kinds of client share that configuration: lightkube's typed client (the Lease, the
+webhook's objects, status patches, evictions, Events) and the plain HTTP client under it (the
+watches, ``explain``'s list, the Queue mirrors), which hands back the dicts ``json.loads``
+makes: at 150,000 pods a typed model per object would cost more than the object's parse.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx2 as httpx  # lightkube's HTTP client
+from lightkube import AsyncClient
+from lightkube.config.client_adapter import AsyncClient as AsyncHttp
+from lightkube.config.client_adapter import Client as SyncHttp
+from lightkube.config.client_adapter import ConnectionParams
+from lightkube.config.kubeconfig import KubeConfig, SingleConfig
+
+TypedClient = AsyncClient
+"""For the parts outside this room that hand our client on (the webhook's certificate)."""
+CONNECT_TIMEOUT_SECONDS = 10.0
+REQUEST_TIMEOUT_SECONDS = 60.0  # one LIST page or discovery document, however loaded the server
+FIELD_MANAGER = "sharekeeper"
+
+
+def _params() -> ConnectionParams:
+    return ConnectionParams(
+        timeout=httpx.Timeout(REQUEST_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
+    )
+
+
+def _config() -> SingleConfig:
+    config = KubeConfig.from_env().get()
+    assert config is not None  # get() without a default raises ConfigError instead
+    return config
+
+
+@dataclass(frozen=True, slots=True)
+class Clients:
+    """The running operator's two clients, made together and closed together."""
+
+    typed: AsyncClient
+    """lightkube's; its writes name us as their field manager."""
+    http: httpx.AsyncClient
+    """Plain HTTP. Watches set their own read timeout (above the server's watch timeout);
+    everything else gets ``REQUEST_TIMEOUT_SECONDS``."""
+
+    async def close(self) -> None:
+        await self.typed.close()
+        await self.http.aclose()
+
+
+def connect() -> Clients:
+    return Clients(AsyncClient(field_manager=FIELD_MANAGER), AsyncHttp(_config(), _params()))
+
+
+def sync_http() -> httpx.Client:
+    """The same, synchronous: for the commands a person runs (``explain``, ``release``)."""
+    return SyncHttp(_config(), _params())
