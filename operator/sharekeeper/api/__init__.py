@@ -5,7 +5,9 @@ Belongs here: the models of ``Queue``, ``SchedulerPolicy`` and ``NodeQosEnsuranc
 and status), reading an object through them into engine input (``read``; every error is a
 ``model.objects.ObjectError`` naming kind/name, the field path and the value), rendering engine
 results into their status, and the CustomResourceDefinitions generated from the models
-(``crds``; ``sharekeeper crds`` / ``make crds`` writes ``crds/``).
+(``crds``; ``sharekeeper crds`` / ``make crds`` writes ``crds/``). ``crds`` reads the models and
+no model reads ``crds``: what a model needs to be served (``RootModel``, ``Resource``,
+``Column``) is in ``base`` (an import-linter contract).
 Does not belong: Pods, Nodes and PodGroups (``model``'s fast trimmed readers), API calls.
 Imports ``model`` and ``engine`` only.
 """

@@ -10,7 +10,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from sharekeeper.api.base import (
+    AGE,
     ApiModel,
+    Column,
     Conditions,
     DateTime,
     Int32,
@@ -19,11 +21,12 @@ from sharekeeper.api.base import (
     Metadata,
     QualifiedName,
     Quantity,
+    Resource,
+    RootModel,
     SchedulerName,
     StatusResources,
     read,
 )
-from sharekeeper.api.crds import AGE, Column, Resource, RootModel
 from sharekeeper.api.queue import VOLCANO_SOURCE
 from sharekeeper.engine.admission import NodePolicy, ReclaimConfig
 from sharekeeper.engine.overcommit import (

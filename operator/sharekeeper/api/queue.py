@@ -9,20 +9,23 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from sharekeeper.api.base import (
+    AGE,
     ApiModel,
     Cel,
+    Column,
     Conditions,
     Int32,
     Int64,
     LabelSelector,
     Metadata,
     QueueReference,
+    Resource,
     ResourceList,
+    RootModel,
     StatusResources,
     in_internal_units,
     read,
 )
-from sharekeeper.api.crds import AGE, Column, Resource, RootModel
 from sharekeeper.engine.resources import UNLIMITED
 from sharekeeper.engine.selectors import MATCH_ALL
 from sharekeeper.engine.shares import QueueShare, QueueSnapshot
