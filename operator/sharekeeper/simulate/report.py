@@ -29,7 +29,8 @@ from sharekeeper.pipeline.qos import (
     policy_statuses,
     unreachable_message,
 )
-from sharekeeper.pipeline.shares import publication, waiting_text
+from sharekeeper.pipeline.shares import publication
+from sharekeeper.pipeline.statuses import waiting_text
 from sharekeeper.simulate.reading import Inputs
 
 
