@@ -64,9 +64,10 @@ def share_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
         if pod.pending and context.placements
     ]
     held = inputs.store.pods.held()
+    snapshot = snapshot_of(inputs, context)
     published = publication(
-        snapshot_of(inputs, context), inputs.node_policies, pending, held=held,
-        pods=inputs.store.pods, now=context.now_seconds,
+        snapshot, inputs.node_policies, pending, held=held, pods=inputs.store.pods,
+        now=context.now_seconds,
     )  # fmt: skip
     for message in published.unknown_queues:  # as the operator: an Event, not a refusal
         print(
