@@ -11,7 +11,7 @@ decisions and the reclaim plans are handed on as computed, for the caller to act
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sharekeeper.engine.admission import NodePolicy, admission_facts, placements
@@ -42,9 +42,9 @@ class Publication:
     """Pods that name a queue that does not exist."""
     shares: ShareResult
     """The share engine's numbers, for metrics."""
-    gates: GateDecisions = field(default_factory=lambda: GateDecisions((), {}))
+    gates: GateDecisions
     """Which pods held by the admission gate go now, and why the others wait."""
-    reclaims: Mapping[PolicyName, PolicyReclaim] = field(default_factory=dict)
+    reclaims: Mapping[PolicyName, PolicyReclaim]
     """The reclaim plan of each policy whose ``spec.reclaim.mode`` is not Off."""
 
 
