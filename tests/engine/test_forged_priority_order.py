@@ -14,7 +14,8 @@ from typing import Any
 from builders import node, pod, policy, queue
 from sharekeeper.engine.gates import Waiting
 from sharekeeper.model.pods import pod_snapshot
-from sharekeeper.pipeline.shares import Publication, publication, waiting_text
+from sharekeeper.pipeline.shares import Publication, publication
+from sharekeeper.pipeline.statuses import waiting_text
 from sharekeeper.simulate.reading import parse_objects
 from sharekeeper.simulate.report import Context, admission_view, snapshot_of
 

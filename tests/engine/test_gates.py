@@ -10,7 +10,8 @@ from typing import Any
 
 from builders import node, pod, pod_group, policy, queue
 from sharekeeper.engine.gates import GateDecisions, PodKey
-from sharekeeper.pipeline.shares import Publication, publication, waiting_text
+from sharekeeper.pipeline.shares import Publication, publication
+from sharekeeper.pipeline.statuses import waiting_text
 from sharekeeper.simulate.reading import parse_objects
 from sharekeeper.simulate.report import Context, snapshot_of
 

@@ -24,7 +24,8 @@ from sharekeeper.engine.shares import (
 )
 from sharekeeper.engine.shares.snapshot import NodeName, PolicyName, QueueName
 from sharekeeper.loops.recompute import QueueSeries
-from sharekeeper.pipeline.shares import Publication, publication, waiting_text
+from sharekeeper.pipeline.shares import Publication, publication
+from sharekeeper.pipeline.statuses import waiting_text
 from sharekeeper.simulate.reading import parse_objects
 from sharekeeper.simulate.report import Context, snapshot_of
 

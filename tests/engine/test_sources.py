@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from sharekeeper.api.queue import queue_status
 from sharekeeper.engine.shares import (
     PolicySnapshot,
     QueueSnapshot,
@@ -16,6 +15,7 @@ from sharekeeper.engine.shares import (
 )
 from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
 from sharekeeper.engine.shares.sources import shadowed
+from sharekeeper.pipeline.statuses import queue_status
 
 
 def queues(*items: QueueSnapshot) -> dict[QueueName, QueueSnapshot]:

@@ -1,5 +1,6 @@
-"""What every model of ours is made of: the base model, quantity and selector types, CEL rules,
-and ``read``, which turns an object into a model or an ``ObjectError``.
+"""What every model of ours is made of: the base model, the root model of a custom resource and
+how it is served (``Resource``: group, names, printer columns), quantity and selector types, CEL
+rules, and ``read``, which turns an object into a model or an ``ObjectError``.
 
 The models read objects the way the API server stores them: unknown fields are ignored (the
 API server prunes them), ``null`` counts as absent (and is then defaulted, as the API server
@@ -138,6 +139,62 @@ class ApiModel(BaseModel):
         if isinstance(data, Mapping):
             return {key: value for key, value in data.items() if value is not None}
         return data
+
+
+# --- custom resources ---------------------------------------------------------------------------
+
+VERSION = "v1alpha1"
+"""The version every resource of ours is served at."""
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """An ``additionalPrinterColumns`` entry (``kubectl get``)."""
+
+    name: str
+    type: str
+    json_path: str
+    description: str | None = None
+    priority: int | None = None
+    """1: shown only with ``-o wide``."""
+
+    def schema(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "type": self.type, "jsonPath": self.json_path}
+        if self.priority is not None:
+            out["priority"] = self.priority
+        if self.description is not None:
+            out["description"] = self.description
+        return out
+
+
+AGE = Column("Age", "date", ".metadata.creationTimestamp")
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """How a root model is served: group, names, printer columns."""
+
+    group: str
+    kind: str
+    plural: str
+    short_names: tuple[str, ...]
+    columns: tuple[Column, ...]
+    comment: str
+    """The first line of the generated file."""
+
+    @property
+    def crd_name(self) -> str:
+        return f"{self.plural}.{self.group}"
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{VERSION}"
+
+
+class RootModel(ApiModel):
+    """A custom resource: ``__resource__`` says how it is served."""
+
+    __resource__: ClassVar[Resource]
 
 
 # --- names --------------------------------------------------------------------------------------

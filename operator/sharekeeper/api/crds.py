@@ -1,5 +1,8 @@
 """CustomResourceDefinitions generated from the models: ``sharekeeper crds`` writes ``crds/``.
 
+The generator reads the models (each root model's ``__resource__``, a ``base.Resource``, says
+how it is served); no model reads the generator (an import-linter contract).
+
 The structural ``openAPIV3Schema`` follows the model field by field: camelCase names, types,
 ``description`` (the field's, or its model's docstring), ``default``, ``enum`` (``Literal``),
 bounds (``ge``/``le``/``min_length``/``max_length``/``pattern``, and the range of a
@@ -15,9 +18,8 @@ from __future__ import annotations
 import inspect
 import types
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import annotated_types
 import yaml
@@ -25,60 +27,12 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from sharekeeper.api.base import ApiModel, FixedWidth, Schema, StringRule
+from sharekeeper.api.base import VERSION, ApiModel, FixedWidth, RootModel, Schema, StringRule
+from sharekeeper.api.policy import SchedulerPolicy
+from sharekeeper.api.qos import NodeQosEnsurancePolicy
+from sharekeeper.api.queue import Queue
 
-VERSION = "v1alpha1"
 LABELS = {"app.kubernetes.io/name": "sharekeeper", "app.kubernetes.io/part-of": "sharekeeper"}
-
-
-@dataclass(frozen=True, slots=True)
-class Column:
-    """An ``additionalPrinterColumns`` entry (``kubectl get``)."""
-
-    name: str
-    type: str
-    json_path: str
-    description: str | None = None
-    priority: int | None = None
-    """1: shown only with ``-o wide``."""
-
-    def schema(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "type": self.type, "jsonPath": self.json_path}
-        if self.priority is not None:
-            out["priority"] = self.priority
-        if self.description is not None:
-            out["description"] = self.description
-        return out
-
-
-AGE = Column("Age", "date", ".metadata.creationTimestamp")
-
-
-@dataclass(frozen=True, slots=True)
-class Resource:
-    """How a root model is served: group, names, printer columns."""
-
-    group: str
-    kind: str
-    plural: str
-    short_names: tuple[str, ...]
-    columns: tuple[Column, ...]
-    comment: str
-    """The first line of the generated file."""
-
-    @property
-    def crd_name(self) -> str:
-        return f"{self.plural}.{self.group}"
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{VERSION}"
-
-
-class RootModel(ApiModel):
-    """A custom resource: ``__resource__`` says how it is served."""
-
-    __resource__: ClassVar[Resource]
 
 
 # --- the schema walker --------------------------------------------------------------------------
@@ -305,10 +259,6 @@ class _Dumper(yaml.SafeDumper):
 
 
 def resources() -> tuple[type[RootModel], ...]:
-    from sharekeeper.api.policy import SchedulerPolicy
-    from sharekeeper.api.qos import NodeQosEnsurancePolicy
-    from sharekeeper.api.queue import Queue
-
     return (Queue, SchedulerPolicy, NodeQosEnsurancePolicy)
 
 

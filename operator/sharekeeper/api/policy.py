@@ -1,6 +1,6 @@
-"""SchedulerPolicy: the model, its reading into engine input (``PolicySpec``: the share engine's
-``PolicySnapshot`` and the node-level ``NodePolicy``), and the share and overcommit parts of
-its status."""
+"""SchedulerPolicy: the model and its reading into engine input (``PolicySpec``: the share engine's
+``PolicySnapshot`` and the node-level ``NodePolicy``). Its status is rendered in
+``pipeline.statuses``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from sharekeeper.api.base import (
+    AGE,
     ApiModel,
+    Column,
     Conditions,
     DateTime,
     Int32,
@@ -19,28 +21,26 @@ from sharekeeper.api.base import (
     Metadata,
     QualifiedName,
     Quantity,
+    Resource,
+    RootModel,
     SchedulerName,
     StatusResources,
     read,
 )
-from sharekeeper.api.crds import AGE, Column, Resource, RootModel
 from sharekeeper.api.queue import VOLCANO_SOURCE
 from sharekeeper.engine.admission import NodePolicy, ReclaimConfig
 from sharekeeper.engine.overcommit import (
-    OvercommitResult,
     OvercommitSpec,
     factor_from_number,
-    factor_number,
 )
 from sharekeeper.engine.proportional import Proportion
 from sharekeeper.engine.reclaim import ReclaimSettings
 from sharekeeper.engine.selectors import MATCH_ALL, Operator, Requirement
 from sharekeeper.engine.selectors import LabelSelector as EngineSelector
-from sharekeeper.engine.shares import PolicyShare, PolicySnapshot, Sharing
+from sharekeeper.engine.shares import PolicySnapshot, Sharing
 from sharekeeper.engine.shares.snapshot import DEFAULT_SCHEDULER_NAMES, SOURCE_LABEL, PolicyName
-from sharekeeper.model.conditions import condition
 from sharekeeper.model.objects import timestamp_at
-from sharekeeper.model.quantities import CPU, MEMORY, format_resources, to_internal
+from sharekeeper.model.quantities import CPU, MEMORY, to_internal
 from sharekeeper.model.records import PolicySpec
 
 # The 1 below is Volcano's: an overcommit factor below 1 would undercommit. 100 already admits a
@@ -402,49 +402,3 @@ def within_source(selector: EngineSelector, source: str) -> EngineSelector:
     operator: Operator = "In" if source == "Volcano" else "NotIn"
     requirement = Requirement(SOURCE_LABEL, operator, frozenset({VOLCANO_SOURCE}))
     return EngineSelector(selector.match_labels, (*selector.requirements, requirement))
-
-
-# --- status -------------------------------------------------------------------------------------
-
-
-def overcommit_section(result: OvercommitResult) -> dict[str, Any]:
-    """``status.overcommit`` (``OvercommitStatus``) of a SchedulerPolicy."""
-    return {
-        "factors": {name: factor_number(f) for name, f in sorted(result.factors.items())},
-        "overcommittedTotal": format_resources(result.overcommitted_total),
-        "used": format_resources(result.used),
-        "inqueue": format_resources(result.inqueue),
-        "headroom": format_resources(result.headroom),
-    }
-
-
-_CLEAR = {
-    "GuaranteeUnsatisfiable": ("GuaranteesFit", "the guarantees fit in the policy's nodes"),
-    "TreeUnsupported": ("TreeRead", "every spec.parent of the policy's queues is read"),
-    # Worded to hold for the older of two overlapping policies too: its status must not change.
-    "Overlapping": (
-        "KeepsAllSelected",
-        "no older SchedulerPolicy keeps a queue or node this policy selects",
-    ),
-}
-"""Conditions a policy always carries, False (with this reason) while they do not hold."""
-
-
-def policy_status(result: PolicyShare) -> dict[str, Any]:
-    """The share part of ``SchedulerPolicyStatus``."""
-    conditions = [condition("Ready", True, "Computed", "shares computed")]
-    for kind, (reason, message) in _CLEAR.items():
-        found = [r.message for r in result.reasons if r.kind == kind]
-        conditions.append(
-            condition(kind, True, kind, "; ".join(found))
-            if found
-            else condition(kind, False, reason, message)
-        )
-    return {
-        "nodes": result.nodes,
-        "queues": result.queues,
-        "total": format_resources(result.total),
-        "totalGuarantee": format_resources(result.total_guarantee),
-        "unmanaged": format_resources(result.unmanaged),
-        "conditions": conditions,
-    }

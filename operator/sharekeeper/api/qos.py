@@ -15,8 +15,10 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from sharekeeper.api.base import (
+    AGE,
     ApiModel,
     Cel,
+    Column,
     Conditions,
     DateTime,
     Int32,
@@ -24,10 +26,11 @@ from sharekeeper.api.base import (
     LabelSelector,
     Metadata,
     PositiveQuantity,
+    Resource,
+    RootModel,
     Schema,
     read,
 )
-from sharekeeper.api.crds import AGE, Column, Resource, RootModel
 from sharekeeper.engine.qos import (
     REGISTRY,
     Action,

@@ -1,5 +1,6 @@
-"""Queue (``scheduling.sharekeeper.io/v1alpha1``; a Volcano Queue reads the same): the model,
-its reading into the share engine's ``QueueSnapshot``, and its status from a ``QueueShare``."""
+"""Queue (``scheduling.sharekeeper.io/v1alpha1``; a Volcano Queue reads the same): the model
+and its reading into the share engine's ``QueueSnapshot``. Its status is rendered in
+``pipeline.statuses``."""
 
 from __future__ import annotations
 
@@ -9,27 +10,28 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from sharekeeper.api.base import (
+    AGE,
     ApiModel,
     Cel,
+    Column,
     Conditions,
     Int32,
     Int64,
     LabelSelector,
     Metadata,
     QueueReference,
+    Resource,
     ResourceList,
+    RootModel,
     StatusResources,
     in_internal_units,
     read,
 )
-from sharekeeper.api.crds import AGE, Column, Resource, RootModel
-from sharekeeper.engine.resources import UNLIMITED
 from sharekeeper.engine.selectors import MATCH_ALL
-from sharekeeper.engine.shares import QueueShare, QueueSnapshot
+from sharekeeper.engine.shares import QueueSnapshot
 from sharekeeper.engine.shares.deciding import Decider
-from sharekeeper.engine.shares.snapshot import PODS, SOURCE_LABEL, QueueName
-from sharekeeper.model.conditions import condition
-from sharekeeper.model.quantities import format_resources, to_internal
+from sharekeeper.engine.shares.snapshot import SOURCE_LABEL, QueueName
+from sharekeeper.model.quantities import to_internal
 
 MAX_WEIGHT = 65535
 VOLCANO_GROUP = "scheduling.volcano.sh"
@@ -292,83 +294,3 @@ def volcano_owner(obj: Mapping[str, Any]) -> str | None:
         ):
             return str(reference["uid"])
     return None
-
-
-# --- status -------------------------------------------------------------------------------------
-
-
-def share_text(share: float) -> str:
-    """``"0.75"``: two decimals at most, trailing zeros dropped."""
-    text = f"{share:.2f}".rstrip("0").rstrip(".")
-    return text or "0"
-
-
-# Conditions a queue always carries: False (with the reason below) while they do not hold, so a
-# person sees them clear rather than vanish.
-_CLEAR = {
-    "NoPolicy": ("Governed", "a SchedulerPolicy selects this queue"),
-    "GuaranteeUnsatisfiable": ("GuaranteesFit", "the guarantees fit in the policy's nodes"),
-    "NamespaceNotAdmitted": (
-        "NamespacesAdmitted",
-        "every pod naming this queue is in a namespace its spec.namespaces admits",
-    ),
-    "VolcanoQueueShadowed": (
-        "NotShadowing",
-        "no Volcano Queue being mirrored has this queue's name, or this queue is its mirror",
-    ),
-    "InvalidParent": ("ParentValid", "the queue has its place in its policy's tree"),
-    "PodsInInnerQueue": ("PodsInLeaves", "no pod names this queue while queues are below it"),
-}
-
-
-def queue_status(result: QueueShare) -> dict[str, Any]:
-    """``QueueStatus`` as a dict (built directly: 10,000 queues a round), without
-    ``observedGeneration`` and the conditions' times, which the publisher stamps."""
-    # No numbers: no policy governs the queue, or it has no place in its policy's tree.
-    blocking = next((r for r in result.reasons if r.kind in ("NoPolicy", "InvalidParent")), None)
-    governed = blocking is None
-    conditions = [
-        condition(
-            "Ready",
-            governed,
-            "Computed" if blocking is None else blocking.kind,
-            "deserved computed" if blocking is None else blocking.message,
-        ),
-        condition(
-            "Overused",
-            result.overused,
-            "AllocatedAboveDeserved" if result.overused else "WithinDeserved",
-            "allocated exceeds deserved in some resource"
-            if result.overused
-            else "allocated is within deserved",
-        ),
-    ]
-    for kind, (reason, message) in _CLEAR.items():
-        found = [r.message for r in sorted(result.reasons) if r.kind == kind]
-        conditions.append(
-            condition(kind, True, kind, "; ".join(found))
-            if found
-            else condition(kind, False, reason, message)
-        )
-    status: dict[str, Any] = {"state": result.state}
-    if result.policy is not None:
-        status["policy"] = result.policy
-    status |= {
-        "deserved": format_resources(result.deserved),
-        "guarantee": format_resources(result.guarantee),
-        # A tree's root bounds nothing (Capacity): an unbounded dimension is left out.
-        "realCapability": format_resources(
-            {name: amount for name, amount in result.real_capability.items() if amount < UNLIMITED}
-        ),
-        "allocated": format_resources(result.allocated),
-        "request": format_resources(result.request),
-        "inqueue": format_resources(result.inqueue),
-        "elastic": format_resources(result.elastic),
-        "decidedBy": dict(result.decided_by),
-        "admitted": result.admitted_pods,
-        "gated": result.held.get(PODS, 0),
-        "share": share_text(result.share),
-        "overused": result.overused,
-        "conditions": conditions,
-    }
-    return status

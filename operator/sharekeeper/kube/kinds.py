@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sharekeeper.api.crds import VERSION
+from sharekeeper.api.base import VERSION
 from sharekeeper.api.policy import SchedulerPolicy
 from sharekeeper.api.qos import NodeQosEnsurancePolicy
 from sharekeeper.api.queue import Queue

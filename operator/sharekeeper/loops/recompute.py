@@ -36,7 +36,8 @@ from sharekeeper.model.objects import rfc3339
 from sharekeeper.model.quantities import scale
 from sharekeeper.model.records import NodeRecord, OwnRecord
 from sharekeeper.pipeline.reclaiming import BoundPods, PolicyReclaim
-from sharekeeper.pipeline.shares import Publication, publication, waiting_text
+from sharekeeper.pipeline.shares import Publication, publication
+from sharekeeper.pipeline.statuses import waiting_text
 from sharekeeper.publish.annotations import AnnotationWrite, annotation_writes
 from sharekeeper.publish.diffing import Transition
 from sharekeeper.publish.statuses import (

@@ -1,5 +1,6 @@
-"""Reclaim in a share round: the engine's inputs built from what the round already has, its plan
-per SchedulerPolicy whose ``spec.reclaim.mode`` is not Off, and the plan as ``status.reclaim``.
+"""Reclaim in a share round: the engine's inputs built from what the round already has, and its
+plan per SchedulerPolicy whose ``spec.reclaim.mode`` is not Off (``statuses`` renders the plan
+as ``status.reclaim``).
 
 What the inputs come from:
 
@@ -45,7 +46,6 @@ from sharekeeper.engine.reclaim import (
 from sharekeeper.engine.resources import Amounts, add, exceeded_part
 from sharekeeper.engine.shares import PodSnapshot, ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.snapshot import DEFAULT_QUEUE, PODS, PolicyName, QueueName
-from sharekeeper.model.quantities import format_resources
 from sharekeeper.model.records import PodRecord
 
 Json = dict[str, Any]
@@ -56,8 +56,6 @@ WAITING_FOR_ROOM = frozenset(
 )
 """Why a held pod waits when room elsewhere could let it go; the others (no queue, a closed
 queue, an incomplete gang, a resource no node offers...) are not helped by evicting anyone."""
-MAX_LISTED_RECLAIMS = 50
-"""Reclaimers listed in ``status.reclaim.reclaims``; ``evictions`` and the counts cover all."""
 
 
 class BoundPods(Protocol):
@@ -290,33 +288,3 @@ def _over(allocated: Amounts, deserved: Amounts) -> bool:
 
 def _within(request: Amounts, dimensions: Collection[str]) -> dict[str, int]:
     return {name: amount for name, amount in request.items() if name in dimensions and name != PODS}
-
-
-def reclaim_section(round_: PolicyReclaim) -> Json:
-    """``status.reclaim`` (``api.policy.ReclaimStatus``) of a SchedulerPolicy."""
-    plan = round_.plan
-    not_served: dict[str, int] = {}
-    for entry in plan.not_served:
-        not_served[entry.reason.value] = not_served.get(entry.reason.value, 0) + 1
-    return {
-        "mode": round_.mode,
-        "waiting": len(round_.inputs.waiting),
-        "evictions": plan.evictions,
-        "reclaims": [
-            {
-                "reclaimer": f"{r.reclaimer[0]}/{r.reclaimer[1]}",
-                "queue": r.queue,
-                "node": r.node,
-                "victims": [
-                    {
-                        "pod": f"{v.pod[0]}/{v.pod[1]}",
-                        "queue": v.queue,
-                        "frees": format_resources(v.request),
-                    }
-                    for v in r.victims
-                ],
-            }
-            for r in plan.reclaims[:MAX_LISTED_RECLAIMS]
-        ],
-        "notServed": dict(sorted(not_served.items())),
-    }

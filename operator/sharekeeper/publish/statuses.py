@@ -1,6 +1,6 @@
 """Queue and SchedulerPolicy status: from the desired statuses to the writes that are needed.
 
-Pure: the desired status comes from ``pipeline.shares``; whether and what to write comes
+Pure: the desired status comes from ``pipeline.statuses``; whether and what to write comes
 from ``diffing`` against the status the object has. Nothing here calls the API.
 """
 

@@ -29,7 +29,8 @@ from sharekeeper.pipeline.qos import (
     policy_statuses,
     unreachable_message,
 )
-from sharekeeper.pipeline.shares import publication, waiting_text
+from sharekeeper.pipeline.shares import publication
+from sharekeeper.pipeline.statuses import waiting_text
 from sharekeeper.simulate.reading import Inputs
 
 
@@ -63,9 +64,10 @@ def share_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
         if pod.pending and context.placements
     ]
     held = inputs.store.pods.held()
+    snapshot = snapshot_of(inputs, context)
     published = publication(
-        snapshot_of(inputs, context), inputs.node_policies, pending, held=held,
-        pods=inputs.store.pods, now=context.now_seconds,
+        snapshot, inputs.node_policies, pending, held=held, pods=inputs.store.pods,
+        now=context.now_seconds,
     )  # fmt: skip
     for message in published.unknown_queues:  # as the operator: an Event, not a refusal
         print(

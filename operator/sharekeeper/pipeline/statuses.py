@@ -1,0 +1,320 @@
+"""Queue and SchedulerPolicy status, as the dicts that become ``.status``, conditions included:
+rendered from the results of one share round, which ``shares.publication`` computes once.
+``publish.statuses`` diffs them against what the objects hold, and stamps ``observedGeneration``
+and the conditions' times.
+
+Here too is why a held pod waits (its Event, and ``simulate``'s admission section): it says a
+shortfall in the words of the ``Enqueueable`` condition. The models these dicts must fit are in
+``api`` (``QueueStatus``, ``SchedulerPolicyStatus``); a test reads every rendered status
+through them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sharekeeper.engine.admission import AdmissionResult
+from sharekeeper.engine.gates import Waiting
+from sharekeeper.engine.overcommit import (
+    OvercommitResult,
+    QueueAdmission,
+    Shortfall,
+    factor_number,
+)
+from sharekeeper.engine.resources import UNLIMITED
+from sharekeeper.engine.shares import PolicyShare, QueueShare, ShareResult
+from sharekeeper.engine.shares.snapshot import PODS, PolicyName
+from sharekeeper.model.conditions import condition
+from sharekeeper.model.quantities import format_resources, to_quantity
+from sharekeeper.pipeline.reclaiming import PolicyReclaim
+
+Json = dict[str, Any]
+
+
+def queue_statuses(shares: ShareResult, facts: AdmissionResult) -> dict[str, Json]:
+    """Queue name -> status; a queue whose PodGroup waits to be enqueued says why
+    (``Enqueueable``)."""
+    queues = {}
+    for name, share in sorted(shares.queues.items()):
+        status = queue_status(share)
+        verdict = facts.queues.get(name)
+        if verdict is not None and verdict.podgroup is not None:
+            status["conditions"].append(enqueueable(verdict))
+        queues[str(name)] = status
+    return queues
+
+
+def scheduler_policy_statuses(
+    shares: ShareResult, facts: AdmissionResult, reclaims: Mapping[PolicyName, PolicyReclaim]
+) -> dict[str, Json]:
+    """SchedulerPolicy name -> status: the shares, the overcommit of a policy that governs
+    nodes, and the reclaim plan of a policy whose ``spec.reclaim.mode`` is not Off."""
+    policies = {}
+    for policy, policy_share in sorted(shares.policies.items()):
+        status = policy_status(policy_share)
+        if policy in facts.policies:
+            status["overcommit"] = overcommit_section(facts.policies[policy])
+        if policy in reclaims:
+            status["reclaim"] = reclaim_section(reclaims[policy])
+        policies[str(policy)] = status
+    return policies
+
+
+# --- Queue --------------------------------------------------------------------------------------
+
+# Conditions a queue always carries: False (with the reason below) while they do not hold, so a
+# person sees them clear rather than vanish.
+_QUEUE_CLEAR = {
+    "NoPolicy": ("Governed", "a SchedulerPolicy selects this queue"),
+    "GuaranteeUnsatisfiable": ("GuaranteesFit", "the guarantees fit in the policy's nodes"),
+    "NamespaceNotAdmitted": (
+        "NamespacesAdmitted",
+        "every pod naming this queue is in a namespace its spec.namespaces admits",
+    ),
+    "VolcanoQueueShadowed": (
+        "NotShadowing",
+        "no Volcano Queue being mirrored has this queue's name, or this queue is its mirror",
+    ),
+    "InvalidParent": ("ParentValid", "the queue has its place in its policy's tree"),
+    "PodsInInnerQueue": ("PodsInLeaves", "no pod names this queue while queues are below it"),
+}
+
+
+def queue_status(result: QueueShare) -> Json:
+    """``QueueStatus`` as a dict (built directly: 10,000 queues a round), without
+    ``observedGeneration`` and the conditions' times, which the publisher stamps."""
+    # No numbers: no policy governs the queue, or it has no place in its policy's tree.
+    blocking = next((r for r in result.reasons if r.kind in ("NoPolicy", "InvalidParent")), None)
+    governed = blocking is None
+    conditions = [
+        condition(
+            "Ready",
+            governed,
+            "Computed" if blocking is None else blocking.kind,
+            "deserved computed" if blocking is None else blocking.message,
+        ),
+        condition(
+            "Overused",
+            result.overused,
+            "AllocatedAboveDeserved" if result.overused else "WithinDeserved",
+            "allocated exceeds deserved in some resource"
+            if result.overused
+            else "allocated is within deserved",
+        ),
+    ]
+    for kind, (reason, message) in _QUEUE_CLEAR.items():
+        found = [r.message for r in sorted(result.reasons) if r.kind == kind]
+        conditions.append(
+            condition(kind, True, kind, "; ".join(found))
+            if found
+            else condition(kind, False, reason, message)
+        )
+    status: Json = {"state": result.state}
+    if result.policy is not None:
+        status["policy"] = result.policy
+    status |= {
+        "deserved": format_resources(result.deserved),
+        "guarantee": format_resources(result.guarantee),
+        # A tree's root bounds nothing (Capacity): an unbounded dimension is left out.
+        "realCapability": format_resources(
+            {name: amount for name, amount in result.real_capability.items() if amount < UNLIMITED}
+        ),
+        "allocated": format_resources(result.allocated),
+        "request": format_resources(result.request),
+        "inqueue": format_resources(result.inqueue),
+        "elastic": format_resources(result.elastic),
+        "decidedBy": dict(result.decided_by),
+        "admitted": result.admitted_pods,
+        "gated": result.held.get(PODS, 0),
+        "share": share_text(result.share),
+        "overused": result.overused,
+        "conditions": conditions,
+    }
+    return status
+
+
+def share_text(share: float) -> str:
+    """``"0.75"``: two decimals at most, trailing zeros dropped."""
+    text = f"{share:.2f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def enqueueable(verdict: QueueAdmission) -> Json:
+    """The answer to "why is my job not starting", as the queue's Enqueueable condition."""
+    job = f"PodGroup {verdict.podgroup}"
+    if verdict.admitted:
+        return condition("Enqueueable", True, "Admissible", f"{job} would be admitted now")
+    if verdict.closed:
+        return condition("Enqueueable", False, "QueueClosed", f"{job} waits: the queue is Closed")
+    if verdict.inner:
+        return condition(
+            "Enqueueable", False, "QueueNotLeaf",
+            f"{job} waits: this queue has queues below it, and jobs belong in leaf queues",
+        )  # fmt: skip
+    if verdict.overcommit:
+        return condition(
+            "Enqueueable", False, "OvercommitHeadroomExceeded",
+            f"{job} asks for more than the policy's overcommitted headroom: "
+            + shortfall_text(verdict.overcommit),
+        )  # fmt: skip
+    where = "the queue's" if verdict.limiting is None else f"queue {verdict.limiting}'s"
+    return condition(
+        "Enqueueable", False, "CapabilityExceeded",
+        f"{job} does not fit in {where} capability: " + shortfall_text(verdict.quota),
+    )  # fmt: skip
+
+
+# --- SchedulerPolicy ----------------------------------------------------------------------------
+
+_POLICY_CLEAR = {
+    "GuaranteeUnsatisfiable": ("GuaranteesFit", "the guarantees fit in the policy's nodes"),
+    "TreeUnsupported": ("TreeRead", "every spec.parent of the policy's queues is read"),
+    # Worded to hold for the older of two overlapping policies too: its status must not change.
+    "Overlapping": (
+        "KeepsAllSelected",
+        "no older SchedulerPolicy keeps a queue or node this policy selects",
+    ),
+}
+"""Conditions a policy always carries, False (with this reason) while they do not hold."""
+
+
+def policy_status(result: PolicyShare) -> Json:
+    """The share part of ``SchedulerPolicyStatus``."""
+    conditions = [condition("Ready", True, "Computed", "shares computed")]
+    for kind, (reason, message) in _POLICY_CLEAR.items():
+        found = [r.message for r in result.reasons if r.kind == kind]
+        conditions.append(
+            condition(kind, True, kind, "; ".join(found))
+            if found
+            else condition(kind, False, reason, message)
+        )
+    return {
+        "nodes": result.nodes,
+        "queues": result.queues,
+        "total": format_resources(result.total),
+        "totalGuarantee": format_resources(result.total_guarantee),
+        "unmanaged": format_resources(result.unmanaged),
+        "conditions": conditions,
+    }
+
+
+def overcommit_section(result: OvercommitResult) -> Json:
+    """``status.overcommit`` (``OvercommitStatus``) of a SchedulerPolicy."""
+    return {
+        "factors": {name: factor_number(f) for name, f in sorted(result.factors.items())},
+        "overcommittedTotal": format_resources(result.overcommitted_total),
+        "used": format_resources(result.used),
+        "inqueue": format_resources(result.inqueue),
+        "headroom": format_resources(result.headroom),
+    }
+
+
+MAX_LISTED_RECLAIMS = 50
+"""Reclaimers listed in ``status.reclaim.reclaims``; ``evictions`` and the counts cover all."""
+
+
+def reclaim_section(round_: PolicyReclaim) -> Json:
+    """``status.reclaim`` (``ReclaimStatus``) of a SchedulerPolicy."""
+    plan = round_.plan
+    not_served: dict[str, int] = {}
+    for entry in plan.not_served:
+        not_served[entry.reason.value] = not_served.get(entry.reason.value, 0) + 1
+    return {
+        "mode": round_.mode,
+        "waiting": len(round_.inputs.waiting),
+        "evictions": plan.evictions,
+        "reclaims": [
+            {
+                "reclaimer": f"{r.reclaimer[0]}/{r.reclaimer[1]}",
+                "queue": r.queue,
+                "node": r.node,
+                "victims": [
+                    {
+                        "pod": f"{v.pod[0]}/{v.pod[1]}",
+                        "queue": v.queue,
+                        "frees": format_resources(v.request),
+                    }
+                    for v in r.victims
+                ],
+            }
+            for r in plan.reclaims[:MAX_LISTED_RECLAIMS]
+        ],
+        "notServed": dict(sorted(not_served.items())),
+    }
+
+
+# --- a held pod ---------------------------------------------------------------------------------
+
+
+def waiting_text(waiting: Waiting, namespace: str | None = None) -> str:
+    """Why a held pod waits, for its Event and ``simulate``. ``namespace``: the held pod's.
+    Whoever may read a pod's Events may read its namespace's, and no other: a pod of another
+    namespace is never named (nor any pod, when ``namespace`` is not given)."""
+    queue = f"queue {waiting.queue}"
+    match waiting.reason:
+        case "NoQueue":
+            return "it names no queue: nothing admits it (remove the gate by hand)"
+        case "QueueNotFound":
+            return f"it names {queue}, which does not exist"
+        case "NamespaceNotAdmitted":
+            return f"{queue}'s spec.namespaces does not admit this pod's namespace"
+        case "NotGoverned":
+            return f"no SchedulerPolicy governs {queue}, so it has no share to admit into"
+        case "QueueClosed":
+            return f"{queue} is Closed"
+        case "QueueNotLeaf":
+            return f"{queue} has queues below it; pods belong in leaf queues"
+        case "ResourceNotOffered":
+            asked = listed(waiting.resources, "resources")
+            offers = f"which no node of policy {waiting.policy} offers"
+            if waiting.behind is None:
+                return f"it requests {asked}, {offers}"
+            return f"pod {waiting.behind} of its PodGroup requests {asked}, {offers}; it goes whole"
+        case "GangIncomplete":
+            present, needed = waiting.members
+            return f"its PodGroup has {present} of its minMember {needed} pods; it goes whole"
+        case "QuotaExceeded":
+            bound = "realCapability" if waiting.borrow else "deserved share"
+            where = queue if waiting.limiting is None else f"queue {waiting.limiting} above it"
+            return f"no room in {where}'s {bound}: {shortfall_text(waiting.shortfalls)}"
+        case "OvercommitHeadroomExceeded":
+            return "the policy's overcommitted headroom is too small: " + shortfall_text(
+                waiting.shortfalls
+            )
+        case "NoNodeFits":
+            return f"no node has room for it: {shortfall_text(waiting.shortfalls)} on the best node"
+        case "BehindOthers":
+            behind = waiting.behind or ""
+            if namespace is None:
+                first = f"another pod in {queue}"
+            elif behind.startswith(f"{namespace}/"):
+                first = f"pod {behind} of {queue}"
+            else:
+                first = f"a pod of another namespace in {queue}"
+            return f"it waits behind {first} (priority, then age)"
+
+
+# --- words --------------------------------------------------------------------------------------
+
+MAX_LISTED = 5
+"""Resources named in one message; the rest are counted (a pod may ask for hundreds)."""
+
+
+def listed(names: Sequence[str], noun: str) -> str:
+    """``a, b and c``; past ``MAX_LISTED``: ``a, b, c, d, e and 495 more <noun>``."""
+    if len(names) <= 1:
+        return "".join(names)
+    if len(names) <= MAX_LISTED:
+        return f"{', '.join(names[:-1])} and {names[-1]}"
+    return f"{', '.join(names[:MAX_LISTED])} and {len(names) - MAX_LISTED} more {noun}"
+
+
+def shortfall_text(shortfalls: tuple[Shortfall, ...]) -> str:
+    text = "; ".join(
+        f"{s.resource} {to_quantity(s.resource, s.requested)} requested, "
+        f"{to_quantity(s.resource, s.available)} available"
+        for s in shortfalls[:MAX_LISTED]
+    )
+    more = len(shortfalls) - MAX_LISTED
+    return text + (f"; and {more} more resource{'s' if more > 1 else ''}" if more > 0 else "")
