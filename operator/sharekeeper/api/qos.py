@@ -499,11 +499,6 @@ def qos_policy(policy: NodeQosEnsurancePolicy) -> QosPolicy:
     )
 
 
-def policy_from_dict(obj: Mapping[str, Any]) -> QosPolicy:
-    """A NodeQosEnsurancePolicy object as engine input."""
-    return qos_policy(read_policy(obj))
-
-
 def _selector(selector: LabelSelector | None) -> Any:
     return selector.engine() if selector is not None else MATCH_ALL
 

@@ -351,24 +351,6 @@ def quota_shortfalls(queue: QueueSnapshot, minimum: Mapping[str, int]) -> tuple[
     return () if available is None else shortfalls(minimum, available)
 
 
-def allocation_refused(
-    queue: QueueSnapshot, request: Mapping[str, int]
-) -> tuple[str, tuple[Shortfall, ...]] | None:
-    """Capacity's allocate check (Volcano's AllocatableFn, ``reference/volcano.md`` §4.2):
-    ``allocated + request <= realCapability`` on the dimensions requested, for the queue and
-    every queue above it; a queue with queues below it takes no pod. None when the pod may be
-    placed; else the queue that refuses it and where it falls short (none for an inner queue)."""
-    if not queue.leaf:
-        return queue.name, ()
-    for level in (queue, *queue.ancestors):
-        if level.real_capability is None:
-            continue
-        short = shortfalls(request, subtract(level.real_capability, level.allocated))
-        if short:
-            return level.name, short
-    return None
-
-
 def queue_admission(
     queue: QueueSnapshot, podgroups: Iterable[PodGroupSnapshot], headroom: Mapping[str, int]
 ) -> QueueAdmission:

@@ -70,11 +70,6 @@ def identify(obj: Obj, kind: str | None = None) -> tuple[str, str]:
     return str(found), f"{namespace + '/' if namespace else ''}{name}"
 
 
-def describe(obj: Obj, kind: str | None = None) -> str:
-    """``Kind namespace/name`` or ``Kind name``, for messages."""
-    return " ".join(identify(obj, kind))
-
-
 def fail(
     obj: Obj, path: str, problem: str, value: Any = _NO_VALUE, *, kind: str | None = None
 ) -> ObjectError:

@@ -138,17 +138,6 @@ def _qos_class(status: Mapping[str, object]) -> QosClass:
     return next((c for c in _QOS_CLASSES if c == value), "")
 
 
-def pod_from_dict(
-    obj: Mapping[str, object],
-    metrics: Mapping[str, object] | None = None,
-    *,
-    daemonsets: Collection[DaemonSetId] = frozenset(),
-) -> PodSnapshot:
-    """A Pod (and optionally its PodMetrics) as engine input."""
-    pod = pod_view(obj, daemonsets=daemonsets)
-    return pod if metrics is None else with_pod_usage(pod, metrics)
-
-
 def pod_view(
     obj: Mapping[str, object],
     cpu_limits: Mapping[str, int] | None = None,
@@ -374,7 +363,6 @@ __all__ = [
     "node_from_dicts",
     "node_metrics_by_name",
     "node_view",
-    "pod_from_dict",
     "pod_metrics_by_key",
     "pod_usage",
     "pod_view",
