@@ -5,34 +5,32 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import reference
 from builders import node, pod, pod_group, policy, queue, shares
 from sharekeeper.cli import main
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.pipeline.shares import Publication, publication
 from sharekeeper.simulate.reading import parse_objects
 from sharekeeper.simulate.report import Context, snapshot_of
 
-Obj = dict[str, Any]
 
-
-def published(*objects: Obj) -> Publication:
+def published(*objects: MutableObj) -> Publication:
     inputs = parse_objects(objects)
     snapshot = snapshot_of(inputs, Context(0.0, 0))
     return publication(snapshot, inputs.node_policies, held=inputs.store.pods.held())
 
 
-def condition(result: Publication, name: str, kind: str) -> Obj:
+def condition(result: Publication, name: str, kind: str) -> MutableObj:
     return next(c for c in result.queues[name]["conditions"] if c["type"] == kind)
 
 
 # --- proportion over a tree ---------------------------------------------------------------------
 
 
-def org_team_project(kind: str = "Proportion") -> list[Obj]:
+def org_team_project(kind: str = "Proportion") -> list[MutableObj]:
     """96 cpu; org (w2) and lab (w1) under the root; org's teams a (w1) and b (w1); a's
     projects x (w1) and y (w3). Everyone asks for far more than there is."""
     return [
@@ -150,7 +148,7 @@ def volcano_case(case_id: str, *, gated: bool = False) -> Publication:
     (``admission.borrow``): Volcano's allocate check, made by the gate."""
     case = CASES[case_id]
     scale = {"cpu": "m"}
-    objects: list[Obj] = [policy("volcano", "Capacity")]
+    objects: list[MutableObj] = [policy("volcano", "Capacity")]
     if gated:
         objects[0]["spec"]["admission"] = {"borrow": True}
 

@@ -11,7 +11,7 @@ from fractions import Fraction
 from hypothesis import given
 from hypothesis import strategies as st
 
-from builders import Obj, node, pod, policy, queue, shares, totals_of
+from builders import node, pod, policy, queue, shares, totals_of
 from sharekeeper.api.policy import policy_spec
 from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.overcommit import OvercommitSpec
@@ -26,10 +26,11 @@ from sharekeeper.engine.shares import (
 from sharekeeper.engine.shares.governance import governance, withheld_message
 from sharekeeper.engine.shares.snapshot import NodeName, PolicyName, QueueName, Reason
 from sharekeeper.model.nodes import POLICY
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.pipeline.shares import Publication, publication
 
 
-def created(obj: Obj, timestamp: str) -> Obj:
+def created(obj: MutableObj, timestamp: str) -> MutableObj:
     """``obj`` with ``metadata.creationTimestamp``, as the API server sets it."""
     return {**obj, "metadata": {**obj["metadata"], "creationTimestamp": timestamp}}
 

@@ -4,8 +4,7 @@ its status."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -39,7 +38,7 @@ from sharekeeper.engine.selectors import LabelSelector as EngineSelector
 from sharekeeper.engine.shares import PolicyShare, PolicySnapshot, Sharing
 from sharekeeper.engine.shares.snapshot import DEFAULT_SCHEDULER_NAMES, SOURCE_LABEL, PolicyName
 from sharekeeper.model.conditions import condition
-from sharekeeper.model.objects import timestamp_at
+from sharekeeper.model.objects import MutableObj, Obj, timestamp_at
 from sharekeeper.model.quantities import CPU, MEMORY, format_resources, to_internal
 from sharekeeper.model.records import PolicySpec
 
@@ -346,7 +345,7 @@ class SchedulerPolicy(RootModel):
     status: SchedulerPolicyStatus | None = None
 
 
-def policy_spec(obj: Mapping[str, Any]) -> PolicySpec:
+def policy_spec(obj: Obj) -> PolicySpec:
     """A SchedulerPolicy object as the engines read it; ``ObjectError`` when it cannot be read."""
     policy = read(SchedulerPolicy, obj)
     spec = policy.spec
@@ -407,7 +406,7 @@ def within_source(selector: EngineSelector, source: str) -> EngineSelector:
 # --- status -------------------------------------------------------------------------------------
 
 
-def overcommit_section(result: OvercommitResult) -> dict[str, Any]:
+def overcommit_section(result: OvercommitResult) -> MutableObj:
     """``status.overcommit`` (``OvercommitStatus``) of a SchedulerPolicy."""
     return {
         "factors": {name: factor_number(f) for name, f in sorted(result.factors.items())},
@@ -430,7 +429,7 @@ _CLEAR = {
 """Conditions a policy always carries, False (with this reason) while they do not hold."""
 
 
-def policy_status(result: PolicyShare) -> dict[str, Any]:
+def policy_status(result: PolicyShare) -> MutableObj:
     """The share part of ``SchedulerPolicyStatus``."""
     conditions = [condition("Ready", True, "Computed", "shares computed")]
     for kind, (reason, message) in _CLEAR.items():

@@ -33,7 +33,7 @@ from sharekeeper.engine.shares import PodGroupSnapshot, PodSnapshot, PodTotals, 
 from sharekeeper.engine.shares.accounting import pod_claim
 from sharekeeper.engine.shares.snapshot import QueueName
 from sharekeeper.model.nodes import node_record
-from sharekeeper.model.objects import Obj, ObjectError, fail, labels_of
+from sharekeeper.model.objects import MutableObj, Obj, ObjectError, fail, labels_of
 from sharekeeper.model.pods import claim_key, pod_group_snapshot, pod_record
 from sharekeeper.model.qos import DaemonSetId, daemonset_id, with_daemonsets
 from sharekeeper.model.records import NodeRecord, OwnRecord, PodRecord, own_record
@@ -84,7 +84,7 @@ class KindStore(Generic[K, R]):
     def list_started(self) -> None:
         self._listing = set()
 
-    def listed(self, objects: list[dict[str, Any]]) -> None:
+    def listed(self, objects: list[MutableObj]) -> None:
         for obj in objects:
             key = self._upsert(obj)
             if key is not None and self._listing is not None:
@@ -98,7 +98,7 @@ class KindStore(Generic[K, R]):
             self._forget_problem(key)
         self._listing = None
 
-    def event(self, kind: str, obj: dict[str, Any]) -> None:
+    def event(self, kind: str, obj: MutableObj) -> None:
         if kind == "DELETED":
             try:
                 key = self._key(obj)
@@ -183,7 +183,7 @@ class NodeStore(KindStore[str, NodeRecord]):
     def __init__(
         self,
         on_change: Callable[[], None],
-        on_annotations: Callable[[str, str, Mapping[str, Any]], None],
+        on_annotations: Callable[[str, str, Obj], None],
         on_gone: Callable[[str, str], None],
     ) -> None:
         super().__init__(node_record, _name)
@@ -388,7 +388,7 @@ class OwnStore(KindStore[str, OwnRecord[Any]]):
         kind: str,
         read: Callable[[Obj], Any],
         on_change: Callable[[], None],
-        on_status: Callable[[str, str, Mapping[str, Any]], None],
+        on_status: Callable[[str, str, Obj], None],
         on_gone: Callable[[str, str], None],
     ) -> None:
         super().__init__(lambda obj: own_record(obj, read), _name)
@@ -425,7 +425,7 @@ class QueueStore(OwnStore):
     def __init__(
         self,
         on_change: Callable[[], None],
-        on_status: Callable[[str, str, Mapping[str, Any]], None],
+        on_status: Callable[[str, str, Obj], None],
         on_gone: Callable[[str, str], None],
         on_origin: OriginChange,
     ) -> None:
@@ -433,7 +433,7 @@ class QueueStore(OwnStore):
         self.origins: dict[str, QueueOrigin] = {}
         self._on_origin = on_origin
 
-    def listed(self, objects: list[dict[str, Any]]) -> None:
+    def listed(self, objects: list[MutableObj]) -> None:
         super().listed(objects)
         for obj in objects:
             self._see(obj, deleted=False)
@@ -444,7 +444,7 @@ class QueueStore(OwnStore):
         for name in [name for name in self.origins if name not in listed]:
             self._set_origin(name, None)
 
-    def event(self, kind: str, obj: dict[str, Any]) -> None:
+    def event(self, kind: str, obj: MutableObj) -> None:
         super().event(kind, obj)
         self._see(obj, deleted=kind == "DELETED")
 
@@ -510,7 +510,7 @@ class ClusterStore:
 
     def __init__(self) -> None:
         self.on_change: Callable[[], None] | None = None
-        self.on_status: Callable[[str, str, Mapping[str, Any]], None] | None = None
+        self.on_status: Callable[[str, str, Obj], None] | None = None
         self.on_gone: Callable[[str, str], None] | None = None
         self.on_origin: OriginChange | None = None
         """A Queue's origin changed (the mirroring loop)."""
@@ -559,7 +559,7 @@ class ClusterStore:
             for record in self.policies.records.values()
         )
 
-    def _status(self, kind: str, name: str, status: Mapping[str, Any]) -> None:
+    def _status(self, kind: str, name: str, status: Obj) -> None:
         if self.on_status is not None:
             self.on_status(kind, name, status)
 
@@ -631,5 +631,5 @@ def _ignore() -> None:
     """The QoS loop is periodic: a change of its policies needs no wake-up."""
 
 
-def _ignore_status(kind: str, name: str, status: Mapping[str, Any]) -> None:
+def _ignore_status(kind: str, name: str, status: Obj) -> None:
     """Likewise for their status."""

@@ -30,7 +30,7 @@ from sharekeeper.cluster.usage import UsageSource, UsageUnavailable
 from sharekeeper.engine.qos import Outcome, PlanReport, QosAction, accept_all, node_actions
 from sharekeeper.loops.echoes import Echoes
 from sharekeeper.loops.health import LoopHealth
-from sharekeeper.model.objects import rfc3339
+from sharekeeper.model.objects import MutableObj, Obj, rfc3339
 from sharekeeper.model.qos import TAINT, WATERLINES_ANNOTATION
 from sharekeeper.model.records import OwnRecord
 from sharekeeper.pipeline.qos import (
@@ -46,7 +46,6 @@ from sharekeeper.publish.statuses import own_writes, stale_writes
 
 logger = logging.getLogger(__name__)
 
-Obj = Mapping[str, Any]
 QOS_EVENTS = {"Invalid"}
 DEFAULT_INTERVAL = 10.0
 POLICY_API_VERSION = "ensurance.sharekeeper.io/v1alpha1"
@@ -61,7 +60,7 @@ class Actuator(Protocol):
     ) -> tuple[Outcome, str]: ...
 
     async def set_taint(
-        self, node: str, present: bool, taints: Sequence[Mapping[str, Any]], resource_version: str
+        self, node: str, present: bool, taints: Sequence[Obj], resource_version: str
     ) -> None: ...
 
     async def event(
@@ -70,9 +69,7 @@ class Actuator(Protocol):
 
 
 class StatusWriter(Protocol):
-    async def patch_status(
-        self, kind: Any, name: str, patch: dict[str, Any]
-    ) -> dict[str, Any] | None: ...
+    async def patch_status(self, kind: Any, name: str, patch: MutableObj) -> MutableObj | None: ...
 
     async def patch_node_annotations(
         self, name: str, patch: dict[str, str | None]
@@ -88,7 +85,7 @@ class QosLoop:
     clock: Callable[[], float] = time.time
     checks: int = 0
     # The persisted state is in these statuses: never read back an older one than we wrote.
-    _statuses: Echoes[str, Mapping[str, Any]] = field(default_factory=Echoes)
+    _statuses: Echoes[str, Obj] = field(default_factory=Echoes)
     store_synced: asyncio.Event = field(default_factory=asyncio.Event)
     """Set by the owner once every initial list is in the store."""
     health: LoopHealth = field(init=False)
@@ -148,8 +145,8 @@ class QosLoop:
         records = [self._with_written(r) for r in self.store.qos_policies.sorted_records()]
         policies = [{**r.spec, "status": r.status} for r in records if r.spec is not None]
         # 1. Usage, all at once; unavailable usage is a fact the engine handles, not a crash.
-        node_metrics: list[dict[str, Any]] | None = None
-        pod_metrics: list[dict[str, Any]] | None = None
+        node_metrics: list[MutableObj] | None = None
+        pod_metrics: list[MutableObj] | None = None
         problem: str | None = None
         #    Without a policy nothing needs usage (the check still clears what deleted
         #    policies left on nodes), and a cluster without metrics-server is no news then.

@@ -29,7 +29,7 @@ from sharekeeper.loops.health import FAILING_WRITES, LoopHealth, StatusFailures
 from sharekeeper.loops.outbox import Outbox
 from sharekeeper.loops.reclaim import Evictor, carry_out
 from sharekeeper.model.nodes import SHARE_ANNOTATIONS
-from sharekeeper.model.objects import rfc3339
+from sharekeeper.model.objects import Obj, rfc3339
 from sharekeeper.model.quantities import scale
 from sharekeeper.model.records import NodeRecord, OwnRecord
 from sharekeeper.pipeline.reclaiming import BoundPods, PolicyReclaim
@@ -118,7 +118,7 @@ class Recompute:
         self._woken = asyncio.Event()
         self.store_synced = asyncio.Event()
         """Set by the owner once every initial list is in the store."""
-        self._statuses: Echoes[tuple[Kind, str], Mapping[str, Any]] = Echoes()
+        self._statuses: Echoes[tuple[Kind, str], Obj] = Echoes()
         self._annotations: Echoes[str, Mapping[str, str]] = Echoes()
         self._outbox: Outbox[tuple[str, str], StatusWrite | AnnotationWrite] = Outbox(
             self._send, self._retry_later
@@ -145,7 +145,7 @@ class Recompute:
     def wake(self) -> None:
         self._woken.set()
 
-    def status_seen(self, kind: str, name: str, value: Mapping[str, Any]) -> None:
+    def status_seen(self, kind: str, name: str, value: Obj) -> None:
         """A status (or a node's ``sharekeeper.io/`` annotations, kind ``Node``) changed on its
         own: the echo of our write, or someone else's write, which the next round restores."""
         echo = (

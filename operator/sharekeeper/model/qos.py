@@ -326,14 +326,14 @@ def is_terminal(pod: Mapping[str, object]) -> bool:
     return isinstance(status, Mapping) and status.get("phase") in ("Succeeded", "Failed")
 
 
-def node_metrics_by_name(items: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+def node_metrics_by_name(items: Iterable[Obj]) -> dict[str, Obj]:
     """NodeMetrics by node name: ``node_from_dicts(node, pods, by_name.get(name), ...)``."""
     return {str(item.get("metadata", {}).get("name")): item for item in items}
 
 
-def pod_metrics_by_key(items: Iterable[Mapping[str, Any]]) -> dict[PodKey, Mapping[str, Any]]:
+def pod_metrics_by_key(items: Iterable[Obj]) -> dict[PodKey, Obj]:
     """PodMetrics by namespace/name: the ``pod_metrics`` argument of ``node_from_dicts``."""
-    keyed: dict[PodKey, Mapping[str, Any]] = {}
+    keyed: dict[PodKey, Obj] = {}
     for item in items:
         meta = item.get("metadata", {})
         keyed[PodKey(str(meta.get("namespace", "default")), str(meta.get("name")))] = item

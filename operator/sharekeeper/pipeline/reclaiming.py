@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from sharekeeper.engine.admission import AdmissionResult, NodePolicy, ReclaimMode
 from sharekeeper.engine.gates import GateDecisions
@@ -45,10 +45,10 @@ from sharekeeper.engine.reclaim import (
 from sharekeeper.engine.resources import Amounts, add, exceeded_part
 from sharekeeper.engine.shares import PodSnapshot, ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.snapshot import DEFAULT_QUEUE, PODS, PolicyName, QueueName
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.model.quantities import format_resources
 from sharekeeper.model.records import PodRecord
 
-Json = dict[str, Any]
 PodKey = tuple[str, str]
 
 WAITING_FOR_ROOM = frozenset(
@@ -292,7 +292,7 @@ def _within(request: Amounts, dimensions: Collection[str]) -> dict[str, int]:
     return {name: amount for name, amount in request.items() if name in dimensions and name != PODS}
 
 
-def reclaim_section(round_: PolicyReclaim) -> Json:
+def reclaim_section(round_: PolicyReclaim) -> MutableObj:
     """``status.reclaim`` (``api.policy.ReclaimStatus``) of a SchedulerPolicy."""
     plan = round_.plan
     not_served: dict[str, int] = {}

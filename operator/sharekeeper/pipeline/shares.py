@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from sharekeeper.api.policy import overcommit_section, policy_status
 from sharekeeper.api.queue import queue_status
@@ -20,6 +19,7 @@ from sharekeeper.engine.shares import PodSnapshot, ShareResult, ShareSnapshot, d
 from sharekeeper.engine.shares.snapshot import PolicyName
 from sharekeeper.model.conditions import condition
 from sharekeeper.model.nodes import node_annotations
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.model.quantities import to_quantity
 from sharekeeper.pipeline.reclaiming import (
     BoundPods,
@@ -28,18 +28,16 @@ from sharekeeper.pipeline.reclaiming import (
     reclaim_section,
 )
 
-Json = dict[str, Any]
-
 
 @dataclass(frozen=True, slots=True)
 class Publication:
-    queues: Mapping[str, Json]
+    queues: Mapping[str, MutableObj]
     """Queue name -> status."""
-    policies: Mapping[str, Json]
+    policies: Mapping[str, MutableObj]
     """SchedulerPolicy name -> status."""
     nodes: Mapping[str, Mapping[str, str]]
     """Node name -> the share loop's annotations (empty: remove ours)."""
-    placements: Mapping[str, Json]
+    placements: Mapping[str, MutableObj]
     """Pending pod (``namespace/name``) -> where the proportional predicate lets it go; only
     for the ``pending`` pods asked about."""
     unknown_queues: tuple[str, ...]
@@ -107,7 +105,7 @@ def publication(
     )
 
 
-def enqueueable(verdict: QueueAdmission) -> Json:
+def enqueueable(verdict: QueueAdmission) -> MutableObj:
     """The answer to "why is my job not starting", as the queue's Enqueueable condition."""
     job = f"PodGroup {verdict.podgroup}"
     if verdict.admitted:
@@ -203,7 +201,7 @@ def shortfall_text(shortfalls: tuple[Shortfall, ...]) -> str:
     return text + (f"; and {more} more resource{'s' if more > 1 else ''}" if more > 0 else "")
 
 
-def placement_view(placement: PodPlacement) -> Json:
+def placement_view(placement: PodPlacement) -> MutableObj:
     return {
         "nodes": list(placement.nodes),
         "refused": {
