@@ -20,7 +20,7 @@ from sharekeeper.cluster.usage import (
     UsageSource,
     UsageUnavailable,
 )
-from sharekeeper.engine.qos import PodKey
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.model.qos import node_from_dicts, node_metrics_by_name, pod_metrics_by_key
 
 NODE = {

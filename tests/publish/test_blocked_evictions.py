@@ -11,7 +11,8 @@ import httpx2 as httpx
 import pytest
 from lightkube import ApiError
 
-from sharekeeper.engine.qos import Outcome, PodKey, QosAction
+from sharekeeper.engine.keys import PodKey
+from sharekeeper.engine.qos import Outcome, QosAction
 from sharekeeper.publish.actions import KubeActuator
 from sharekeeper.publish.retrying import Retrying, RetryPolicy
 

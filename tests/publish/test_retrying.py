@@ -12,7 +12,8 @@ import pytest
 from lightkube import ApiError
 from prometheus_client import REGISTRY
 
-from sharekeeper.engine.qos import Outcome, PodKey, QosAction
+from sharekeeper.engine.keys import PodKey
+from sharekeeper.engine.qos import Outcome, QosAction
 from sharekeeper.publish.actions import KubeActuator
 from sharekeeper.publish.kubernetes import KubeWriter
 from sharekeeper.publish.retrying import Retrying, RetryPolicy

@@ -28,6 +28,7 @@ from sharekeeper.api.base import (
     read,
 )
 from sharekeeper.api.crds import AGE, Column, Resource, RootModel
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos import (
     REGISTRY,
     Action,
@@ -39,7 +40,6 @@ from sharekeeper.engine.qos import (
     NodeQosState,
     Objective,
     Phase,
-    PodKey,
     QosAction,
     QosPolicy,
     RuleKey,

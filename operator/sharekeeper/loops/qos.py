@@ -246,7 +246,7 @@ class QosLoop:
     async def _dispatch(self, action: QosAction) -> tuple[Outcome, str]:
         if action.kind == "evict":
             return await self.actuator.evict(action)
-        record = self.store.pods.records.get((action.pod.namespace, action.pod.name))
+        record = self.store.pods.records.get(action.pod)
         return await self.actuator.set_cpu_limit(action, record.cpu_limits if record else {})
 
     async def _announce(self, action: QosAction, outcome: Outcome, detail: str) -> None:

@@ -18,9 +18,10 @@ from typing import Any, Protocol, cast
 
 from sharekeeper import telemetry
 from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs
-from sharekeeper.cluster.store import ClusterStore, PodKey
+from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.gates import Waiting
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.shares import PodSnapshot, ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
 from sharekeeper.loops.debouncing import debounced_rounds

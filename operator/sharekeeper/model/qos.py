@@ -18,9 +18,9 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos import (
     REGISTRY,
-    PodKey,
     PodSnapshot,
     QosNode,
     Waterline,

@@ -30,6 +30,7 @@ from typing import Protocol
 
 from sharekeeper.engine.admission import AdmissionResult, NodePolicy, ReclaimMode
 from sharekeeper.engine.gates import GateDecisions
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos.candidates import protected
 from sharekeeper.engine.reclaim import (
     Gang,
@@ -48,8 +49,6 @@ from sharekeeper.engine.shares.snapshot import DEFAULT_QUEUE, PODS, PolicyName, 
 from sharekeeper.model.objects import MutableObj
 from sharekeeper.model.quantities import format_resources
 from sharekeeper.model.records import PodRecord
-
-PodKey = tuple[str, str]
 
 WAITING_FOR_ROOM = frozenset(
     {"QuotaExceeded", "OvercommitHeadroomExceeded", "NoNodeFits", "BehindOthers"}
@@ -118,7 +117,7 @@ def _waiting(
     admission order (numbered across policies: only the order within one matters)."""
     ordered = []
     for pod in held:
-        key = (pod.namespace, pod.name)
+        key = PodKey(pod.namespace, pod.name)
         why = gates.waiting.get(key)
         if why is None or why.reason not in WAITING_FOR_ROOM:
             continue

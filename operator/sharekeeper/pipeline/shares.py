@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from sharekeeper.api.policy import overcommit_section, policy_status
 from sharekeeper.api.queue import queue_status
 from sharekeeper.engine.admission import NodePolicy, admission_facts, placements
-from sharekeeper.engine.gates import GateDecisions, PodKey, Waiting, gate_decisions
+from sharekeeper.engine.gates import GateDecisions, Waiting, gate_decisions
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.overcommit import QueueAdmission, Shortfall
 from sharekeeper.engine.proportional import PendingPod, PodPlacement
 from sharekeeper.engine.shares import PodSnapshot, ShareResult, ShareSnapshot, deserved_shares

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos import (
     Action,
     Candidates,
     CpuThrottle,
     Eviction,
     Objective,
-    PodKey,
     PodSnapshot,
     QosNode,
     QosPolicy,

@@ -14,6 +14,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos import (
     ActionClass,
     Candidates,
@@ -21,7 +22,6 @@ from sharekeeper.engine.qos import (
     NodeQosState,
     Outcome,
     PlanReport,
-    PodKey,
     PodSnapshot,
     QosAction,
     QosNode,

@@ -14,9 +14,9 @@ from sharekeeper.api.qos import (
     read_policy,
     state_from_status,
 )
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos import (
     NodeQosState,
-    PodKey,
     Strategy,
     accept_all,
     check_node,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Literal
 
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.selectors import LabelSelector
 
 QosClass = Literal["BestEffort", "Burstable", "Guaranteed", ""]
@@ -26,15 +27,6 @@ to give pods precedence on purpose."""
 SYSTEM_NAMESPACES = frozenset({"kube-system"})
 """Where the cluster's own components run: pods here are never acted on, and only here does a
 system priority count (the one set, for QoS exemption and for every priority we read)."""
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class PodKey:
-    namespace: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
 
 @dataclass(frozen=True, slots=True)

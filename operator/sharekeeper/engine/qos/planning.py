@@ -44,8 +44,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Literal
 
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos.candidates import candidate_pods
-from sharekeeper.engine.qos.inputs import CpuThrottle, PodKey, PodSnapshot, QosNode
+from sharekeeper.engine.qos.inputs import CpuThrottle, PodSnapshot, QosNode
 from sharekeeper.engine.qos.metrics import (
     ActionClass,
     MetricRegistry,
