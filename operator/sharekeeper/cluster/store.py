@@ -330,7 +330,7 @@ class PodStore(KindStore[PodKey, PodRecord]):
         found = (self.records.get(key) for key in keys)
         return [record for record in found if record is not None and record.share.allocated]
 
-    def qos_views_on(self, node: str) -> list[qos.PodSnapshot]:
+    def qos_views_on(self, node: str) -> list[qos.QosPod]:
         return [record.qos for record in self.on_node(node) if record.qos is not None]
 
 

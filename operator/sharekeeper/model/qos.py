@@ -21,8 +21,8 @@ from typing import Any
 from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos import (
     REGISTRY,
-    PodSnapshot,
     QosNode,
+    QosPod,
     Waterline,
 )
 from sharekeeper.engine.qos.inputs import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NAMESPACES, QosClass
@@ -143,7 +143,7 @@ def pod_view(
     cpu_limits: Mapping[str, int] | None = None,
     *,
     daemonsets: Collection[DaemonSetId] = frozenset(),
-) -> PodSnapshot:
+) -> QosPod:
     """A Pod as engine input, usage unknown: what the cluster store keeps per bound pod.
     ``cpu_limits``: ``container_cpu_limits(obj)``, when the caller has read it already;
     ``daemonsets``: the DaemonSets known now (the cluster store, which also keeps
@@ -175,7 +175,7 @@ def pod_view(
         raise fail(obj, "spec.priority", "must be an integer", priority, kind=kind)
     unlimited = len(limits) < len(containers) or not containers
     claimed = _claimed_daemonset(owners)
-    return PodSnapshot(
+    return QosPod(
         key=key,
         uid=str(meta.get("uid") or ""),
         qos_class=_qos_class(status),
@@ -232,7 +232,7 @@ def daemonset_id(obj: Obj) -> DaemonSetId:
     return str(at(obj, "metadata.namespace") or "default"), name_of(obj), uid
 
 
-def with_daemonsets(pod: PodSnapshot, daemonsets: Collection[DaemonSetId]) -> PodSnapshot:
+def with_daemonsets(pod: QosPod, daemonsets: Collection[DaemonSetId]) -> QosPod:
     """``pod`` with ``daemonset`` saying whether the DaemonSet it claims is one of
     ``daemonsets`` (in the pod's namespace: owner references do not cross namespaces)."""
     claimed = pod.claimed_daemonset
@@ -256,7 +256,7 @@ def container_cpu_limits(obj: Mapping[str, object]) -> dict[str, int]:
     return limits
 
 
-def with_pod_usage(pod: PodSnapshot, metrics: Mapping[str, object]) -> PodSnapshot:
+def with_pod_usage(pod: QosPod, metrics: Mapping[str, object]) -> QosPod:
     cpu, memory = pod_usage(metrics)
     return replace(pod, cpu_usage_milli=cpu, memory_usage_bytes=memory)
 
@@ -283,7 +283,7 @@ def _amount(
 
 def with_usage(
     node: QosNode,
-    pods: Iterable[PodSnapshot],
+    pods: Iterable[QosPod],
     node_metrics: Mapping[str, object] | None = None,
     pod_metrics: Mapping[PodKey, Mapping[str, object]] | None = None,
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,

@@ -81,7 +81,7 @@ class PodRecord:
     """A pod: the share engine's view and, for a pod bound to a node, the QoS engine's."""
 
     share: PodSnapshot
-    qos: qos.PodSnapshot | None = None
+    qos: qos.QosPod | None = None
     """None for an unbound or terminal pod, or one whose QoS fields could not be read."""
     cpu_limits: Mapping[str, int] = field(default_factory=dict)
     """Container -> CPU limit (millicores): what a throttle is spread over."""

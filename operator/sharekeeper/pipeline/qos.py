@@ -33,9 +33,9 @@ from sharekeeper.engine.qos import (
     ActionClass,
     NodeCheckResult,
     PlanReport,
-    PodSnapshot,
     QosAction,
     QosNode,
+    QosPod,
     QosPolicy,
     Skip,
     SkipReason,
@@ -173,7 +173,7 @@ def _skipped_pod(skip: Skip) -> str:
 def cluster_check(
     policies: Sequence[Obj],
     nodes: Sequence[QosNode],
-    pods: Mapping[str, Sequence[PodSnapshot]],
+    pods: Mapping[str, Sequence[QosPod]],
     namespace_labels: Mapping[str, Mapping[str, str]],
     *,
     node_metrics: Iterable[Obj] | None,
@@ -254,8 +254,8 @@ def unreachable_message(rule: UnreachableRule) -> str:
 
 
 def _with_throttles(
-    pods: Sequence[PodSnapshot], throttles: Mapping[str, ThrottleState]
-) -> Sequence[PodSnapshot]:
+    pods: Sequence[QosPod], throttles: Mapping[str, ThrottleState]
+) -> Sequence[QosPod]:
     """The pods with our record of throttling them; whatever a pod says of itself is not read."""
     if not throttles:
         return pods

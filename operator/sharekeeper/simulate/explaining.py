@@ -30,8 +30,7 @@ from typing import Any, Literal
 
 import yaml
 
-from sharekeeper.engine.overcommit import QueueSnapshot as AdmissionView
-from sharekeeper.engine.overcommit import quota_available
+from sharekeeper.engine.overcommit import OvercommitQueue, quota_available
 from sharekeeper.engine.shares import PolicySnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName
 from sharekeeper.engine.shares.tree import path_from_root
@@ -252,7 +251,7 @@ def _enqueue_facts(status: Obj, policy_status: Obj) -> MutableObj | None:
     overcommit = policy_status.get("overcommit")
     if overcommit is None:
         return None
-    view = AdmissionView(
+    view = OvercommitQueue(
         name="",
         open=status.get("state") == "Open",
         allocated=_internal(status.get("allocated", {})),

@@ -9,8 +9,8 @@ from sharekeeper.engine.qos import (
     CpuThrottle,
     Eviction,
     Objective,
-    PodSnapshot,
     QosNode,
+    QosPod,
     QosPolicy,
     Strategy,
     ThrottleState,
@@ -36,8 +36,8 @@ def pod(
     ext_cpu: int = 0,
     labels: dict[str, str] | None = None,
     **flags: bool,
-) -> PodSnapshot:
-    return PodSnapshot(
+) -> QosPod:
+    return QosPod(
         key=PodKey(namespace, name),
         qos_class=qos,
         priority=priority,
@@ -54,7 +54,7 @@ def pod(
 
 
 def node(
-    *pods: PodSnapshot,
+    *pods: QosPod,
     name: str = "node-1",
     cpu: int | None = 0,
     memory: int | None = 0,

@@ -21,8 +21,8 @@ from sharekeeper.engine.qos import (
     NodeQosState,
     Objective,
     Outcome,
-    PodSnapshot,
     QosNode,
+    QosPod,
     accept_all,
     check_node,
     node_actions,
@@ -55,7 +55,7 @@ CRANE_E2_CPU = Sorter(
 CRANE_E2_GENERAL = Sorter("crane-e2-general", (PRIORITY, QOS_CLASS, RUNNING_TIME))
 
 
-def crane_pod(raw: dict[str, Any]) -> PodSnapshot:
+def crane_pod(raw: dict[str, Any]) -> QosPod:
     return pod(
         raw["name"],
         qos=raw["qosClass"],
@@ -67,7 +67,7 @@ def crane_pod(raw: dict[str, Any]) -> PodSnapshot:
     )
 
 
-def input_pods(case: dict[str, Any]) -> list[PodSnapshot]:
+def input_pods(case: dict[str, Any]) -> list[QosPod]:
     raw = case["input_pods"]
     if raw == "same as S1":
         raw = SORTING["S1"]["input_pods"]
@@ -80,7 +80,7 @@ def modulo_ties(names: Sequence[str], tie_groups: Sequence[Sequence[str]]) -> li
     return [token.get(n, n) for n in names]
 
 
-def names(pods: Sequence[PodSnapshot]) -> list[str]:
+def names(pods: Sequence[QosPod]) -> list[str]:
     return [p.key.name for p in pods]
 
 

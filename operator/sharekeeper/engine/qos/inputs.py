@@ -43,7 +43,7 @@ class ThrottleState:
 
 
 @dataclass(frozen=True, slots=True)
-class PodSnapshot:
+class QosPod:
     key: PodKey
     uid: str = ""
     qos_class: QosClass = "BestEffort"
@@ -83,7 +83,7 @@ class QosNode:
     memory_capacity_bytes: int | None = None
     cpu_usage_milli: int | None = None
     memory_usage_bytes: int | None = None
-    pods: tuple[PodSnapshot, ...] = ()
+    pods: tuple[QosPod, ...] = ()
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Labels of every namespace a pod lives in (for ``candidates.namespaceSelector``)."""
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
-from sharekeeper.engine.qos.inputs import PodSnapshot, QosNode
+from sharekeeper.engine.qos.inputs import QosNode, QosPod
 from sharekeeper.engine.qos.sorting import CPU_SORTER, GENERAL_SORTER, MEMORY_SORTER, Sorter
 
 Resource = Literal["cpu", "memory"]
@@ -102,7 +102,7 @@ def node_capacity(resource: Resource, node: QosNode) -> int | None:
     return capacity if capacity else None
 
 
-def pod_usage(resource: Resource, pod: PodSnapshot) -> int | None:
+def pod_usage(resource: Resource, pod: QosPod) -> int | None:
     return pod.cpu_usage_milli if resource == "cpu" else pod.memory_usage_bytes
 
 

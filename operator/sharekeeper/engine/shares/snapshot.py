@@ -132,10 +132,10 @@ class PodSnapshot:
 class PodGroupSnapshot:
     namespace: str
     name: str
-    queue: str | None = None
-    phase: PodGroupPhase = "Pending"
-    min_member: int = 0
-    min_resources: Amounts | None = None
+    queue: str | None
+    phase: PodGroupPhase
+    min_member: int
+    min_resources: Amounts | None
     created_seconds: float = 0.0
     """Creation time (Unix seconds): older pending PodGroups are admitted first."""
 
