@@ -4,13 +4,19 @@ helper that runs them through simulate's path (model parsing, then the share eng
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
+from sharekeeper.api.policy import policy_spec
+from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.cluster.ledger import PodLedger
 from sharekeeper.engine.shares import (
     PodSnapshot,
     PodTotals,
+    PolicySnapshot,
+    QueueSnapshot,
     ShareResult,
+    Sharing,
     deserved_shares,
 )
 from sharekeeper.model.objects import MutableObj
@@ -155,6 +161,26 @@ def policy(
             "sharing": {"policy": kind, **sharing},
         },
     }
+
+
+def share_policy(name: str, **fields: Any) -> PolicySnapshot:
+    """The share engine's view of a SchedulerPolicy ``name`` with an empty spec, read as the
+    operator reads one (the API model's defaults), then ``fields``."""
+    read = policy_spec({"kind": "SchedulerPolicy", "metadata": {"name": name}}).shares
+    return replace(read, **fields)
+
+
+def sharing(policy_kind: str, **fields: Any) -> Sharing:
+    """``spec.sharing`` with the API model's defaults, the sharing policy ``policy_kind`` and
+    ``fields``."""
+    return replace(share_policy("p").sharing, policy=policy_kind, **fields)
+
+
+def share_queue(name: str, **fields: Any) -> QueueSnapshot:
+    """The share engine's view of a Queue ``name`` with an empty spec, read as the operator
+    reads one (the API model's defaults), then ``fields``."""
+    read = queue_snapshot({"kind": "Queue", "metadata": {"name": name}, "spec": {}})
+    return replace(read, **fields)
 
 
 def totals_of(pods: Iterable[PodSnapshot]) -> PodTotals:
