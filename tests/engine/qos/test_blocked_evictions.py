@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos import (
     ActionClass,
-    Candidates,
     LabelSelector,
     NodeQosState,
     Outcome,
@@ -30,7 +29,7 @@ from sharekeeper.engine.qos import (
 )
 from sharekeeper.engine.qos.planning import Flow, Stop
 
-from .builders import EVICT, THROTTLE, node, pod, policy, rule
+from .builders import EVICT, THROTTLE, candidates_with, node, pod, policy, rule
 
 Answer = Callable[[QosAction], Outcome]
 
@@ -138,7 +137,7 @@ def test_a_pod_the_throttle_rule_does_not_select_is_not_throttled_instead() -> N
     throttling = policy(
         rule("throttle", "cpu_total_usage", 6_000, "throttle"),
         name="throttle",
-        candidates=Candidates(pod_selector=LabelSelector({"app": "batch"})),
+        candidates=candidates_with(pod_selector=LabelSelector({"app": "batch"})),
     )
     batch = pod("batch", qos="Guaranteed", cpu=2_000, request=500, limit=2_000,
                 labels={"app": "batch"})  # fmt: skip

@@ -14,7 +14,6 @@ import pytest
 
 import reference
 from sharekeeper.engine.qos import (
-    Action,
     ActionClass,
     CpuThrottle,
     NodeCheckResult,
@@ -40,7 +39,7 @@ from sharekeeper.engine.qos.sorting import (
     Sorter,
 )
 
-from .builders import node, pod, policy, rule
+from .builders import action, node, pod, policy, rule
 
 CASES = reference.crane_cases()
 SORTING = {c["id"]: c for c in CASES["sorting_cases"]}
@@ -391,7 +390,7 @@ def test_executor_case_x11_restore_steps_up_lowest_ranked_first() -> None:
         ),
     ]
     n = node(*pods, cpu=case["node_used"], cpu_capacity=8_000)
-    throttle = Action("throttle", throttle=CpuThrottle(0, case["action"]["stepCPURatio"]))
+    throttle = action("throttle", throttle=CpuThrottle(0, case["action"]["stepCPURatio"]))
     restoring = policy(
         rule("t", "cpu_total_usage", case["throttle_up_waterlines"][0], "throttle"),
         actions=(throttle,),
