@@ -19,11 +19,12 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from sharekeeper.api.policy import policy_spec
+from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.cluster.ledger import PodLedger
 from sharekeeper.engine.shares import (
     PodSnapshot,
     PolicySnapshot,
-    QueueSnapshot,
     ShareNode,
     ShareSnapshot,
     Sharing,
@@ -31,18 +32,34 @@ from sharekeeper.engine.shares import (
 )
 from sharekeeper.engine.shares.accounting import queue_usage
 from sharekeeper.engine.shares.computing import policy_deserved, share_problem
-from sharekeeper.engine.shares.snapshot import NodeName, PolicyName, QueueName
+from sharekeeper.engine.shares.snapshot import NodeName, QueueName
+
+
+def policy(name: str, sharing: Sharing | None = None) -> PolicySnapshot:
+    """A SchedulerPolicy read as the operator reads it (the API model has the defaults)."""
+    read = policy_spec({"metadata": {"name": name}}).shares
+    return read if sharing is None else replace(read, sharing=sharing)
+
+
+def sharing(kind: str, **fields: str) -> Sharing:
+    """``spec.sharing`` with ``policy: kind`` and ``fields`` (camelCase), read likewise."""
+    obj = {"metadata": {"name": "bench"}, "spec": {"sharing": {"policy": kind, **fields}}}
+    return policy_spec(obj).shares.sharing
+
+
+EMPTY_QUEUE = queue_snapshot({"metadata": {"name": "empty"}, "spec": {}})
+"""A Queue with the API model's defaults."""
 
 DIMENSIONS = ("cpu", "memory", "pods", "nvidia.com/gpu", "ephemeral-storage", "hugepages-2Mi")
 SIZES = (100, 1_000, 10_000)
 SHARINGS = (
-    Sharing("Proportion"),
-    Sharing("Capacity"),
-    Sharing("ProportionOptimize", priority_type="Weight"),
-    Sharing("ProportionOptimize", priority_type="Guarantee"),
-    Sharing("GuaranteeQuota", elastic_order="Weight"),
-    Sharing("GuaranteeQuota", elastic_order="Share"),
-    Sharing("GuaranteeQuota", elastic_order="Random"),
+    sharing("Proportion"),
+    sharing("Capacity"),
+    sharing("ProportionOptimize", priorityType="Weight"),
+    sharing("ProportionOptimize", priorityType="Guarantee"),
+    sharing("GuaranteeQuota", elasticOrder="Weight"),
+    sharing("GuaranteeQuota", elasticOrder="Share"),
+    sharing("GuaranteeQuota", elasticOrder="Random"),
 )
 
 
@@ -58,8 +75,9 @@ def cluster(queues: int, seed: int = 1, fanout: int | None = None) -> ShareSnaps
         for i in range(max(queues // 10, 1))
     )
     queue_snapshots = tuple(
-        QueueSnapshot(
-            QueueName(f"queue-{i:05d}"),
+        replace(
+            EMPTY_QUEUE,
+            name=QueueName(f"queue-{i:05d}"),
             weight=rng.randrange(1, 100),
             guarantee=_vector(rng, 3) if i % 10 == 0 else {},
             capability=_vector(rng, 100) if i % 3 == 0 else {},
@@ -96,40 +114,38 @@ def best_seconds(run: Callable[[], object], repeat: int = 5) -> float:
     return best
 
 
-def timings(snapshot: ShareSnapshot, sharing: Sharing) -> tuple[float, float]:
+def timings(snapshot: ShareSnapshot, kind: Sharing) -> tuple[float, float]:
     """The policy alone is timed flat: over a tree it runs inside ``deserved_shares`` only."""
-    policy = PolicySnapshot(PolicyName("bench"), sharing=sharing)
-    whole = replace(snapshot, policies=(policy,))
+    bench = policy("bench", kind)
+    whole = replace(snapshot, policies=(bench,))
     usage = queue_usage([q.name for q in snapshot.queues], snapshot.totals, ()).usage
     problem = share_problem(
-        policy, sorted(snapshot.queues, key=lambda q: q.name), snapshot.nodes, usage
+        bench, sorted(snapshot.queues, key=lambda q: q.name), snapshot.nodes, usage
     )
-    policy_only = best_seconds(lambda: policy_deserved(problem, policy, 0.0, 0))
+    policy_only = best_seconds(lambda: policy_deserved(problem, bench, 0.0, 0))
     return policy_only, best_seconds(lambda: deserved_shares(whole))
 
 
-def label(sharing: Sharing) -> str:
-    if sharing.policy == "ProportionOptimize":
-        return f"{sharing.policy}/{sharing.priority_type}"
-    if sharing.policy == "GuaranteeQuota":
-        return f"{sharing.policy}/{sharing.elastic_order}"
-    return sharing.policy
+def label(kind: Sharing) -> str:
+    if kind.policy == "ProportionOptimize":
+        return f"{kind.policy}/{kind.priority_type}"
+    if kind.policy == "GuaranteeQuota":
+        return f"{kind.policy}/{kind.elastic_order}"
+    return kind.policy
 
 
 def main() -> None:
     print(f"{'queues':>7}  {'policy':<30} {'policy ms':>10} {'end-to-end ms':>14}")
     for size in SIZES:
         snapshot = cluster(size)
-        for sharing in SHARINGS:
-            policy_only, whole = timings(snapshot, sharing)
-            print(
-                f"{size:>7}  {label(sharing):<30} {policy_only * 1000:>10.1f} {whole * 1000:>14.1f}"
-            )
+        for kind in SHARINGS:
+            policy_only, whole = timings(snapshot, kind)
+            print(f"{size:>7}  {label(kind):<30} {policy_only * 1000:>10.1f} {whole * 1000:>14.1f}")
     tree = cluster(SIZES[-1], fanout=8)
-    for sharing in (Sharing("Proportion"), Sharing("Capacity")):
-        whole_tree = replace(tree, policies=(PolicySnapshot(PolicyName("b"), sharing=sharing),))
+    for kind in (sharing("Proportion"), sharing("Capacity")):
+        whole_tree = replace(tree, policies=(policy("b", kind),))
         seconds = best_seconds(lambda snapshot=whole_tree: deserved_shares(snapshot))
-        name = f"{sharing.policy} (tree, depth 5)"
+        name = f"{kind.policy} (tree, depth 5)"
         print(f"{SIZES[-1]:>7}  {name:<30} {'':>10} {seconds * 1000:>14.1f}")
 
 

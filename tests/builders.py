@@ -4,23 +4,31 @@ helper that runs them through simulate's path (model parsing, then the share eng
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
+from sharekeeper.api.policy import policy_spec
+from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.cluster.ledger import PodLedger
 from sharekeeper.engine.shares import (
     PodSnapshot,
     PodTotals,
+    PolicySnapshot,
+    QueueSnapshot,
     ShareResult,
+    Sharing,
     deserved_shares,
 )
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.simulate.reading import parse_objects
 from sharekeeper.simulate.report import Context, snapshot_of
 
-Obj = dict[str, Any]
 Resources = Mapping[str, str | int]
 
 
-def node(name: str, labels: Mapping[str, str] | None = None, **allocatable: str | int) -> Obj:
+def node(
+    name: str, labels: Mapping[str, str] | None = None, **allocatable: str | int
+) -> MutableObj:
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -39,8 +47,8 @@ def queue(
     state: str | None = None,
     labels: Mapping[str, str] | None = None,
     parent: str | None = None,
-) -> Obj:
-    spec: Obj = {}
+) -> MutableObj:
+    spec: MutableObj = {}
     if parent is not None:
         spec["parent"] = parent
     if weight is not None:
@@ -76,14 +84,14 @@ def pod(
     created: str | None = None,
     scheduler: str | None = None,
     **requests: str | int,
-) -> Obj:
+) -> MutableObj:
     """``gated``: someone else's scheduling gate; ``held``: ours (the admission gate);
     ``admitted``: released by the operator (its annotation)."""
     labels = {"sharekeeper.io/queue": queue} if queue else {}
     annotations = {"scheduling.k8s.io/group-name": group} if group else {}
     if admitted:
         annotations["sharekeeper.io/admitted"] = "2026-01-01T00:00:00Z"
-    spec: Obj = {
+    spec: MutableObj = {
         "containers": [{"name": "main", "resources": {"requests": _keyword_resources(requests)}}]
     }
     if node:
@@ -97,7 +105,7 @@ def pod(
         spec["schedulerName"] = scheduler
     if priority is not None:
         spec["priority"] = priority
-    metadata: Obj = {
+    metadata: MutableObj = {
         "name": name,
         "namespace": namespace,
         "labels": labels,
@@ -122,8 +130,8 @@ def pod_group(
     min_member: int = 1,
     min_resources: Resources | None = None,
     namespace: str = "ns",
-) -> Obj:
-    spec: Obj = {"queue": queue, "minMember": min_member}
+) -> MutableObj:
+    spec: MutableObj = {"queue": queue, "minMember": min_member}
     if min_resources is not None:
         spec["minResources"] = _quantities(min_resources)
     return {
@@ -142,7 +150,7 @@ def policy(
     queue_labels: Mapping[str, str] | None = None,
     node_labels: Mapping[str, str] | None = None,
     **sharing: Any,
-) -> Obj:
+) -> MutableObj:
     return {
         "apiVersion": "scheduling.sharekeeper.io/v1alpha1",
         "kind": "SchedulerPolicy",
@@ -155,6 +163,26 @@ def policy(
     }
 
 
+def share_policy(name: str, **fields: Any) -> PolicySnapshot:
+    """The share engine's view of a SchedulerPolicy ``name`` with an empty spec, read as the
+    operator reads one (the API model's defaults), then ``fields``."""
+    read = policy_spec({"kind": "SchedulerPolicy", "metadata": {"name": name}}).shares
+    return replace(read, **fields)
+
+
+def sharing(policy_kind: str, **fields: Any) -> Sharing:
+    """``spec.sharing`` with the API model's defaults, the sharing policy ``policy_kind`` and
+    ``fields``."""
+    return replace(share_policy("p").sharing, policy=policy_kind, **fields)
+
+
+def share_queue(name: str, **fields: Any) -> QueueSnapshot:
+    """The share engine's view of a Queue ``name`` with an empty spec, read as the operator
+    reads one (the API model's defaults), then ``fields``."""
+    read = queue_snapshot({"kind": "Queue", "metadata": {"name": name}, "spec": {}})
+    return replace(read, **fields)
+
+
 def totals_of(pods: Iterable[PodSnapshot]) -> PodTotals:
     """The running totals of ``pods``, as the operator's ledger keeps them."""
     ledger = PodLedger()
@@ -163,7 +191,7 @@ def totals_of(pods: Iterable[PodSnapshot]) -> PodTotals:
     return ledger.totals()
 
 
-def shares(*objects: Obj, now: float = 0.0, seed: int = 0) -> ShareResult:
+def shares(*objects: MutableObj, now: float = 0.0, seed: int = 0) -> ShareResult:
     """The share engine's result for these objects, read the way ``simulate`` reads them."""
     inputs = parse_objects(objects)
     return deserved_shares(snapshot_of(inputs, Context(now_seconds=now, seed=seed)))

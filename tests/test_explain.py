@@ -16,6 +16,7 @@ import yaml
 from builders import node, pod, pod_group, policy, queue
 from sharekeeper.cli import main
 from sharekeeper.kube import kinds, listing
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.simulate.explaining import (
     NO_WATERLINE,
     explain,
@@ -26,17 +27,16 @@ from sharekeeper.simulate.explaining import (
 from sharekeeper.simulate.reading import parse_objects
 from sharekeeper.simulate.report import Context, build_report
 
-Obj = dict[str, Any]
 NOW = 1_795_000_000.0
 
 
-def facts(*objects: Obj, target: str) -> dict[str, Any]:
+def facts(*objects: MutableObj, target: str) -> dict[str, Any]:
     inputs = parse_objects(objects)
     report = build_report(inputs, Context(now_seconds=NOW, seed=0))
     return explain(report, inputs, parse_target(target))
 
 
-def three_queues(total_cpu: int = 30) -> list[Obj]:
+def three_queues(total_cpu: int = 30) -> list[MutableObj]:
     """``small`` asks for 4 cpu, ``capped`` may have 6, ``level`` (weight 2) asks for 100: of
     30 cpu, 4 + 6 go to the first two and 20 = 2 x L to ``level``, so L = 10."""
     return [
@@ -206,7 +206,7 @@ def test_unknown_names_are_one_line_and_exit_2(
 # --- nodes -----------------------------------------------------------------------------------
 
 
-def gpu_cluster() -> list[Obj]:
+def gpu_cluster() -> list[MutableObj]:
     """8 GPUs, 74 cpu and 128G; a pod holds 2 GPUs, 8 cpu, 8G. The 6 idle GPUs keep 6 x 8 = 48
     cpu and 48G idle, which leaves 66 - 48 = 18 cpu and 120G - 48G = 72G to other pods."""
     proportional = policy("p")
@@ -258,10 +258,10 @@ def test_a_node_over_its_waterline_in_the_qos_check(capsys: pytest.CaptureFixtur
 # --- the cluster: one list through the kubeconfig's client --------------------------------------
 
 
-def served(objects: list[Obj], page_size: int = 2) -> httpx.Client:
+def served(objects: list[MutableObj], page_size: int = 2) -> httpx.Client:
     """A client whose API server serves ``objects`` (list items carry no kind, as the API
     server's do), ``page_size`` at a time; PodGroups are not served."""
-    by_path: dict[str, list[Obj]] = {}
+    by_path: dict[str, list[MutableObj]] = {}
     for resource in kinds.STORED:
         items = [
             {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
@@ -283,15 +283,15 @@ def served(objects: list[Obj], page_size: int = 2) -> httpx.Client:
 
 
 @pytest.fixture
-def cluster(monkeypatch: pytest.MonkeyPatch) -> Callable[[list[Obj]], None]:
-    def serve(objects: list[Obj]) -> None:
+def cluster(monkeypatch: pytest.MonkeyPatch) -> Callable[[list[MutableObj]], None]:
+    def serve(objects: list[MutableObj]) -> None:
         monkeypatch.setattr(listing, "http_client", lambda: served(objects))
 
     return serve
 
 
 def test_the_cluster_variant_computes_what_simulate_computes(
-    cluster: Callable[[list[Obj]], None], capsys: pytest.CaptureFixture[str]
+    cluster: Callable[[list[MutableObj]], None], capsys: pytest.CaptureFixture[str]
 ) -> None:
     objects = three_queues()
     cluster(objects)
@@ -313,7 +313,7 @@ def test_the_cluster_lists_every_page_with_kinds() -> None:
 
 
 def test_in_the_cluster_waterlines_are_read_as_published(
-    cluster: Callable[[list[Obj]], None], capsys: pytest.CaptureFixture[str]
+    cluster: Callable[[list[MutableObj]], None], capsys: pytest.CaptureFixture[str]
 ) -> None:
     hot, calm = node("hot", cpu=8), node("calm", cpu=8)
     hot["metadata"]["annotations"] = {
@@ -329,7 +329,7 @@ def test_in_the_cluster_waterlines_are_read_as_published(
 
 
 def test_in_the_cluster_an_unreadable_queue_is_named_not_fatal(
-    cluster: Callable[[list[Obj]], None], capsys: pytest.CaptureFixture[str]
+    cluster: Callable[[list[MutableObj]], None], capsys: pytest.CaptureFixture[str]
 ) -> None:
     broken = queue("broken")
     broken["spec"]["weight"] = 0

@@ -5,36 +5,32 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import reference
 from builders import node, pod, pod_group, policy, queue, shares
 from sharekeeper.cli import main
-from sharekeeper.engine.admission import queue_views
-from sharekeeper.engine.overcommit import allocation_refused
-from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.pipeline.shares import Publication, publication
 from sharekeeper.simulate.reading import parse_objects
 from sharekeeper.simulate.report import Context, snapshot_of
 
-Obj = dict[str, Any]
 
-
-def published(*objects: Obj) -> Publication:
+def published(*objects: MutableObj) -> Publication:
     inputs = parse_objects(objects)
-    return publication(snapshot_of(inputs, Context(0.0, 0)), inputs.node_policies)
+    snapshot = snapshot_of(inputs, Context(0.0, 0))
+    return publication(snapshot, inputs.node_policies, held=inputs.store.pods.held())
 
 
-def condition(result: Publication, name: str, kind: str) -> Obj:
+def condition(result: Publication, name: str, kind: str) -> MutableObj:
     return next(c for c in result.queues[name]["conditions"] if c["type"] == kind)
 
 
 # --- proportion over a tree ---------------------------------------------------------------------
 
 
-def org_team_project(kind: str = "Proportion") -> list[Obj]:
+def org_team_project(kind: str = "Proportion") -> list[MutableObj]:
     """96 cpu; org (w2) and lab (w1) under the root; org's teams a (w1) and b (w1); a's
     projects x (w1) and y (w3). Everyone asks for far more than there is."""
     return [
@@ -145,12 +141,16 @@ def test_a_job_must_fit_every_ancestors_capability() -> None:
 CASES = {case["id"]: case for case in reference.volcano_cases()}
 
 
-def volcano_case(case_id: str) -> Publication:
+def volcano_case(case_id: str, *, gated: bool = False) -> Publication:
     """A hierarchical case as objects: Volcano's root queue is our implicit root; the Go
-    tests' queue names with "_" (no Kubernetes name) get "-"."""
+    tests' queue names with "_" (no Kubernetes name) get "-". ``gated``: the pods Volcano
+    places are held by the admission gate, which admits up to realCapability
+    (``admission.borrow``): Volcano's allocate check, made by the gate."""
     case = CASES[case_id]
     scale = {"cpu": "m"}
-    objects: list[Obj] = [policy("volcano", "Capacity")]
+    objects: list[MutableObj] = [policy("volcano", "Capacity")]
+    if gated:
+        objects[0]["spec"]["admission"] = {"borrow": True}
 
     def quantities(amounts: dict[str, int] | None) -> dict[str, str] | None:
         if not amounts:
@@ -190,6 +190,7 @@ def volcano_case(case_id: str) -> Publication:
                 node=entry.get("node") or None,
                 namespace=entry["namespace"],
                 group=entry["podgroup"],
+                held=gated and not entry.get("node"),
             )
         )
         requests = quantities(entry["request"]) or {}
@@ -269,41 +270,38 @@ def test_explain_prints_the_path_from_the_root(capsys: pytest.CaptureFixture[str
     assert "L ≈ 9333m per unit of weight" in out  # team-a's level: only vision beside it
 
 
-def allocation(result: Publication, queue_name: str, **request: int) -> tuple[str, str] | None:
-    """Where the allocate check stops a pod of ``queue_name`` asking for ``request`` (cpu in
-    millicores): (the refusing queue, the first short dimension), None when it may be placed."""
-    views = queue_views(result.shares, PolicyName("volcano"))
-    refused = allocation_refused(views[QueueName(queue_name)], request)
-    if refused is None:
+def allocation(case_id: str, pod_name: str) -> tuple[str, str] | None:
+    """Where the allocate check (the admission gate under ``admission.borrow``) stops the
+    case's pod ``pod_name``, held: (the refusing queue, the first short dimension; none for an
+    inner queue), None when it may be placed."""
+    gates = volcano_case(case_id, gated=True).gates
+    if ("ns1", pod_name) in gates.released:
         return None
-    queue, short = refused
-    return queue, short[0].resource if short else ""
+    waiting = gates.waiting[("ns1", pod_name)]
+    assert waiting.reason in ("QuotaExceeded", "QueueNotLeaf"), waiting
+    short = waiting.shortfalls
+    return waiting.limiting or waiting.queue, short[0].resource if short else ""
 
 
 @pytest.mark.parametrize(
-    ("case_id", "queue_name", "asks"),
+    ("case_id", "pod_name"),
     [
-        ("capacity/OnSessionOpenWithHierarchy/case5", "q51", {"cpu": 1000}),
-        ("capacity/OnSessionOpenWithHierarchy/case9", "q91",
-         {"cpu": 2000, "memory": 2 * 1024**3, "nvidia.com/gpu": 1000}),
-        ("capacity/OnSessionOpenWithHierarchy/case11", "case11-queue11",
-         {"cpu": 1000, "memory": 1024**3, "nvidia.com/gpu": 4000}),
-        ("capacity/OnSessionOpenWithHierarchy/case11", "case11-queue12",
-         {"cpu": 1000, "memory": 1024**3, "nvidia.com/gpu": 4000}),
+        ("capacity/OnSessionOpenWithHierarchy/case5", "p11"),  # q51: cpu 1
+        ("capacity/OnSessionOpenWithHierarchy/case9", "p13"),  # q91: cpu 2, memory 2Gi, gpu 1
+        ("capacity/OnSessionOpenWithHierarchy/case11", "p14"),  # queue11: cpu 1, 1Gi, gpu 4
+        ("capacity/OnSessionOpenWithHierarchy/case11", "p15"),  # queue12: the same
     ],
-)  # fmt: skip
+)
 def test_the_pods_volcano_binds_pass_the_allocate_check_at_every_level(
-    case_id: str, queue_name: str, asks: dict[str, int]
+    case_id: str, pod_name: str
 ) -> None:
-    assert allocation(volcano_case(case_id), queue_name, **asks) is None
+    assert allocation(case_id, pod_name) is None
 
 
 def test_case1_a_pod_of_an_inner_queue_is_not_placed() -> None:
-    result = volcano_case("capacity/OnSessionOpenWithHierarchy/case1")
-    assert allocation(result, "q1", cpu=1000) == ("q1", "")
+    assert allocation("capacity/OnSessionOpenWithHierarchy/case1", "p2") == ("q1", "")
 
 
 def test_case3_the_parent_is_full_until_a_sibling_gives_back() -> None:
     """q32's pod fits q32 but not q3, which q31 fills: Volcano reclaims p7 from q31."""
-    result = volcano_case("capacity/OnSessionOpenWithHierarchy/case3")
-    assert allocation(result, "q32", cpu=2000, memory=2 * 1024**3) == ("q3", "cpu")
+    assert allocation("capacity/OnSessionOpenWithHierarchy/case3", "p8") == ("q3", "cpu")

@@ -26,10 +26,10 @@ from sharekeeper.api.policy import SchedulerPolicy
 from sharekeeper.cli import main
 from sharekeeper.model import documents
 from sharekeeper.model.documents import DocumentError, parse_documents
+from sharekeeper.model.objects import MutableObj
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 NOW = "1795000000"
-Obj = dict[str, Any]
 param = pytest.param
 
 
@@ -65,11 +65,11 @@ def dump(*objects: Any) -> str:
     return yaml.safe_dump_all(objects)
 
 
-def node_with(**fields: Any) -> Obj:
+def node_with(**fields: Any) -> MutableObj:
     return {**node("n1", cpu=4), **fields}
 
 
-def pod_with(**spec: Any) -> Obj:
+def pod_with(**spec: Any) -> MutableObj:
     made = pod("p", "a", node="n1", cpu=1)
     made["spec"].update(spec)
     return made
@@ -363,7 +363,9 @@ def test_a_malformed_object_is_refused(tmp_path: Path, document: Any, fragment: 
         ),
     ],
 )
-def test_what_the_api_server_refuses_is_refused(tmp_path: Path, bad: Obj, fragment: str) -> None:
+def test_what_the_api_server_refuses_is_refused(
+    tmp_path: Path, bad: MutableObj, fragment: str
+) -> None:
     path = write(tmp_path, dump(policy("p"), node("n1", cpu=4), queue("a"), bad))
     assert fragment in simulate_refusal(path)
 
@@ -477,7 +479,7 @@ def test_a_manifest_sharing_a_block_by_alias_is_read(tmp_path: Path) -> None:
 # --- pod priority, as the API server's Priority admission fills it in ----------------------------
 
 
-def qos_example(**batch_0_spec: Any) -> list[Obj]:
+def qos_example(**batch_0_spec: Any) -> list[MutableObj]:
     """The QoS example (whose plan evicts batch-0 alone) with batch-0 created without
     ``spec.priority`` and with ``batch_0_spec`` in its spec."""
     documents = [d for d in yaml.safe_load_all((EXAMPLES / "qos-check.yaml").read_text()) if d]
@@ -489,7 +491,7 @@ def qos_example(**batch_0_spec: Any) -> list[Obj]:
     return documents
 
 
-def priority_class(name: str, value: Any, **fields: Any) -> Obj:
+def priority_class(name: str, value: Any, **fields: Any) -> MutableObj:
     return {
         "apiVersion": "scheduling.k8s.io/v1",
         "kind": "PriorityClass",
@@ -499,7 +501,7 @@ def priority_class(name: str, value: Any, **fields: Any) -> Obj:
     }
 
 
-def evicted(tmp_path: Path, *documents: Obj) -> list[str]:
+def evicted(tmp_path: Path, *documents: MutableObj) -> list[str]:
     path = write(tmp_path, dump(*documents))
     code, out, err = run("simulate", "-f", str(path), "-o", "json", "--now", NOW)
     assert (code, err) == (0, "")
@@ -522,7 +524,7 @@ def test_a_pod_without_class_or_priority_has_priority_0(tmp_path: Path) -> None:
     ],
 )
 def test_a_pod_gets_the_priority_of_its_class_and_is_spared(
-    tmp_path: Path, spec: Obj, classes: list[Obj]
+    tmp_path: Path, spec: MutableObj, classes: list[MutableObj]
 ) -> None:
     """The example's maxPriority is 999: a pod whose class is worth more is no candidate, so
     the next one goes instead."""
@@ -542,7 +544,7 @@ def test_a_pod_gets_the_priority_of_its_class_and_is_spared(
     ],
 )
 def test_a_system_class_outside_kube_system_spares_nothing(
-    tmp_path: Path, spec: Obj, classes: list[Obj]
+    tmp_path: Path, spec: MutableObj, classes: list[MutableObj]
 ) -> None:
     """Any namespace may name the built-in system classes: outside kube-system the pod counts
     as priority 0, and the busiest BestEffort pod goes, as without a class."""
@@ -620,7 +622,7 @@ def test_a_priority_already_set_is_kept_whatever_the_class(tmp_path: Path) -> No
     ],
 )
 def test_what_priority_admission_refuses_is_refused(
-    tmp_path: Path, spec: Obj, classes: list[Obj], fragment: str
+    tmp_path: Path, spec: MutableObj, classes: list[MutableObj], fragment: str
 ) -> None:
     path = write(tmp_path, dump(*qos_example(**spec), *classes))
     assert fragment in simulate_refusal(path)

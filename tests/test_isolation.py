@@ -22,7 +22,7 @@ from builders import node, pod, policy, queue
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.loops.qos import QosLoop
 from sharekeeper.loops.recompute import Recompute
-from sharekeeper.publish.diffing import Json
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.publish.statuses import Kind
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qos-check.yaml"
@@ -33,7 +33,7 @@ def unreadable(kind: str) -> float | None:
     return REGISTRY.get_sample_value("sharekeeper_unreadable_objects", {"kind": kind})
 
 
-def condition(status: Json, kind: str) -> Json:
+def condition(status: MutableObj, kind: str) -> MutableObj:
     return next(c for c in status["conditions"] if c["type"] == kind)
 
 
@@ -42,10 +42,10 @@ def condition(status: Json, kind: str) -> Json:
 
 class Writer:
     def __init__(self) -> None:
-        self.stored: dict[tuple[str, str], Json] = {}
+        self.stored: dict[tuple[str, str], MutableObj] = {}
         self.events: list[tuple[str, str, str]] = []
 
-    async def patch_status(self, kind: Kind, name: str, patch: Json) -> Json | None:
+    async def patch_status(self, kind: Kind, name: str, patch: MutableObj) -> MutableObj | None:
         merged = {**self.stored.get((kind, name), {}), **patch}
         self.stored[(kind, name)] = merged
         return merged
@@ -167,7 +167,7 @@ def test_an_unreadable_scheduler_policy_is_invalid_and_the_others_go_on() -> Non
 class Recorder:
     def __init__(self) -> None:
         self.evicted: list[str] = []
-        self.statuses: dict[str, Json] = {}
+        self.statuses: dict[str, MutableObj] = {}
 
     async def evict_pod(
         self, namespace: str, name: str, *, grace_period_seconds: int | None = None
@@ -184,33 +184,33 @@ class Recorder:
     async def event(self, target: Any, reason: str, message: str, *, warning: bool = False) -> None:
         pass
 
-    async def patch_status(self, kind: Any, name: str, patch: Json) -> Json:
+    async def patch_status(self, kind: Any, name: str, patch: MutableObj) -> MutableObj:
         self.statuses[name] = {**self.statuses.get(name, {}), **patch}
         return self.statuses[name]
 
-    async def patch_node_annotations(self, name: str, patch: dict[str, str | None]) -> Json:
+    async def patch_node_annotations(self, name: str, patch: dict[str, str | None]) -> MutableObj:
         return {k: v for k, v in patch.items() if v is not None}
 
 
 class Usage:
-    def __init__(self, docs: list[Json]) -> None:
+    def __init__(self, docs: list[MutableObj]) -> None:
         self.docs = docs
 
-    async def node_metrics(self) -> list[Json]:
+    async def node_metrics(self) -> list[MutableObj]:
         return [d for d in self.docs if d["kind"] == "NodeMetrics"]
 
-    async def pod_metrics(self) -> list[Json]:
+    async def pod_metrics(self) -> list[MutableObj]:
         return [d for d in self.docs if d["kind"] == "PodMetrics"]
 
 
-def example() -> list[Json]:
+def example() -> list[MutableObj]:
     docs = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
     for doc in docs:
         doc["metadata"].setdefault("uid", f"uid-{doc['metadata']['name']}")
     return docs
 
 
-def qos_check(docs: list[Json]) -> Recorder:
+def qos_check(docs: list[MutableObj]) -> Recorder:
     store = ClusterStore()
     store.load(d for d in docs if d["kind"] not in ("NodeMetrics", "PodMetrics"))
     recorder = Recorder()

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 import reference
-from builders import Obj, node, pod_group, policy, queue, shares
+from builders import node, pod_group, policy, queue, shares
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.model.quantities import scale
 
 CASES = reference.volcano_cases()
@@ -32,8 +33,8 @@ def _quantities(amounts: Mapping[str, int] | None) -> dict[str, str]:
     }
 
 
-def _objects(case: dict[str, Any]) -> list[Obj]:
-    objects: list[Obj] = [policy("volcano", POLICY_OF[case["plugin"]])]
+def _objects(case: dict[str, Any]) -> list[MutableObj]:
+    objects: list[MutableObj] = [policy("volcano", POLICY_OF[case["plugin"]])]
     for entry in case["nodes"]:
         objects.append(node(entry["name"], entry.get("labels")))
         objects[-1]["status"]["allocatable"] = _quantities(entry["allocatable"])
@@ -68,8 +69,8 @@ def _objects(case: dict[str, Any]) -> list[Obj]:
     return objects
 
 
-def _pod(entry: dict[str, Any]) -> Obj:
-    spec: Obj = {
+def _pod(entry: dict[str, Any]) -> MutableObj:
+    spec: MutableObj = {
         "containers": [{"name": "c", "resources": {"requests": _quantities(entry["request"])}}]
     }
     if entry.get("node"):

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from sharekeeper.api.qos import policy_from_dict
+from sharekeeper.api.qos import qos_policy, read_policy
 from sharekeeper.engine.qos import CpuThrottle
 from sharekeeper.simulate.reading import parse_objects
 from sharekeeper.simulate.report import Context, build_report
@@ -76,5 +76,5 @@ def test_a_hand_written_policy_and_the_api_defaulted_one_give_the_same_plan() ->
 
 
 def test_the_engine_reads_the_crds_throttle_defaults() -> None:
-    policy = policy_from_dict(MINIMAL[0])
+    policy = qos_policy(read_policy(MINIMAL[0]))
     assert policy.actions["throttle"].throttle == CpuThrottle(min_cpu_ratio=10, step_cpu_ratio=10)

@@ -13,22 +13,21 @@ from sharekeeper.api.base import read
 from sharekeeper.api.crds import resources
 from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.engine.selectors import MATCH_ALL, LabelSelector, Requirement
-from sharekeeper.model.objects import ObjectError
+from sharekeeper.model.objects import MutableObj, ObjectError
 from sharekeeper.model.quantities import MAX_QUANTITY_TEXT
 
 MODELS = {model.__resource__.kind: model for model in resources()}
-Object = dict[str, Any]
 
 
-def queue(**spec: Any) -> Object:
+def queue(**spec: Any) -> MutableObj:
     return {"kind": "Queue", "metadata": {"name": "q"}, "spec": spec}
 
 
-def scheduler_policy(**spec: Any) -> Object:
+def scheduler_policy(**spec: Any) -> MutableObj:
     return {"kind": "SchedulerPolicy", "metadata": {"name": "p"}, "spec": spec}
 
 
-def qos_policy(value: int | str = "6", **spec: Any) -> Object:
+def qos_policy(value: int | str = "6", **spec: Any) -> MutableObj:
     rule = {"name": "r", "metricRule": {"name": "cpu_total_usage", "value": value}}
     return {
         "kind": "NodeQosEnsurancePolicy",
@@ -41,11 +40,11 @@ def qos_policy(value: int | str = "6", **spec: Any) -> Object:
     }
 
 
-def accept(obj: Object) -> None:
+def accept(obj: MutableObj) -> None:
     read(MODELS[obj["kind"]], obj)
 
 
-def refusal(obj: Object) -> str:
+def refusal(obj: MutableObj) -> str:
     """The model's error for ``obj``, which it must refuse."""
     with pytest.raises(ObjectError) as error:
         accept(obj)
@@ -54,7 +53,7 @@ def refusal(obj: Object) -> str:
 
 # --- resource names -----------------------------------------------------------------------------
 
-RESOURCE_MAPS: dict[str, Callable[[str], Object]] = {
+RESOURCE_MAPS: dict[str, Callable[[str], MutableObj]] = {
     "queue-capability": lambda name: queue(capability={name: "1"}),
     "queue-guarantee": lambda name: queue(guarantee={"resource": {name: "1"}}),
     "queue-deserved": lambda name: queue(deserved={name: "1"}),
@@ -76,14 +75,16 @@ INVALID_NAMES = [
 
 @pytest.mark.parametrize("name", VALID_NAMES)
 @pytest.mark.parametrize("where", RESOURCE_MAPS.values(), ids=RESOURCE_MAPS.keys())
-def test_qualified_resource_names_are_accepted(where: Callable[[str], Object], name: str) -> None:
+def test_qualified_resource_names_are_accepted(
+    where: Callable[[str], MutableObj], name: str
+) -> None:
     accept(where(name))
 
 
 @pytest.mark.parametrize("name", INVALID_NAMES, ids=lambda name: repr(name[:20]))
 @pytest.mark.parametrize("where", RESOURCE_MAPS.values(), ids=RESOURCE_MAPS.keys())
 def test_a_resource_name_that_is_not_a_qualified_name_is_refused(
-    where: Callable[[str], Object], name: str
+    where: Callable[[str], MutableObj], name: str
 ) -> None:
     message = refusal(where(name))
     assert f"[{name}]: must be a qualified name" in message
@@ -91,7 +92,7 @@ def test_a_resource_name_that_is_not_a_qualified_name_is_refused(
 
 # --- label selectors ----------------------------------------------------------------------------
 
-SELECTORS: dict[str, Callable[[Object], Object]] = {
+SELECTORS: dict[str, Callable[[MutableObj], MutableObj]] = {
     "queue-namespaces": lambda selector: queue(namespaces=selector),
     "policy-queues": lambda selector: scheduler_policy(queueSelector=selector),
     "policy-nodes": lambda selector: scheduler_policy(nodeSelector=selector),
@@ -134,7 +135,7 @@ INVALID_SELECTORS = {
 
 
 @pytest.mark.parametrize("where", SELECTORS.values(), ids=SELECTORS.keys())
-def test_a_valid_selector_is_accepted(where: Callable[[Object], Object]) -> None:
+def test_a_valid_selector_is_accepted(where: Callable[[MutableObj], MutableObj]) -> None:
     accept(where(VALID_SELECTOR))
 
 
@@ -143,7 +144,7 @@ def test_a_valid_selector_is_accepted(where: Callable[[Object], Object]) -> None
 )
 @pytest.mark.parametrize("where", SELECTORS.values(), ids=SELECTORS.keys())
 def test_an_invalid_selector_is_refused(
-    where: Callable[[Object], Object], selector: Object, message: str
+    where: Callable[[MutableObj], MutableObj], selector: MutableObj, message: str
 ) -> None:
     assert message in refusal(where(selector))
 
@@ -200,7 +201,7 @@ OUT_OF_RANGE = {
 
 
 @pytest.mark.parametrize(("obj", "message"), OUT_OF_RANGE.values(), ids=OUT_OF_RANGE.keys())
-def test_a_number_out_of_range_is_refused(obj: Object, message: str) -> None:
+def test_a_number_out_of_range_is_refused(obj: MutableObj, message: str) -> None:
     assert message in refusal(obj)
 
 
@@ -214,7 +215,7 @@ def test_a_number_out_of_range_is_refused(obj: Object, message: str) -> None:
     ],
     ids=["int32-max-and-4P", "int32-min", "factor-100", "metric-value-4P"],
 )
-def test_the_bounds_themselves_are_accepted(obj: Object) -> None:
+def test_the_bounds_themselves_are_accepted(obj: MutableObj) -> None:
     accept(obj)
 
 
@@ -234,7 +235,7 @@ def test_queue_snapshot_carries_the_namespace_selector() -> None:
 
 
 @pytest.mark.parametrize("spec", [{}, {"namespaces": {}}], ids=["absent", "empty"])
-def test_a_queue_without_namespaces_takes_pods_of_every_namespace(spec: Object) -> None:
+def test_a_queue_without_namespaces_takes_pods_of_every_namespace(spec: MutableObj) -> None:
     namespaces = queue_snapshot(queue(**spec)).namespaces
     assert namespaces.empty
     assert namespaces == MATCH_ALL

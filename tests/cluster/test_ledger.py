@@ -20,8 +20,8 @@ from sharekeeper.cluster.store import ClusterStore, Listeners
 from sharekeeper.engine.shares import Charges, GroupPods, PodTotals
 from sharekeeper.engine.shares.accounting import QueueUsage, queue_usage
 from sharekeeper.engine.shares.snapshot import QueueName
+from sharekeeper.model.objects import MutableObj
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 Amounts = dict[str, int]
 
@@ -108,9 +108,9 @@ group_params = st.builds(GroupParams, **GROUP_FIELDS)
 class World:
     """The test's truth: every object the API server holds, readable or not."""
 
-    pods: dict[Key, Obj] = field(default_factory=dict)
+    pods: dict[Key, MutableObj] = field(default_factory=dict)
     pod_params: dict[Key, PodParams] = field(default_factory=dict)
-    groups: dict[Key, Obj] = field(default_factory=dict)
+    groups: dict[Key, MutableObj] = field(default_factory=dict)
     group_params: dict[Key, GroupParams] = field(default_factory=dict)
     version: int = 0
 
@@ -119,7 +119,7 @@ class World:
         return str(self.version)
 
 
-def pod_object(key: Key, params: PodParams, version: str) -> Obj:
+def pod_object(key: Key, params: PodParams, version: str) -> MutableObj:
     labels = {"app": f"v{params.noise}"}
     if params.queue_label is not None:
         labels[QUEUE_LABEL] = params.queue_label
@@ -128,20 +128,20 @@ def pod_object(key: Key, params: PodParams, version: str) -> Obj:
         annotations[QUEUE_ANNOTATION] = params.queue_annotation
     if params.group is not None:
         annotations[GROUP_ANNOTATION] = params.group
-    containers: list[Obj] = [
+    containers: list[MutableObj] = [
         {"name": f"c{index}", "resources": {"requests": dict(requests)}}
         for index, requests in enumerate(params.containers)
     ]
     if params.unreadable:
         containers.append({"name": "bad", "resources": {"requests": {"cpu": "lots"}}})
-    spec: Obj = {"containers": containers}
+    spec: MutableObj = {"containers": containers}
     if params.node is not None:
         spec["nodeName"] = params.node
     if params.gated:
         spec["schedulingGates"] = [{"name": "wait"}]
     if params.scheduler is not None:
         spec["schedulerName"] = params.scheduler
-    status: Obj = {"conditions": [{"type": "Ready", "status": str(params.noise % 2 == 0)}]}
+    status: MutableObj = {"conditions": [{"type": "Ready", "status": str(params.noise % 2 == 0)}]}
     if params.phase is not None:
         status["phase"] = params.phase
     if params.bad_start_time:
@@ -161,13 +161,13 @@ def pod_object(key: Key, params: PodParams, version: str) -> Obj:
     }
 
 
-def group_object(key: Key, params: GroupParams, version: str) -> Obj:
-    spec: Obj = {"minMember": params.min_member}
+def group_object(key: Key, params: GroupParams, version: str) -> MutableObj:
+    spec: MutableObj = {"minMember": params.min_member}
     if params.queue is not None:
         spec["queue"] = params.queue
     if params.min_resources is not None:
         spec["minResources"] = dict(params.min_resources)
-    status: Obj = {} if params.phase is None else {"phase": params.phase}
+    status: MutableObj = {} if params.phase is None else {"phase": params.phase}
     return {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "PodGroup",
@@ -180,7 +180,9 @@ def group_object(key: Key, params: GroupParams, version: str) -> Obj:
 # --- the operations ---
 
 
-def _kind(world: World, pods: bool) -> tuple[tuple[Key, ...], dict[Key, Obj], dict[Key, Any]]:
+def _kind(
+    world: World, pods: bool
+) -> tuple[tuple[Key, ...], dict[Key, MutableObj], dict[Key, Any]]:
     """The keys one kind may use, its objects and the parameters they were built from."""
     if pods:
         return POD_KEYS, world.pods, world.pod_params
@@ -211,7 +213,7 @@ def _changed(old: Any, data: st.DataObject, pods: bool) -> Any:
     return replace(old, **{name: data.draw(strategies[name], label=name)})
 
 
-def _object(key: Key, params: Any, version: str, pods: bool) -> Obj:
+def _object(key: Key, params: Any, version: str, pods: bool) -> MutableObj:
     return pod_object(key, params, version) if pods else group_object(key, params, version)
 
 

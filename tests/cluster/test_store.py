@@ -14,8 +14,7 @@ from sharekeeper.cluster.store import ClusterStore, Listeners
 from sharekeeper.engine.shares import Charges, PodGroupSnapshot
 from sharekeeper.engine.shares.accounting import QueueUsage, queue_usage
 from sharekeeper.engine.shares.snapshot import QueueName
-
-Obj = dict[str, Any]
+from sharekeeper.model.objects import MutableObj
 
 
 class Recorder:
@@ -32,7 +31,7 @@ class Recorder:
     def _seen(self, kind: str, name: str, value: Any) -> None:
         self.seen.append((kind, name, dict(value)))
 
-    def woken_by(self, sink: Any, kind: str, obj: Obj) -> bool:
+    def woken_by(self, sink: Any, kind: str, obj: MutableObj) -> bool:
         """Whether one event called ``on_change``."""
         before = self.calls
         sink.event(kind, obj)
@@ -46,7 +45,7 @@ def unreadable_gauge(kind: str = "Pod") -> float | None:
     return value
 
 
-def changed(obj: Obj, path: str, value: Any) -> Obj:
+def changed(obj: MutableObj, path: str, value: Any) -> MutableObj:
     """A deep copy of ``obj`` with the dotted ``path`` set to ``value``."""
     result = copy.deepcopy(obj)
     *parents, last = path.split(".")
@@ -57,7 +56,7 @@ def changed(obj: Obj, path: str, value: Any) -> Obj:
     return result
 
 
-def requests_of(obj: Obj, **requests: str) -> Obj:
+def requests_of(obj: MutableObj, **requests: str) -> MutableObj:
     return changed(obj, "spec.containers", [{"name": "main", "resources": {"requests": requests}}])
 
 
@@ -223,7 +222,7 @@ def test_a_pod_change_that_shares_do_not_read_does_not_wake_a_round() -> None:
     assert recorder.store.pods.records[("ns", "p")].share.node_name == "n"
 
 
-def heartbeat_node(version: str, beat: str) -> Obj:
+def heartbeat_node(version: str, beat: str) -> MutableObj:
     obj = node("n", {"zone": "a"}, cpu="8", memory="16Gi")
     obj["metadata"]["resourceVersion"] = version
     obj["metadata"]["annotations"] = {"node.alpha.kubernetes.io/ttl": "0"}
@@ -346,7 +345,7 @@ def test_a_relist_of_the_same_objects_changes_nothing() -> None:
     ],
     ids=["unknown pod", "bare key", "no name", "empty"],
 )
-def test_a_deletion_of_an_unknown_object_is_harmless(body: Obj) -> None:
+def test_a_deletion_of_an_unknown_object_is_harmless(body: MutableObj) -> None:
     recorder = Recorder()
     store = recorder.store
     store.pods.event("ADDED", pod("p", "q", node="n", cpu="1"))

@@ -14,31 +14,29 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import totals_of
+from builders import share_policy, share_queue, sharing, totals_of
 from sharekeeper.engine.resources import UNLIMITED, column_sums, dense, running_sums, total_of
 from sharekeeper.engine.shares import (
     PodSnapshot,
-    PolicySnapshot,
-    QueueSnapshot,
     ShareNode,
     ShareSnapshot,
     Sharing,
     deserved_shares,
 )
-from sharekeeper.engine.shares.snapshot import NodeName, PolicyName, QueueName
+from sharekeeper.engine.shares.snapshot import NodeName, PolicyName
 from sharekeeper.model.quantities import MAX_QUANTITY, to_internal
 
 LARGEST_CPU = to_internal("cpu", MAX_QUANTITY)
 """4P cores in millicores: 4 x 10^18, the largest amount one object can carry."""
 
 SHARINGS = (
-    Sharing("Proportion"),
-    Sharing("Capacity"),
-    Sharing("ProportionOptimize", priority_type="Weight"),
-    Sharing("ProportionOptimize", priority_type="Guarantee"),
-    Sharing("GuaranteeQuota", elastic_order="Weight"),
-    Sharing("GuaranteeQuota", elastic_order="Share"),
-    Sharing("GuaranteeQuota", elastic_order="Random"),
+    sharing("Proportion"),
+    sharing("Capacity"),
+    sharing("ProportionOptimize", priority_type="Weight"),
+    sharing("ProportionOptimize", priority_type="Guarantee"),
+    sharing("GuaranteeQuota", elastic_order="Weight"),
+    sharing("GuaranteeQuota", elastic_order="Share"),
+    sharing("GuaranteeQuota", elastic_order="Random"),
 )
 
 
@@ -58,13 +56,11 @@ def test_small_sums_stay_exact() -> None:
 
 
 def test_guarantees_beyond_the_total_do_not_wrap_around() -> None:
-    queues = tuple(
-        QueueSnapshot(QueueName(f"q{i}"), guarantee={"cpu": LARGEST_CPU}) for i in range(3)
-    )
+    queues = tuple(share_queue(f"q{i}", guarantee={"cpu": LARGEST_CPU}) for i in range(3))
     snapshot = ShareSnapshot(
         queues=queues,
         nodes=(ShareNode(NodeName("n"), allocatable={"cpu": 64_000}),),
-        policies=(PolicySnapshot(PolicyName("p")),),
+        policies=(share_policy("p"),),
     )
     policy = deserved_shares(snapshot).policies[PolicyName("p")]
     assert policy.total_guarantee["cpu"] == UNLIMITED
@@ -89,7 +85,7 @@ def test_any_mix_of_largest_amounts_computes(
     sharing: Sharing,
 ) -> None:
     queues = tuple(
-        QueueSnapshot(QueueName(f"q{i}"), guarantee=g, capability=g, deserved=g)
+        share_queue(f"q{i}", guarantee=g, capability=g, deserved=g)
         for i, g in enumerate(guarantees)
     )
     pods = tuple(
@@ -101,7 +97,7 @@ def test_any_mix_of_largest_amounts_computes(
         queues=queues,
         nodes=tuple(ShareNode(NodeName(f"n{i}"), allocatable=a) for i, a in enumerate(allocatable)),
         totals=totals_of(pods),
-        policies=(PolicySnapshot(PolicyName("p"), sharing=sharing),),
+        policies=(share_policy("p", sharing=sharing),),
     )
     result = deserved_shares(replace(snapshot))
     for share in result.queues.values():

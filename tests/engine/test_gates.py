@@ -9,7 +9,8 @@ from collections.abc import Collection
 from typing import Any
 
 from builders import node, pod, pod_group, policy, queue
-from sharekeeper.engine.gates import GateDecisions, PodKey
+from sharekeeper.engine.gates import GateDecisions
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.pipeline.shares import Publication, publication
 from sharekeeper.pipeline.statuses import waiting_text
 from sharekeeper.simulate.reading import parse_objects

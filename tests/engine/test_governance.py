@@ -11,7 +11,7 @@ from fractions import Fraction
 from hypothesis import given
 from hypothesis import strategies as st
 
-from builders import Obj, node, pod, policy, queue, shares, totals_of
+from builders import node, pod, policy, queue, share_policy, share_queue, shares, totals_of
 from sharekeeper.api.policy import policy_spec
 from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.overcommit import OvercommitSpec
@@ -19,17 +19,17 @@ from sharekeeper.engine.selectors import MATCH_ALL, LabelSelector
 from sharekeeper.engine.shares import (
     PodSnapshot,
     PolicySnapshot,
-    QueueSnapshot,
     ShareNode,
     ShareSnapshot,
 )
 from sharekeeper.engine.shares.governance import governance, withheld_message
-from sharekeeper.engine.shares.snapshot import NodeName, PolicyName, QueueName, Reason
+from sharekeeper.engine.shares.snapshot import NodeName, Reason
 from sharekeeper.model.nodes import POLICY
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.pipeline.shares import Publication, publication
 
 
-def created(obj: Obj, timestamp: str) -> Obj:
+def created(obj: MutableObj, timestamp: str) -> MutableObj:
     """``obj`` with ``metadata.creationTimestamp``, as the API server sets it."""
     return {**obj, "metadata": {**obj["metadata"], "creationTimestamp": timestamp}}
 
@@ -103,17 +103,17 @@ def test_the_newer_policy_governs_what_only_it_selects() -> None:
 
 
 def test_a_third_policy_is_told_which_older_policy_keeps_each_object() -> None:
-    old = PolicySnapshot(PolicyName("old"), queue_selector=LabelSelector({"pool": "a"}))
-    middle = PolicySnapshot(PolicyName("middle"), created_seconds=1)
-    new = PolicySnapshot(PolicyName("new"), created_seconds=2)
+    old = share_policy("old", queue_selector=LabelSelector({"pool": "a"}))
+    middle = share_policy("middle", created_seconds=1)
+    new = share_policy("new", created_seconds=2)
     found = governance([new, old, middle], {"qa": {"pool": "a"}, "qb": {}}, "queue")
     assert found.owner == {"qa": "old", "qb": "middle"}
     assert found.withheld == {"middle": {"qa": "old"}, "new": {"qa": "old", "qb": "middle"}}
 
 
 def test_ten_thousand_overlapping_queues_are_named_in_part_and_counted() -> None:
-    old = PolicySnapshot(PolicyName("old"))
-    new = PolicySnapshot(PolicyName("new"), created_seconds=1)
+    old = share_policy("old")
+    new = share_policy("new", created_seconds=1)
     queues = governance([new, old], {f"q{i:05}": {} for i in range(10_000)}, "queue")
     nodes = governance([new, old], {f"n{i:04}": {} for i in range(5_000)}, "node")
     assert set(queues.owner.values()) == set(nodes.owner.values()) == {"old"}
@@ -148,8 +148,8 @@ def _labels(pool: str | None) -> dict[str, str]:
 @st.composite
 def clusters(draw: st.DrawFn) -> ShareSnapshot:
     queues = tuple(
-        QueueSnapshot(
-            QueueName(f"q{i}"),
+        share_queue(
+            f"q{i}",
             labels=_labels(draw(POOLS)),
             weight=draw(st.integers(1, 5)),
             guarantee=draw(AMOUNTS),
@@ -177,9 +177,12 @@ def clusters(draw: st.DrawFn) -> ShareSnapshot:
 def older_and_newer(draw: st.DrawFn) -> tuple[PolicySnapshot, PolicySnapshot]:
     """Newer by name at the same age, or by creation time with a name that sorts first."""
     created_seconds, newer_name = draw(st.sampled_from([(0.0, "b-newer"), (5.0, "a-newer")]))
-    old = PolicySnapshot(PolicyName("a-old"), draw(SELECTORS), draw(SELECTORS))
-    new = PolicySnapshot(
-        PolicyName(newer_name), draw(SELECTORS), draw(SELECTORS), created_seconds=created_seconds
+    old = share_policy("a-old", queue_selector=draw(SELECTORS), node_selector=draw(SELECTORS))
+    new = share_policy(
+        newer_name,
+        queue_selector=draw(SELECTORS),
+        node_selector=draw(SELECTORS),
+        created_seconds=created_seconds,
     )
     return old, new
 

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 import reference
 from sharekeeper.engine.overcommit import (
     DEFAULT_FACTOR,
+    OvercommitPodGroup,
+    OvercommitQueue,
     OvercommitSnapshot,
     OvercommitSpec,
-    PodGroupSnapshot,
-    QueueSnapshot,
     Shortfall,
     effective_factor,
     effective_factors,
@@ -114,9 +114,9 @@ def test_job_enqueueable_reference(case: dict[str, Any]) -> None:
     # The Go test's PodGroup is already Inqueue (counted at session open) and the test calls
     # JobEnqueued before JobEnqueueable: its minimum is held back twice, then asked once more.
     podgroups = [
-        PodGroupSnapshot(f"{pg['namespace']}/{pg['name']}", queue, "Inqueue", 2, minimum),
-        PodGroupSnapshot("enqueued-twice", queue, "Inqueue", 2, minimum),
-        PodGroupSnapshot("candidate", queue, "Pending", 2, minimum),
+        OvercommitPodGroup(f"{pg['namespace']}/{pg['name']}", queue, "Inqueue", 2, minimum),
+        OvercommitPodGroup("enqueued-twice", queue, "Inqueue", 2, minimum),
+        OvercommitPodGroup("candidate", queue, "Pending", 2, minimum),
     ]
     status = overcommit_status(
         OvercommitSnapshot(
@@ -131,7 +131,7 @@ def test_job_enqueueable_reference(case: dict[str, Any]) -> None:
     assert status.overcommitted_total == {
         name: int(amount) for name, amount in internal(derived["idle"]).items()
     }
-    verdict = queue_admission(QueueSnapshot(queue), podgroups, status.headroom)
+    verdict = queue_admission(OvercommitQueue(queue), podgroups, status.headroom)
     assert verdict.admitted is case["expected"]["enqueueable"]
     insufficient = [s.resource for s in verdict.overcommit]
     assert insufficient == derived.get("insufficient", [])
@@ -162,7 +162,7 @@ def test_proportion_enqueue_reference(case: dict[str, Any]) -> None:
     for pg in case["podgroups"]:
         pods = [p for p in case["pods"] if p["podgroup"] == pg["name"] and p["node"]]
         podgroups.append(
-            PodGroupSnapshot(
+            OvercommitPodGroup(
                 name=f"{pg['namespace']}/{pg['name']}",
                 queue=pg["queue"],
                 phase=pg["phase"],
@@ -180,7 +180,7 @@ def test_proportion_enqueue_reference(case: dict[str, Any]) -> None:
         mine = [pg for pg in podgroups if pg.queue == queue["name"]]
         elastic = sum_amounts(exceeded_part(pg.allocated, pg.min_resources or {}) for pg in mine)
         queues.append(
-            QueueSnapshot(
+            OvercommitQueue(
                 queue["name"],
                 open=queue["state"] == "Open",
                 allocated=sum_amounts(pg.allocated for pg in mine),
@@ -216,10 +216,11 @@ def _sum(items: Iterator[Mapping[str, int]]) -> dict[str, int]:
 
 @pytest.mark.parametrize("case", cases(plugin_prefix="resource-api", kind="inqueue-resource"))
 def test_inqueue_resource_reference(case: dict[str, Any]) -> None:
-    podgroup = PodGroupSnapshot(
+    podgroup = OvercommitPodGroup(
         "ns/pg",
         "q",
         "Inqueue",
+        min_member=1,
         min_resources=parse_resources(case["args"]["minResources"]),
         allocated=from_go_struct(case["args"]["allocated"]),
     )
@@ -333,7 +334,7 @@ def test_headroom_is_strict_and_only_requested_dimensions_count() -> None:
             OvercommitSpec(),
             total={"cpu": 10_000, "memory": 10_000, "pods": 10},
             used={"cpu": 4_000, "memory": 12_000, "pods": 3},
-            podgroups=[PodGroupSnapshot("ns/a", "q", "Inqueue", 1, {"cpu": 2_000})],
+            podgroups=[OvercommitPodGroup("ns/a", "q", "Inqueue", 1, {"cpu": 2_000})],
         )
     )
     assert status.headroom == {"cpu": 6_000, "memory": 0}  # pods is not an admission dimension
@@ -346,11 +347,11 @@ def test_headroom_is_strict_and_only_requested_dimensions_count() -> None:
 
 def test_inqueue_counts_only_admitted_podgroups_and_skips_gated_pods() -> None:
     minimum = {"cpu": 4_000, "memory": 4 * GIB}
-    assert podgroup_inqueue(PodGroupSnapshot("a", "q", "Pending", 1, minimum)) == {}
-    assert podgroup_inqueue(PodGroupSnapshot("a", "q", "Inqueue", 1, None)) == {}
-    running_short = PodGroupSnapshot("a", "q", "Running", 4, minimum, allocated_pods=3)
+    assert podgroup_inqueue(OvercommitPodGroup("a", "q", "Pending", 1, minimum)) == {}
+    assert podgroup_inqueue(OvercommitPodGroup("a", "q", "Inqueue", 1, None)) == {}
+    running_short = OvercommitPodGroup("a", "q", "Running", 4, minimum, allocated_pods=3)
     assert podgroup_inqueue(running_short) == {}
-    running = PodGroupSnapshot(
+    running = OvercommitPodGroup(
         "a",
         "q",
         "Running",
@@ -360,13 +361,13 @@ def test_inqueue_counts_only_admitted_podgroups_and_skips_gated_pods() -> None:
         allocated_pods=2,
     )
     assert podgroup_inqueue(running) == {"cpu": 2_000}
-    gated = PodGroupSnapshot("a", "q", "Inqueue", 2, minimum, gated={"cpu": 1_000})
+    gated = OvercommitPodGroup("a", "q", "Inqueue", 2, minimum, gated={"cpu": 1_000})
     assert podgroup_inqueue(gated) == {"cpu": 3_000, "memory": 4 * GIB}
 
 
 def test_inqueue_podgroup_with_bound_pods_is_not_counted_twice() -> None:
     # Volcano's overcommit plugin would hold back the full 3 cores on top of the 3 in use.
-    pg = PodGroupSnapshot(
+    pg = OvercommitPodGroup(
         "ns/a", "q", "Inqueue", 3, {"cpu": 3_000}, allocated={"cpu": 3_000}, allocated_pods=3
     )
     status = overcommit_status(
@@ -378,15 +379,15 @@ def test_inqueue_podgroup_with_bound_pods_is_not_counted_twice() -> None:
 
 def test_queue_admission_names_why_not() -> None:
     podgroups = [
-        PodGroupSnapshot("ns/old", "q", "Pending", 1, {"cpu": 3_000}, created=_ts(1)),
-        PodGroupSnapshot("ns/new", "q", "Pending", 1, {"cpu": 1_000}, created=_ts(2)),
-        PodGroupSnapshot("ns/urgent", "q", "Pending", 1, {"cpu": 9_000}, priority=5),
-        PodGroupSnapshot("ns/free", "p", "Pending", 1, None),
+        OvercommitPodGroup("ns/old", "q", "Pending", 1, {"cpu": 3_000}, created=_ts(1)),
+        OvercommitPodGroup("ns/new", "q", "Pending", 1, {"cpu": 1_000}, created=_ts(2)),
+        OvercommitPodGroup("ns/urgent", "q", "Pending", 1, {"cpu": 9_000}, priority=5),
+        OvercommitPodGroup("ns/free", "p", "Pending", 1, None),
     ]
     queues = [
-        QueueSnapshot("q", real_capability={"cpu": 4_000}),
-        QueueSnapshot("p"),
-        QueueSnapshot("idle", open=False),
+        OvercommitQueue("q", real_capability={"cpu": 4_000}),
+        OvercommitQueue("p"),
+        OvercommitQueue("idle", open=False),
     ]
     verdicts = queue_admissions(queues, podgroups, headroom={"cpu": 2_000})
     assert list(verdicts) == ["idle", "p", "q"]
@@ -402,12 +403,12 @@ def test_queue_admission_names_why_not() -> None:
 
 
 def test_quota_check_subtracts_elastic_and_adds_inqueue() -> None:
-    running = PodGroupSnapshot(
+    running = OvercommitPodGroup(
         "ns/run", "q", "Running", 1, {"cpu": 1_000}, allocated={"cpu": 3_000}, allocated_pods=1
     )
-    inqueue = PodGroupSnapshot("ns/inq", "q", "Inqueue", 1, {"cpu": 1_000})
-    pending = PodGroupSnapshot("ns/next", "q", "Pending", 1, {"cpu": 2_000})
-    queue = QueueSnapshot(
+    inqueue = OvercommitPodGroup("ns/inq", "q", "Inqueue", 1, {"cpu": 1_000})
+    pending = OvercommitPodGroup("ns/next", "q", "Pending", 1, {"cpu": 2_000})
+    queue = OvercommitQueue(
         "q",
         allocated={"cpu": 3_000},
         inqueue=inqueue_resources([running, inqueue, pending]),
@@ -477,6 +478,6 @@ def test_headroom_never_negative_and_decides_admission(
 def test_inqueue_never_exceeds_minimum(
     minimum: dict[str, int], allocated: dict[str, int], gated: dict[str, int], phase: str
 ) -> None:
-    pg = PodGroupSnapshot("a", "q", phase, 1, minimum, allocated, 1, gated)
+    pg = OvercommitPodGroup("a", "q", phase, 1, minimum, allocated, 1, gated)
     for name, amount in podgroup_inqueue(pg).items():
         assert 0 < amount <= minimum[name]

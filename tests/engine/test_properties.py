@@ -9,10 +9,9 @@ from dataclasses import dataclass, replace
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from builders import totals_of
+from builders import share_policy, share_queue, sharing, totals_of
 from sharekeeper.engine.shares import (
     PodSnapshot,
-    PolicySnapshot,
     QueueSnapshot,
     ShareNode,
     ShareResult,
@@ -20,18 +19,18 @@ from sharekeeper.engine.shares import (
     Sharing,
     deserved_shares,
 )
-from sharekeeper.engine.shares.snapshot import NodeName, PolicyName, QueueName
+from sharekeeper.engine.shares.snapshot import NodeName
 
 DIMENSIONS = ("cpu", "memory", "nvidia.com/gpu")
 SHARINGS = {
-    "Proportion": Sharing("Proportion"),
-    "Capacity": Sharing("Capacity"),
-    "ProportionOptimize/Weight": Sharing("ProportionOptimize", priority_type="Weight"),
-    "ProportionOptimize/Guarantee": Sharing("ProportionOptimize", priority_type="Guarantee"),
-    "ProportionOptimize/noGuarantee": Sharing("ProportionOptimize", guarantee_enable=False),
-    "GuaranteeQuota/Weight": Sharing("GuaranteeQuota", elastic_order="Weight"),
-    "GuaranteeQuota/Share": Sharing("GuaranteeQuota", elastic_order="Share"),
-    "GuaranteeQuota/Random": Sharing("GuaranteeQuota", elastic_order="Random"),
+    "Proportion": sharing("Proportion"),
+    "Capacity": sharing("Capacity"),
+    "ProportionOptimize/Weight": sharing("ProportionOptimize", priority_type="Weight"),
+    "ProportionOptimize/Guarantee": sharing("ProportionOptimize", priority_type="Guarantee"),
+    "ProportionOptimize/noGuarantee": sharing("ProportionOptimize", guarantee_enable=False),
+    "GuaranteeQuota/Weight": sharing("GuaranteeQuota", elastic_order="Weight"),
+    "GuaranteeQuota/Share": sharing("GuaranteeQuota", elastic_order="Share"),
+    "GuaranteeQuota/Random": sharing("GuaranteeQuota", elastic_order="Random"),
 }
 FLOORED = {"Proportion", "Capacity", "ProportionOptimize/Guarantee"} | {
     name for name in SHARINGS if name.startswith("GuaranteeQuota")
@@ -61,8 +60,8 @@ def clusters(draw: st.DrawFn) -> Cluster:
         for i in range(draw(st.integers(1, 3)))
     )
     queues = tuple(
-        QueueSnapshot(
-            QueueName(f"q{i}"),
+        share_queue(
+            f"q{i}",
             weight=draw(st.integers(1, 10)),
             capability=draw(st.none() | vectors) or {},
             guarantee=draw(st.none() | vectors) or {},
@@ -84,7 +83,7 @@ def clusters(draw: st.DrawFn) -> Cluster:
 
 
 def _run(snapshot: ShareSnapshot, sharing: Sharing) -> ShareResult:
-    policy = PolicySnapshot(PolicyName("p"), sharing=sharing)
+    policy = share_policy("p", sharing=sharing)
     return deserved_shares(replace(snapshot, policies=(policy,)))
 
 

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from builders import node, pod, pod_group, policy, queue, totals_of
+from builders import node, pod, pod_group, policy, queue, share_policy, share_queue, totals_of
 from sharekeeper.engine.gates import not_offered
 from sharekeeper.engine.shares import (
     PodSnapshot,
-    PolicySnapshot,
-    QueueSnapshot,
     ShareNode,
     ShareSnapshot,
     deserved_shares,
@@ -274,8 +272,8 @@ def test_the_engine_bounds_totals_that_were_not_bounded_before_it() -> None:
         for i in range(3)
     ]  # fmt: skip
     snapshot = ShareSnapshot(
-        policies=(PolicySnapshot(PolicyName("p")),),
-        queues=(QueueSnapshot(QueueName("tenant")), QueueSnapshot(QueueName("other"))),
+        policies=(share_policy("p"),),
+        queues=(share_queue("tenant"), share_queue("other")),
         nodes=(ShareNode(NodeName("n"), allocatable={"cpu": 8000, "pods": 110}),),
         totals=totals_of(pods),
     )

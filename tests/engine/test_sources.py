@@ -6,14 +6,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from builders import share_policy, share_queue
 from sharekeeper.engine.shares import (
-    PolicySnapshot,
     QueueSnapshot,
     ShareResult,
     ShareSnapshot,
     deserved_shares,
 )
-from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
+from sharekeeper.engine.shares.snapshot import QueueName
 from sharekeeper.engine.shares.sources import shadowed
 from sharekeeper.pipeline.statuses import queue_status
 
@@ -23,9 +23,9 @@ def queues(*items: QueueSnapshot) -> dict[QueueName, QueueSnapshot]:
 
 
 def test_only_a_queue_that_is_not_the_mirror_shadows() -> None:
-    made = QueueSnapshot(QueueName("made"))
-    mirror = QueueSnapshot(QueueName("mirrored"), mirror_of="uid-mirrored")
-    stale = QueueSnapshot(QueueName("renewed"), mirror_of="uid-old")
+    made = share_queue("made")
+    mirror = share_queue("mirrored", mirror_of="uid-mirrored")
+    stale = share_queue("renewed", mirror_of="uid-old")
     found = shadowed(
         queues(made, mirror, stale),
         {
@@ -42,8 +42,8 @@ def test_only_a_queue_that_is_not_the_mirror_shadows() -> None:
 
 def test_the_condition_is_true_on_the_shadowing_queue_and_false_elsewhere() -> None:
     snapshot = ShareSnapshot(
-        policies=(PolicySnapshot(PolicyName("p")),),
-        queues=(QueueSnapshot(QueueName("a")), QueueSnapshot(QueueName("b"))),
+        policies=(share_policy("p"),),
+        queues=(share_queue("a"), share_queue("b")),
     )
     without = deserved_shares(snapshot)
     shadowing = deserved_shares(replace(snapshot, volcano_queues={QueueName("a"): "uid-v"}))

@@ -13,7 +13,7 @@ import httpx2 as httpx
 import pytest
 from lightkube import ApiError
 
-from sharekeeper.engine.qos import PodKey
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.kube.usage import (
     MetricsApiUsage,
     NodeMetrics,

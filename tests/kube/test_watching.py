@@ -13,7 +13,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import httpx2 as httpx
 import pytest
@@ -22,9 +22,9 @@ from prometheus_client import REGISTRY
 from sharekeeper.kube.clients import connect
 from sharekeeper.kube.kinds import PODGROUPS, QUEUES, Resource
 from sharekeeper.kube.watching import ListWatch, all_synced
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.settings import WatchSettings
 
-Object = dict[str, Any]
 Reply = httpx.Response | Exception
 
 PODS = Resource("Pod", "", "v1", "pods", namespaced=True)
@@ -63,11 +63,11 @@ DISCOVERY = request_key("/apis/scheduling.volcano.sh/v1beta1")
 OUR_DISCOVERY = request_key("/apis/scheduling.sharekeeper.io/v1alpha1")
 
 
-def pod(name: str, rv: str) -> Object:
+def pod(name: str, rv: str) -> MutableObj:
     return {"metadata": {"name": name, "namespace": "team", "resourceVersion": rv}}
 
 
-def page(items: list[Object], rv: str, continue_token: str | None = None) -> httpx.Response:
+def page(items: list[MutableObj], rv: str, continue_token: str | None = None) -> httpx.Response:
     metadata = {"resourceVersion": rv, **({"continue": continue_token} if continue_token else {})}
     return httpx.Response(200, json={"kind": "List", "metadata": metadata, "items": items})
 
@@ -83,15 +83,15 @@ def discovery(*plurals: str) -> httpx.Response:
     return httpx.Response(200, json={"kind": "APIResourceList", "resources": resources})
 
 
-def event(kind: str, obj: Object) -> Object:
+def event(kind: str, obj: MutableObj) -> MutableObj:
     return {"type": kind, "object": obj}
 
 
-def bookmark(rv: str) -> Object:
+def bookmark(rv: str) -> MutableObj:
     return event("BOOKMARK", {"kind": "Pod", "metadata": {"resourceVersion": rv}})
 
 
-def error_event(code: int, reason: str) -> Object:
+def error_event(code: int, reason: str) -> MutableObj:
     return event("ERROR", {"kind": "Status", "status": "Failure", "code": code, "reason": reason})
 
 
@@ -99,7 +99,7 @@ class EventStream(httpx.AsyncByteStream):
     """A watch body: one JSON event a line (each split over two chunks, as TCP may deliver it),
     then the end, a dropped connection, or nothing more until closed."""
 
-    def __init__(self, events: list[Object], ending: Literal["end", "drop", "hold"]) -> None:
+    def __init__(self, events: list[MutableObj], ending: Literal["end", "drop", "hold"]) -> None:
         self.events = events
         self.ending = ending
         self.closed = False
@@ -118,7 +118,7 @@ class EventStream(httpx.AsyncByteStream):
         self.closed = True
 
 
-def stream(*events: Object, ending: Literal["end", "drop"] = "end") -> httpx.Response:
+def stream(*events: MutableObj, ending: Literal["end", "drop"] = "end") -> httpx.Response:
     return httpx.Response(200, stream=EventStream(list(events), ending))
 
 
@@ -154,7 +154,7 @@ class StoreSink:
     ``calls`` records what it was told; ``synced_seen`` the watch's ``synced`` at each list call."""
 
     def __init__(self) -> None:
-        self.store: dict[str, Object] = {}
+        self.store: dict[str, MutableObj] = {}
         self.calls: list[str] = []
         self.synced_seen: list[bool] = []
         self.watch: ListWatch | None = None
@@ -164,7 +164,7 @@ class StoreSink:
         self.calls.append("list_started")
         self._listed = set()
 
-    def listed(self, objects: list[Object]) -> None:
+    def listed(self, objects: list[MutableObj]) -> None:
         names = [obj["metadata"]["name"] for obj in objects]
         self.calls.append("listed " + ",".join(names))
         self._see_synced()
@@ -177,7 +177,7 @@ class StoreSink:
         self._see_synced()
         self.store = {name: obj for name, obj in self.store.items() if name in self._listed}
 
-    def event(self, kind: str, obj: Object) -> None:
+    def event(self, kind: str, obj: MutableObj) -> None:
         name = obj["metadata"]["name"]
         self.calls.append(f"{kind} {name}")
         if kind == "DELETED":
@@ -466,7 +466,7 @@ def test_a_failing_store_is_resynced_by_a_relist_and_the_watch_goes_on() -> None
     class FailingOnce(StoreSink):
         failed = False
 
-        def event(self, kind: str, obj: Object) -> None:
+        def event(self, kind: str, obj: MutableObj) -> None:
             if not self.failed:
                 self.failed = True
                 raise KeyError("spec")

@@ -16,7 +16,8 @@ from builders import policy
 from sharekeeper.api.mirroring import QueueOrigin
 from sharekeeper.cluster.store import ClusterStore, Listeners
 from sharekeeper.loops.mirroring import Mirroring
-from sharekeeper.publish.diffing import Json, merge_patch
+from sharekeeper.model.objects import MutableObj
+from sharekeeper.publish.diffing import merge_patch
 from sharekeeper.settings import LoopSettings
 
 FAST = LoopSettings(quiet_seconds=0.01, max_delay_seconds=0.05, error_backoff_seconds=0.05)
@@ -34,12 +35,12 @@ class ApiServer:
 
     def __init__(self, events: list[tuple[str, str, str]]) -> None:
         self.events = events
-        self.queues: dict[str, Json] = {}
+        self.queues: dict[str, MutableObj] = {}
         self.writes: list[tuple[str, str]] = []
         self.refuse: dict[str, httpx.HTTPStatusError] = {}
         self._versions = itertools.count(100)
 
-    def _stamp(self, obj: Json) -> Json:
+    def _stamp(self, obj: MutableObj) -> MutableObj:
         obj["metadata"]["resourceVersion"] = str(next(self._versions))
         obj["spec"] = {"priority": 0, "reclaimable": True, "state": "Open", **obj["spec"]}
         return obj
@@ -48,7 +49,7 @@ class ApiServer:
         if name in self.refuse:
             raise self.refuse[name]
 
-    async def create_queue(self, body: Json) -> Json | None:
+    async def create_queue(self, body: MutableObj) -> MutableObj | None:
         name = body["metadata"]["name"]
         self.writes.append(("create", name))
         self._check(name)
@@ -58,7 +59,7 @@ class ApiServer:
         self.queues[name] = obj
         return obj
 
-    async def patch_queue(self, name: str, body: Json) -> Json | None:
+    async def patch_queue(self, name: str, body: MutableObj) -> MutableObj | None:
         self.writes.append(("patch", name))
         self._check(name)
         current = self.queues.get(name)
@@ -84,7 +85,7 @@ class ApiServer:
         return True
 
 
-def _merge(current: Json, patch: Json) -> Json:
+def _merge(current: MutableObj, patch: MutableObj) -> MutableObj:
     """RFC 7386 applied: ``patch`` onto ``current``."""
     merged = dict(current)
     for key, value in patch.items():
@@ -110,7 +111,7 @@ class Setup:
     events: list[tuple[str, str, str]]
     watch: Watch
 
-    def volcano(self, *queues: Json) -> None:
+    def volcano(self, *queues: MutableObj) -> None:
         """A complete list of Volcano Queues."""
         volcano = self.store.volcano_queues
         volcano.list_started()
@@ -133,7 +134,7 @@ class Setup:
         return self.server.writes[before:]
 
 
-def volcano_queue(name: str, uid: str | None = None, **spec: Any) -> Json:
+def volcano_queue(name: str, uid: str | None = None, **spec: Any) -> MutableObj:
     return {"metadata": {"name": name, "uid": uid or f"uid-{name}"}, "spec": spec}
 
 

@@ -11,7 +11,7 @@ from builders import node, pod, policy, queue
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.loops.outbox import Outbox
 from sharekeeper.loops.recompute import Recompute
-from sharekeeper.publish.diffing import Json
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.publish.statuses import Kind
 from sharekeeper.settings import LoopSettings
 
@@ -85,9 +85,9 @@ class FailingOnceWriter:
     def __init__(self, fail: tuple[Kind, str]) -> None:
         self.fail: tuple[Kind, str] | None = fail
         self.patched: list[tuple[str, str]] = []
-        self.stored: dict[tuple[str, str], Json] = {}
+        self.stored: dict[tuple[str, str], MutableObj] = {}
 
-    async def patch_status(self, kind: Kind, name: str, patch: Json) -> Json | None:
+    async def patch_status(self, kind: Kind, name: str, patch: MutableObj) -> MutableObj | None:
         if (kind, name) == self.fail:
             self.fail = None
             raise RuntimeError("503 after every retry")

@@ -13,9 +13,9 @@ from builders import node, pod, policy, queue
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.loops.reclaim import carry_out
 from sharekeeper.loops.recompute import Recompute
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.pipeline.reclaiming import PolicyReclaim
 from sharekeeper.pipeline.shares import publication
-from sharekeeper.publish.diffing import Json
 from sharekeeper.publish.statuses import Kind
 from sharekeeper.simulate.reading import parse_objects
 from sharekeeper.simulate.report import Context, snapshot_of
@@ -76,7 +76,7 @@ class FakeEvictions:
             self.pod_events.append((pod, reason, message, warning))
 
     # The rest of the recompute loop's writer.
-    async def patch_status(self, kind: Kind, name: str, patch: Json) -> Json | None:
+    async def patch_status(self, kind: Kind, name: str, patch: MutableObj) -> MutableObj | None:
         return patch
 
     async def patch_node_annotations(

@@ -14,8 +14,8 @@ from sharekeeper.api.policy import policy_spec
 from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.cluster.store import ClusterStore, Listeners
 from sharekeeper.loops.recompute import QueueSeries, Recompute
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.model.records import OwnRecord
-from sharekeeper.publish.diffing import Json
 from sharekeeper.publish.statuses import Kind
 from sharekeeper.settings import LoopSettings
 
@@ -24,14 +24,14 @@ class RecordingWriter:
     """Stands in for the API server: stores what it is sent, returns what it stored."""
 
     def __init__(self) -> None:
-        self.patches: list[tuple[Kind, str, Json]] = []
+        self.patches: list[tuple[Kind, str, MutableObj]] = []
         self.events: list[tuple[Kind, str, str]] = []
-        self.stored: dict[tuple[Kind, str], Json] = {}
+        self.stored: dict[tuple[Kind, str], MutableObj] = {}
         self.annotations: dict[str, dict[str, str]] = {}
         self.pod_events: list[tuple[str, str, str]] = []
         self.released: list[str] = []
 
-    async def patch_status(self, kind: Kind, name: str, patch: Json) -> Json | None:
+    async def patch_status(self, kind: Kind, name: str, patch: MutableObj) -> MutableObj | None:
         self.patches.append((kind, name, patch))
         current = self.stored.get((kind, name), {})
         merged = {k: v for k, v in {**current, **patch}.items() if v is not None}
@@ -59,7 +59,7 @@ class RecordingWriter:
         return True
 
 
-def record(obj: dict[str, Any], reader: Any, status: Json | None = None) -> OwnRecord[Any]:
+def record(obj: dict[str, Any], reader: Any, status: MutableObj | None = None) -> OwnRecord[Any]:
     return OwnRecord(
         obj["metadata"]["name"], f"uid-{obj['metadata']['name']}", 1, reader(obj), status or {}
     )
@@ -186,7 +186,7 @@ def test_a_burst_of_wakes_costs_one_round() -> None:
     assert asyncio.run(scenario()) == 1
 
 
-def condition_of(status: Json, kind: str) -> Json:
+def condition_of(status: MutableObj, kind: str) -> MutableObj:
     return next(c for c in status.get("conditions", []) if c["type"] == kind)
 
 

@@ -32,8 +32,8 @@ from sharekeeper.loops.health import (
     StatusFailures,
 )
 from sharekeeper.loops.recompute import Recompute
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.model.records import OwnRecord
-from sharekeeper.publish.diffing import Json
 from sharekeeper.publish.statuses import Kind
 
 TOO_LARGE = "etcdserver: request is too large"
@@ -168,10 +168,10 @@ class RefusingWriter:
         self.refused = refused
         self.error = error or api_error(413, TOO_LARGE)
         self.tried: list[tuple[str, str]] = []
-        self.stored: dict[tuple[str, str], Json] = {}
+        self.stored: dict[tuple[str, str], MutableObj] = {}
         self.events: list[tuple[str, str, str, str]] = []
 
-    async def patch_status(self, kind: Kind, name: str, patch: Json) -> Json | None:
+    async def patch_status(self, kind: Kind, name: str, patch: MutableObj) -> MutableObj | None:
         self.tried.append((kind, name))
         if (kind, name) in self.refused:
             raise self.error

@@ -8,8 +8,8 @@ import time
 from typing import Any
 
 from sharekeeper.api.mirroring import QueueOrigin, VolcanoQueue, queue_origin, volcano_queue
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.pipeline.mirroring import Create, Delete, Patch, mirror_object, mirror_plan
-from sharekeeper.publish.diffing import Json
 
 DEFAULTS = {"priority": 0, "reclaimable": True, "state": "Open"}
 
@@ -21,7 +21,7 @@ def volcano(name: str, uid: str | None = None, **spec: Any) -> VolcanoQueue:
     )  # fmt: skip
 
 
-def stored(body: Json, uid: str = "", version: str = "1") -> QueueOrigin:
+def stored(body: MutableObj, uid: str = "", version: str = "1") -> QueueOrigin:
     """``body`` as the API server keeps it (defaults added) and the store reads it."""
     obj = {
         **body,

@@ -30,7 +30,7 @@ from pydantic_core import CoreSchema, ErrorDetails, core_schema
 
 from sharekeeper.engine.selectors import LabelSelector as EngineSelector
 from sharekeeper.engine.selectors import Requirement as EngineRequirement
-from sharekeeper.model.objects import ObjectError, Problem
+from sharekeeper.model.objects import MutableObj, Obj, ObjectError, Problem
 from sharekeeper.model.quantities import MAX_QUANTITY_TEXT, QuantityError, to_internal
 
 
@@ -109,9 +109,7 @@ class Schema(dict[str, Any]):
     """OpenAPI keys added to a type's or a field's generated schema (``format``,
     ``x-kubernetes-*``). With ``replace=True`` the schema is exactly this (an int-or-string)."""
 
-    def __init__(
-        self, keys: Mapping[str, Any] | None = None, /, *, replace: bool = False, **more: Any
-    ) -> None:
+    def __init__(self, keys: Obj | None = None, /, *, replace: bool = False, **more: Any) -> None:
         super().__init__({**(keys or {}), **more})
         self.replace = replace
 
@@ -131,7 +129,7 @@ class ApiModel(BaseModel):
         extra="ignore",
     )
     __cel__: ClassVar[tuple[Cel, ...]] = ()
-    __schema__: ClassVar[Mapping[str, Any]] = {}
+    __schema__: ClassVar[Obj] = {}
 
     @model_validator(mode="before")
     @classmethod
@@ -277,7 +275,7 @@ LabelValue = Annotated[
 
 # --- quantities ---------------------------------------------------------------------------------
 
-_QUANTITY_SCHEMA: dict[str, Any] = {
+_QUANTITY_SCHEMA: MutableObj = {
     "anyOf": [{"type": "integer"}, {"type": "string"}],
     "maxLength": 64,
     "x-kubernetes-int-or-string": True,
@@ -459,7 +457,7 @@ class Metadata(ApiModel):
 M = TypeVar("M", bound=BaseModel)
 
 
-def read(model: type[M], obj: Mapping[str, Any], kind: str | None = None) -> M:
+def read(model: type[M], obj: Obj, kind: str | None = None) -> M:
     """``obj`` as ``model``, or an ``ObjectError`` naming the object, each bad field and its
     value. ``kind`` names the object in messages when ``obj`` has none (a status part)."""
     try:

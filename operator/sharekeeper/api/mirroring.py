@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from sharekeeper.api.base import read
 from sharekeeper.api.queue import VOLCANO_GROUP, Queue, QueueSpec, volcano_owner
-from sharekeeper.model.objects import ObjectError, at, fail, labels_of, name_of
+from sharekeeper.model.objects import MutableObj, Obj, ObjectError, at, fail, labels_of, name_of
 
 VOLCANO_API_VERSION = f"{VOLCANO_GROUP}/v1beta1"
 LEFT_OUT_ANNOTATION = "sharekeeper.io/volcano-left-out"
@@ -43,7 +43,7 @@ class VolcanoQueue:
     name: str
     uid: str
     labels: Mapping[str, str]
-    spec: Mapping[str, Any] | None
+    spec: Obj | None
     """The spec its mirror has (in ``spec_form``); None when our Queue model refuses it."""
     left_out: str | None = None
     """The fields a Queue does not have, as the mirror's ``LEFT_OUT_ANNOTATION``; None if none."""
@@ -63,9 +63,9 @@ class QueueOrigin:
     made it: such a Queue is never written."""
     labels: Mapping[str, str] | None = None
     left_out: str | None = None
-    spec: Mapping[str, Any] | None = None
+    spec: Obj | None = None
     """The spec as stored (a merge patch is computed against it)."""
-    form: Mapping[str, Any] | None = None
+    form: Obj | None = None
     """``spec`` in ``spec_form``; None when our model cannot read it (it differs, then)."""
 
     def same_but_version(self, other: QueueOrigin | None) -> bool:
@@ -73,7 +73,7 @@ class QueueOrigin:
         return other is not None and self == replace(other, resource_version=self.resource_version)
 
 
-def volcano_queue(obj: Mapping[str, Any]) -> VolcanoQueue:
+def volcano_queue(obj: Obj) -> VolcanoQueue:
     """``obj`` (a ``scheduling.volcano.sh`` Queue) read for mirroring. Raises ``ObjectError``
     only without a name or UID; any other problem leaves ``spec`` None and says why."""
     name = name_of(obj)
@@ -91,7 +91,7 @@ def volcano_queue(obj: Mapping[str, Any]) -> VolcanoQueue:
     return VolcanoQueue(name, uid, labels, spec, left_out)
 
 
-def _mirror_spec(obj: Mapping[str, Any], name: str) -> tuple[dict[str, Any], str | None]:
+def _mirror_spec(obj: Obj, name: str) -> tuple[MutableObj, str | None]:
     spec = at(obj, "spec")
     if spec is None:
         spec = {}
@@ -117,7 +117,7 @@ def _mirror_spec(obj: Mapping[str, Any], name: str) -> tuple[dict[str, Any], str
     return _form(queue.spec), text or None
 
 
-def _state(obj: Mapping[str, Any]) -> str:
+def _state(obj: Obj) -> str:
     """Volcano keeps a queue's state in ``status.state`` (its controller acts on commands);
     ``spec.state`` is read when the status says nothing useful."""
     observed = at(obj, "status.state")
@@ -127,7 +127,7 @@ def _state(obj: Mapping[str, Any]) -> str:
     return desired if desired in ("Open", "Closed") else "Open"
 
 
-def spec_form(spec: Any) -> dict[str, Any] | None:
+def spec_form(spec: Any) -> MutableObj | None:
     """A Queue spec as our model reads it, every default written out and empty maps left out;
     None when the model refuses it."""
     try:
@@ -136,7 +136,7 @@ def spec_form(spec: Any) -> dict[str, Any] | None:
         return None
 
 
-def _form(spec: QueueSpec) -> dict[str, Any]:
+def _form(spec: QueueSpec) -> MutableObj:
     form = spec.model_dump(by_alias=True, exclude_none=True)
     for key in ("capability", "deserved"):
         if not form.get(key):
@@ -146,7 +146,7 @@ def _form(spec: QueueSpec) -> dict[str, Any]:
     return form
 
 
-def queue_origin(obj: Mapping[str, Any]) -> QueueOrigin:
+def queue_origin(obj: Obj) -> QueueOrigin:
     """One of our Queues as mirroring reads it; never raises (an unnamed object is the store's
     problem, not ours)."""
     metadata = obj.get("metadata")

@@ -4,8 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -39,7 +38,7 @@ from sharekeeper.engine.selectors import MATCH_ALL, Operator, Requirement
 from sharekeeper.engine.selectors import LabelSelector as EngineSelector
 from sharekeeper.engine.shares import PolicySnapshot, Sharing
 from sharekeeper.engine.shares.snapshot import DEFAULT_SCHEDULER_NAMES, SOURCE_LABEL, PolicyName
-from sharekeeper.model.objects import timestamp_at
+from sharekeeper.model.objects import Obj, timestamp_at
 from sharekeeper.model.quantities import CPU, MEMORY, to_internal
 from sharekeeper.model.records import PolicySpec
 
@@ -346,7 +345,7 @@ class SchedulerPolicy(RootModel):
     status: SchedulerPolicyStatus | None = None
 
 
-def policy_spec(obj: Mapping[str, Any]) -> PolicySpec:
+def policy_spec(obj: Obj) -> PolicySpec:
     """A SchedulerPolicy object as the engines read it; ``ObjectError`` when it cannot be read."""
     policy = read(SchedulerPolicy, obj)
     spec = policy.spec

@@ -31,6 +31,7 @@ from sharekeeper.api.base import (
     Schema,
     read,
 )
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos import (
     REGISTRY,
     Action,
@@ -42,7 +43,6 @@ from sharekeeper.engine.qos import (
     NodeQosState,
     Objective,
     Phase,
-    PodKey,
     QosAction,
     QosPolicy,
     RuleKey,
@@ -52,7 +52,7 @@ from sharekeeper.engine.qos import (
     ThrottleState,
 )
 from sharekeeper.engine.selectors import MATCH_ALL
-from sharekeeper.model.objects import rfc3339
+from sharekeeper.model.objects import MutableObj, Obj, rfc3339
 from sharekeeper.model.qos import metric_resource, waterlines_annotation
 from sharekeeper.model.quantities import CPU, QuantityError, to_internal, to_quantity
 
@@ -452,7 +452,7 @@ class NodeQosEnsurancePolicy(RootModel):
 KIND = "NodeQosEnsurancePolicy"
 
 
-def read_policy(obj: Mapping[str, Any]) -> NodeQosEnsurancePolicy:
+def read_policy(obj: Obj) -> NodeQosEnsurancePolicy:
     """The object's metadata and spec through the model (``ObjectError`` when they cannot be
     read); a status that cannot be read is dropped (``read_status``): it only holds counters,
     and a bad one must not stop the policy from being checked."""
@@ -460,7 +460,7 @@ def read_policy(obj: Mapping[str, Any]) -> NodeQosEnsurancePolicy:
     return policy.model_copy(update={"status": read_status(obj)})
 
 
-def read_status(obj: Mapping[str, Any]) -> NodeQosEnsurancePolicyStatus | None:
+def read_status(obj: Obj) -> NodeQosEnsurancePolicyStatus | None:
     """The persisted per-node state (``status.nodes``; nothing else of the status is read), or
     None (start from zero) when it cannot be read."""
     status = obj.get("status")
@@ -472,7 +472,7 @@ def read_status(obj: Mapping[str, Any]) -> NodeQosEnsurancePolicyStatus | None:
         return None
 
 
-def qos_policy_view(obj: Mapping[str, Any]) -> dict[str, Any]:
+def qos_policy_view(obj: Obj) -> MutableObj:
     """What the cluster store keeps of a policy: its name and its spec with every default
     filled in, once the model has read it (``ObjectError`` otherwise: the policy is then
     reported Invalid and left out of the checks)."""
@@ -500,11 +500,6 @@ def qos_policy(policy: NodeQosEnsurancePolicy) -> QosPolicy:
         evict_on_missing_metrics=spec.evict_on_missing_metrics,
         excess_percent=spec.excess_percent,
     )
-
-
-def policy_from_dict(obj: Mapping[str, Any]) -> QosPolicy:
-    """A NodeQosEnsurancePolicy object as engine input."""
-    return qos_policy(read_policy(obj))
 
 
 def _selector(selector: LabelSelector | None) -> Any:

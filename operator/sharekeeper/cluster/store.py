@@ -29,11 +29,12 @@ from sharekeeper.api.qos import qos_policy_view
 from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.cluster.ledger import PodLedger
 from sharekeeper.engine import qos
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.shares import PodGroupSnapshot, PodSnapshot, PodTotals, ShareNode
 from sharekeeper.engine.shares.accounting import pod_claim
-from sharekeeper.engine.shares.snapshot import QueueName
+from sharekeeper.engine.shares.snapshot import GroupKey, QueueName
 from sharekeeper.model.nodes import node_record
-from sharekeeper.model.objects import Obj, ObjectError, fail, labels_of
+from sharekeeper.model.objects import MutableObj, Obj, ObjectError, fail, labels_of
 from sharekeeper.model.pods import claim_key, pod_group_snapshot, pod_record
 from sharekeeper.model.qos import DaemonSetId, daemonset_id, with_daemonsets
 from sharekeeper.model.records import NodeRecord, OwnRecord, PodRecord, own_record
@@ -49,7 +50,6 @@ class _Key(Hashable, Protocol):
 
 K = TypeVar("K", bound=_Key)
 R = TypeVar("R")
-PodKey = tuple[str, str]
 
 
 def _name(obj: Obj) -> str:
@@ -59,9 +59,13 @@ def _name(obj: Obj) -> str:
     return name
 
 
-def _namespaced(obj: Obj) -> PodKey:
+def _namespaced(obj: Obj) -> tuple[str, str]:
     namespace = (obj.get("metadata") or {}).get("namespace") or "default"
     return (str(namespace), _name(obj))
+
+
+def _pod_key(obj: Obj) -> PodKey:
+    return PodKey(*_namespaced(obj))
 
 
 class KindStore(Generic[K, R]):
@@ -84,7 +88,7 @@ class KindStore(Generic[K, R]):
     def list_started(self) -> None:
         self._listing = set()
 
-    def listed(self, objects: list[dict[str, Any]]) -> None:
+    def listed(self, objects: list[MutableObj]) -> None:
         for obj in objects:
             key = self._upsert(obj)
             if key is not None and self._listing is not None:
@@ -98,7 +102,7 @@ class KindStore(Generic[K, R]):
             self._forget_problem(key)
         self._listing = None
 
-    def event(self, kind: str, obj: dict[str, Any]) -> None:
+    def event(self, kind: str, obj: MutableObj) -> None:
         if kind == "DELETED":
             try:
                 key = self._key(obj)
@@ -183,7 +187,7 @@ class NodeStore(KindStore[str, NodeRecord]):
     def __init__(
         self,
         on_change: Callable[[], None],
-        on_annotations: Callable[[str, str, Mapping[str, Any]], None],
+        on_annotations: Callable[[str, str, Obj], None],
         on_gone: Callable[[str, str], None],
     ) -> None:
         super().__init__(node_record, _name)
@@ -219,7 +223,7 @@ class PodStore(KindStore[PodKey, PodRecord]):
         on_change: Callable[[], None],
         daemonsets: Collection[DaemonSetId] = frozenset(),
     ) -> None:
-        super().__init__(self._read_pod, _namespaced)
+        super().__init__(self._read_pod, _pod_key)
         self._ledger = ledger
         self._on_change = on_change
         self._daemonsets = daemonsets
@@ -247,20 +251,20 @@ class PodStore(KindStore[PodKey, PodRecord]):
         if old is not None:
             self._ledger.remove(old.share)
             self._unplace(old)
-            self._held.pop((old.share.namespace, old.share.name), None)
+            self._held.pop(PodKey(old.share.namespace, old.share.name), None)
             self._unclaim(old)
         if new is not None:
             self._ledger.add(new.share)
             self._place(new)
             if new.share.admission == "held" and not new.share.terminal:
-                self._held[(new.share.namespace, new.share.name)] = new.share
+                self._held[PodKey(new.share.namespace, new.share.name)] = new.share
             self._claim(new)
         if old is None or new is None or old.share != new.share:
             self._on_change()
 
     def _claim(self, record: PodRecord) -> None:
         if record.qos is not None and record.qos.claimed_daemonset is not None:
-            key = (record.share.namespace, record.share.name)
+            key = PodKey(record.share.namespace, record.share.name)
             self._claims.setdefault(record.qos.claimed_daemonset[1], set()).add(key)
 
     def _unclaim(self, record: PodRecord) -> None:
@@ -291,7 +295,7 @@ class PodStore(KindStore[PodKey, PodRecord]):
 
     def _place(self, record: PodRecord) -> None:
         if record.share.allocated and record.share.node_name is not None:
-            key = (record.share.namespace, record.share.name)
+            key = PodKey(record.share.namespace, record.share.name)
             self._by_node.setdefault(record.share.node_name, {})[key] = record
             self._by_claim.setdefault(claim_key(record.share), set()).add(key)
 
@@ -306,7 +310,7 @@ class PodStore(KindStore[PodKey, PodRecord]):
         if node is None or node not in self._by_node:
             return
         on_node = self._by_node[node]
-        on_node.pop((record.share.namespace, record.share.name), None)
+        on_node.pop(PodKey(record.share.namespace, record.share.name), None)
         if not on_node:
             del self._by_node[node]
 
@@ -326,11 +330,11 @@ class PodStore(KindStore[PodKey, PodRecord]):
         found = (self.records.get(key) for key in keys)
         return [record for record in found if record is not None and record.share.allocated]
 
-    def qos_views_on(self, node: str) -> list[qos.PodSnapshot]:
+    def qos_views_on(self, node: str) -> list[qos.QosPod]:
         return [record.qos for record in self.on_node(node) if record.qos is not None]
 
 
-class PodGroupStore(KindStore[PodKey, PodGroupSnapshot]):
+class PodGroupStore(KindStore[GroupKey, PodGroupSnapshot]):
     kind = "PodGroup"
 
     def __init__(self, on_change: Callable[[], None]) -> None:
@@ -345,7 +349,7 @@ class PodGroupStore(KindStore[PodKey, PodGroupSnapshot]):
         return tuple(self.sorted_records())
 
 
-class DaemonSetStore(KindStore[PodKey, DaemonSetId]):
+class DaemonSetStore(KindStore[tuple[str, str], DaemonSetId]):
     """DaemonSets: namespace, name and UID only (the rest of the object is dropped), for the
     one thing they are read for: a pod is a DaemonSet's, and so never acted on by QoS, only if
     the DaemonSet its controller reference names exists. ``ids`` is the live set, shared with
@@ -388,7 +392,7 @@ class OwnStore(KindStore[str, OwnRecord[Any]]):
         kind: str,
         read: Callable[[Obj], Any],
         on_change: Callable[[], None],
-        on_status: Callable[[str, str, Mapping[str, Any]], None],
+        on_status: Callable[[str, str, Obj], None],
         on_gone: Callable[[str, str], None],
     ) -> None:
         super().__init__(lambda obj: own_record(obj, read), _name)
@@ -425,7 +429,7 @@ class QueueStore(OwnStore):
     def __init__(
         self,
         on_change: Callable[[], None],
-        on_status: Callable[[str, str, Mapping[str, Any]], None],
+        on_status: Callable[[str, str, Obj], None],
         on_gone: Callable[[str, str], None],
         on_origin: OriginChange,
     ) -> None:
@@ -433,7 +437,7 @@ class QueueStore(OwnStore):
         self.origins: dict[str, QueueOrigin] = {}
         self._on_origin = on_origin
 
-    def listed(self, objects: list[dict[str, Any]]) -> None:
+    def listed(self, objects: list[MutableObj]) -> None:
         super().listed(objects)
         for obj in objects:
             self._see(obj, deleted=False)
@@ -444,7 +448,7 @@ class QueueStore(OwnStore):
         for name in [name for name in self.origins if name not in listed]:
             self._set_origin(name, None)
 
-    def event(self, kind: str, obj: dict[str, Any]) -> None:
+    def event(self, kind: str, obj: MutableObj) -> None:
         super().event(kind, obj)
         self._see(obj, deleted=kind == "DELETED")
 

@@ -111,12 +111,12 @@ def admission_facts(
     )
 
 
-def _pod_groups(snapshot: ShareSnapshot) -> list[overcommit.PodGroupSnapshot]:
+def _pod_groups(snapshot: ShareSnapshot) -> list[overcommit.OvercommitPodGroup]:
     """The share engine's PodGroups, with the aggregates of their pods."""
     members = snapshot.totals.groups
     empty = GroupPods()
     return [
-        overcommit.PodGroupSnapshot(
+        overcommit.OvercommitPodGroup(
             name=f"{group.namespace}/{group.name}",
             queue=group.queue or "",
             phase=group.phase,
@@ -137,7 +137,7 @@ def _policy_overcommit(
     nodes: Mapping[str, NodeAdmission],
     used: Mapping[str, Amounts],
     *,
-    groups: list[overcommit.PodGroupSnapshot],
+    groups: list[overcommit.OvercommitPodGroup],
     shares: ShareResult,
 ) -> overcommit.OvercommitResult:
     mine = [name for name, facts in nodes.items() if facts.policy == policy.name]
@@ -157,7 +157,7 @@ def _policy_overcommit(
 
 def _queue_admissions(
     shares: ShareResult,
-    groups: list[overcommit.PodGroupSnapshot],
+    groups: list[overcommit.OvercommitPodGroup],
     statuses: Mapping[PolicyName, overcommit.OvercommitResult],
 ) -> dict[QueueName, overcommit.QueueAdmission]:
     """Each governed queue's verdict, against its own policy's headroom."""
@@ -171,11 +171,11 @@ def _queue_admissions(
 
 def queue_views(
     shares: ShareResult, policy: PolicyName
-) -> dict[QueueName, overcommit.QueueSnapshot]:
+) -> dict[QueueName, overcommit.OvercommitQueue]:
     """The policy's queues as the admission checks read them, each with the queues above it."""
     mine = {name: share for name, share in shares.queues.items() if share.policy == policy}
     own = {
-        name: overcommit.QueueSnapshot(
+        name: overcommit.OvercommitQueue(
             name=name,
             open=share.state == "Open",
             allocated=share.allocated,

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from sharekeeper.engine.admission import AdmissionResult, NodePolicy, ancestors
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.overcommit import Shortfall, shortfalls
 from sharekeeper.engine.proportional import NodeUsage, idle_resources, is_unrestricted
 from sharekeeper.engine.resources import Amounts, add, subtract, sum_amounts
@@ -44,9 +45,6 @@ from sharekeeper.engine.shares.snapshot import (
     PolicyName,
     QueueName,
 )
-
-PodKey = tuple[str, str]
-"""A pod's ``(namespace, name)``."""
 
 WaitReason = Literal[
     "NoQueue",
@@ -109,7 +107,7 @@ class _Unit:
 
     @property
     def keys(self) -> list[PodKey]:
-        return [(pod.namespace, pod.name) for pod in self.pods]
+        return [PodKey(pod.namespace, pod.name) for pod in self.pods]
 
 
 @dataclass(slots=True)
@@ -155,7 +153,7 @@ def gate_decisions(
     # PodGroups with a held pod no node of the policy could run, and that pod's wait.
     unrunnable: dict[GroupKey, tuple[PodKey, Waiting]] = {}
     for pod in held:
-        key = (pod.namespace, pod.name)
+        key = PodKey(pod.namespace, pod.name)
         queue = _queue_of(pod, groups)
         if key in released:
             if queue is not None and queue in queues:

@@ -136,7 +136,7 @@ def node_overcommit(allocatable: Mapping[str, int], spec: OvercommitSpec) -> Nod
 
 
 @dataclass(frozen=True, slots=True)
-class PodGroupSnapshot:
+class OvercommitPodGroup:
     """A Volcano PodGroup with the aggregates of its pods."""
 
     name: str
@@ -144,7 +144,7 @@ class PodGroupSnapshot:
     queue: str
     phase: str
     """``Pending``, ``Inqueue``, ``Running``, ``Completed``, ``Unknown``."""
-    min_member: int = 1
+    min_member: int
     min_resources: Mapping[str, int] | None = None
     """``spec.minResources``; ``None`` means the PodGroup is admitted without any check."""
     allocated: Mapping[str, int] = field(default_factory=dict)
@@ -156,7 +156,7 @@ class PodGroupSnapshot:
     created: datetime = _EPOCH
 
 
-def podgroup_inqueue(podgroup: PodGroupSnapshot) -> dict[str, int]:
+def podgroup_inqueue(podgroup: OvercommitPodGroup) -> dict[str, int]:
     """What an admitted PodGroup still holds back: its minimum minus what already runs.
 
     Counts for ``Inqueue`` PodGroups and for ``Running`` ones that reached ``minMember``
@@ -177,7 +177,7 @@ def podgroup_inqueue(podgroup: PodGroupSnapshot) -> dict[str, int]:
     return {name: ungated[name] for name in sorted(ungated) if ungated[name] > 0}
 
 
-def inqueue_resources(podgroups: Iterable[PodGroupSnapshot]) -> dict[str, int]:
+def inqueue_resources(podgroups: Iterable[OvercommitPodGroup]) -> dict[str, int]:
     """Σ ``podgroup_inqueue`` over the PodGroups, keys sorted."""
     return dict(sorted(sum_amounts(podgroup_inqueue(podgroup) for podgroup in podgroups).items()))
 
@@ -239,7 +239,7 @@ class OvercommitSnapshot:
     """Σ allocatable of the policy's nodes."""
     used: Mapping[str, int]
     """Σ requests of the bound, non-terminal pods on those nodes."""
-    podgroups: Sequence[PodGroupSnapshot] = ()
+    podgroups: Sequence[OvercommitPodGroup] = ()
     dimensions: Set[str] | None = None
     """The policy's resource names (``PolicyShare.dimensions``): ``used`` and ``inqueue`` are
     kept to them, so a pod or PodGroup asking for a made-up resource adds no key to the
@@ -278,7 +278,7 @@ def overcommit_status(snapshot: OvercommitSnapshot) -> OvercommitResult:
 
 
 @dataclass(frozen=True, slots=True)
-class QueueSnapshot:
+class OvercommitQueue:
     """What the proportion enqueue check needs to know about one queue.
 
     ``allocated``, ``inqueue``, ``elastic`` and ``real_capability`` are the share engine's
@@ -295,7 +295,7 @@ class QueueSnapshot:
     """``None`` skips the quota check (no share policy governs the queue)."""
     leaf: bool = True
     """False for a queue with queues below it: it takes no jobs (Volcano's rule)."""
-    ancestors: tuple[QueueSnapshot, ...] = ()
+    ancestors: tuple[OvercommitQueue, ...] = ()
     """Its parent, the parent's parent, ...: a job must fit in every one of them too."""
 
 
@@ -323,13 +323,13 @@ class QueueAdmission:
         )
 
 
-def next_pending(podgroups: Iterable[PodGroupSnapshot]) -> PodGroupSnapshot | None:
+def next_pending(podgroups: Iterable[OvercommitPodGroup]) -> OvercommitPodGroup | None:
     """The pending PodGroup the enqueue action tries first: priority, then age, then name."""
     pending = [podgroup for podgroup in podgroups if podgroup.phase == "Pending"]
     return min(pending, key=lambda pg: (-pg.priority, pg.created, pg.name), default=None)
 
 
-def quota_available(queue: QueueSnapshot) -> dict[str, int] | None:
+def quota_available(queue: OvercommitQueue) -> dict[str, int] | None:
     """What the queue's capability leaves a new job, per dimension:
     ``capability - (allocated + inqueue - elastic)``, negative where the queue is over it;
     ``None`` when no quota applies (no share policy governs the queue)."""
@@ -341,7 +341,7 @@ def quota_available(queue: QueueSnapshot) -> dict[str, int] | None:
     )
 
 
-def quota_shortfalls(queue: QueueSnapshot, minimum: Mapping[str, int]) -> tuple[Shortfall, ...]:
+def quota_shortfalls(queue: OvercommitQueue, minimum: Mapping[str, int]) -> tuple[Shortfall, ...]:
     """Proportion's enqueue check: minimum + allocated + inqueue - elastic <= capability.
 
     Rephrased as "minimum <= capability - (allocated + inqueue - elastic)" so that the
@@ -351,26 +351,8 @@ def quota_shortfalls(queue: QueueSnapshot, minimum: Mapping[str, int]) -> tuple[
     return () if available is None else shortfalls(minimum, available)
 
 
-def allocation_refused(
-    queue: QueueSnapshot, request: Mapping[str, int]
-) -> tuple[str, tuple[Shortfall, ...]] | None:
-    """Capacity's allocate check (Volcano's AllocatableFn, ``reference/volcano.md`` §4.2):
-    ``allocated + request <= realCapability`` on the dimensions requested, for the queue and
-    every queue above it; a queue with queues below it takes no pod. None when the pod may be
-    placed; else the queue that refuses it and where it falls short (none for an inner queue)."""
-    if not queue.leaf:
-        return queue.name, ()
-    for level in (queue, *queue.ancestors):
-        if level.real_capability is None:
-            continue
-        short = shortfalls(request, subtract(level.real_capability, level.allocated))
-        if short:
-            return level.name, short
-    return None
-
-
 def queue_admission(
-    queue: QueueSnapshot, podgroups: Iterable[PodGroupSnapshot], headroom: Mapping[str, int]
+    queue: OvercommitQueue, podgroups: Iterable[OvercommitPodGroup], headroom: Mapping[str, int]
 ) -> QueueAdmission:
     """The verdict on ``queue``'s next pending PodGroup against the cluster ``headroom``.
 
@@ -403,12 +385,12 @@ def queue_admission(
 
 
 def queue_admissions(
-    queues: Iterable[QueueSnapshot],
-    podgroups: Iterable[PodGroupSnapshot],
+    queues: Iterable[OvercommitQueue],
+    podgroups: Iterable[OvercommitPodGroup],
     headroom: Mapping[str, int],
 ) -> dict[str, QueueAdmission]:
     """``queue_admission`` for every queue, keyed and sorted by queue name."""
-    by_queue: dict[str, list[PodGroupSnapshot]] = {}
+    by_queue: dict[str, list[OvercommitPodGroup]] = {}
     for podgroup in podgroups:
         by_queue.setdefault(podgroup.queue, []).append(podgroup)
     return {

@@ -16,15 +16,14 @@ person runs, and it never retries.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import httpx2 as httpx  # lightkube's HTTP client
 from lightkube.core.exceptions import ConfigError
 
 from sharekeeper.kube.clients import sync_http
 from sharekeeper.kube.kinds import STORED, Resource
+from sharekeeper.model.objects import MutableObj
 
-Object = dict[str, Any]
 PAGE_SIZE = 500
 
 
@@ -42,7 +41,7 @@ def http_client() -> httpx.Client:
         raise ClusterUnreachable(f"cannot use the kubeconfig: {error}") from None
 
 
-def list_objects(client: httpx.Client | None = None) -> list[Object]:
+def list_objects(client: httpx.Client | None = None) -> list[MutableObj]:
     """Every object of every kind the operator stores (``kinds.STORED``), each with its
     ``kind`` and ``apiVersion``.
     ``client``: for tests; by default one from the kubeconfig, closed when done."""
@@ -64,7 +63,7 @@ def unreachable(http: httpx.Client, error: Exception) -> ClusterUnreachable:
     return ClusterUnreachable(f"cannot reach the API server at {http.base_url}: {reason}")
 
 
-def list_items(http: httpx.Client, resource: Resource) -> Iterator[Object]:
+def list_items(http: httpx.Client, resource: Resource) -> Iterator[MutableObj]:
     params = {"limit": str(PAGE_SIZE)}
     if resource.field_selector:
         params["fieldSelector"] = resource.field_selector

@@ -15,19 +15,19 @@ methods.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 import httpx2 as httpx  # lightkube's HTTP client: its errors are lightkube's errors
 from lightkube import ApiError, AsyncClient
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+
+from sharekeeper.model.objects import MutableObj
 
 GROUP, VERSION = "metrics.k8s.io", "v1beta1"
 NodeMetrics = create_global_resource(GROUP, VERSION, "NodeMetrics", "nodes", verbs=["get", "list"])
 PodMetrics = create_namespaced_resource(
     GROUP, VERSION, "PodMetrics", "pods", verbs=["get", "list", "global_list"]
 )
-
-Metrics = dict[str, Any]
 
 
 class UsageUnavailable(Exception):
@@ -44,11 +44,11 @@ class UsageUnavailable(Exception):
 class UsageSource(Protocol):
     """Where node and pod usage comes from: NodeMetrics and PodMetrics dicts, all of them."""
 
-    async def node_metrics(self) -> list[Metrics]:
+    async def node_metrics(self) -> list[MutableObj]:
         """Every NodeMetrics; raises UsageUnavailable when there is none to read."""
         ...
 
-    async def pod_metrics(self) -> list[Metrics]:
+    async def pod_metrics(self) -> list[MutableObj]:
         """Every PodMetrics in every namespace; raises UsageUnavailable likewise."""
         ...
 
@@ -59,22 +59,22 @@ class MetricsApiUsage:
     def __init__(self, client: AsyncClient) -> None:
         self._client = client
 
-    async def node_metrics(self) -> list[Metrics]:
-        async def read() -> list[Metrics]:
+    async def node_metrics(self) -> list[MutableObj]:
+        async def read() -> list[MutableObj]:
             return [dict(item) async for item in self._client.list(NodeMetrics)]
 
         return await _unavailable_on_error("NodeMetrics", read)
 
-    async def pod_metrics(self) -> list[Metrics]:
-        async def read() -> list[Metrics]:
+    async def pod_metrics(self) -> list[MutableObj]:
+        async def read() -> list[MutableObj]:
             return [dict(item) async for item in self._client.list(PodMetrics, namespace="*")]
 
         return await _unavailable_on_error("PodMetrics", read)
 
 
 async def _unavailable_on_error(
-    kind: str, read: Callable[[], Awaitable[list[Metrics]]]
-) -> list[Metrics]:
+    kind: str, read: Callable[[], Awaitable[list[MutableObj]]]
+) -> list[MutableObj]:
     try:
         return await read()
     except ApiError as error:

@@ -27,11 +27,11 @@ import httpx2 as httpx  # lightkube's HTTP client
 from sharekeeper import telemetry
 from sharekeeper.kube.kinds import Resource
 from sharekeeper.kube.transient import retry_after
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.settings import WatchSettings
 
 logger = logging.getLogger(__name__)
 
-Object = dict[str, Any]
 
 OBJECT_EVENTS = ("ADDED", "MODIFIED", "DELETED")
 # The server ends each watch at timeoutSeconds; silence this much longer means a dead connection.
@@ -328,7 +328,7 @@ class ListWatch:
         self._recovered()
         self._count_restart("timeout")
 
-    def _on_event(self, event: Object) -> None:
+    def _on_event(self, event: MutableObj) -> None:
         kind = event["type"]
         obj = event["object"]
         counter = self._event_counters.get(kind)
@@ -362,7 +362,7 @@ class ListWatch:
         return self._classify(code, status, reason=f"http_{code}", retry_after=pause)
 
     def _classify(
-        self, code: int | None, status: Object, *, reason: str, retry_after: float | None = None
+        self, code: int | None, status: MutableObj, *, reason: str, retry_after: float | None = None
     ) -> Exception:
         if code == 410 or status.get("reason") in ("Expired", "Gone"):
             return _Expired()

@@ -33,12 +33,12 @@ from sharekeeper.kube.events import EventRecorder
 from sharekeeper.kube.kinds import POLICIES, QOS_POLICIES, QUEUES
 from sharekeeper.kube.transient import Retrying, http_status
 from sharekeeper.model.nodes import PREFIX
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.model.pods import release_patch
 from sharekeeper.model.quantities import to_quantity
 
 logger = logging.getLogger(__name__)
 
-Json = dict[str, Any]
 T = TypeVar("T")
 EvictionOutcome = Literal["accepted", "blocked", "refused", "gone"]
 """``blocked``: a PodDisruptionBudget said no; ``refused``: anything else did; ``gone``: the pod
@@ -57,7 +57,7 @@ DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
 class Writes(Protocol):
     """What the loops write through (``KubeWriter``; tests give fakes of the part they use)."""
 
-    async def patch_status(self, kind: str, name: str, patch: Json) -> Json | None: ...
+    async def patch_status(self, kind: str, name: str, patch: MutableObj) -> MutableObj | None: ...
 
     async def patch_node_annotations(
         self, name: str, patch: dict[str, str | None]
@@ -77,9 +77,9 @@ class Writes(Protocol):
         self, node: str, taints: Sequence[Mapping[str, Any]], resource_version: str
     ) -> None: ...
 
-    async def create_queue(self, body: Json) -> Json | None: ...
+    async def create_queue(self, body: MutableObj) -> MutableObj | None: ...
 
-    async def patch_queue(self, name: str, body: Json) -> Json | None: ...
+    async def patch_queue(self, name: str, body: MutableObj) -> MutableObj | None: ...
 
     async def delete_queue(self, name: str, uid: str) -> bool: ...
 
@@ -136,13 +136,13 @@ class KubeWriter:
 
     # --- statuses and annotations ---------------------------------------------------------------
 
-    async def patch_status(self, kind: str, name: str, patch: Json) -> Json | None:
+    async def patch_status(self, kind: str, name: str, patch: MutableObj) -> MutableObj | None:
         """Patch ``status``; return the status now stored, or None if the object is gone."""
         resource = _WITH_STATUS[kind].Status
         updated: Any = await self._patch(kind, resource, name, {"status": patch})
         if updated is None:
             return None
-        status: Json = updated.get("status") or {}
+        status: MutableObj = updated.get("status") or {}
         return status
 
     async def patch_node_annotations(
@@ -244,11 +244,11 @@ class KubeWriter:
 
     # --- Queue mirrors --------------------------------------------------------------------------
 
-    async def create_queue(self, body: Json) -> Json | None:
+    async def create_queue(self, body: MutableObj) -> MutableObj | None:
         """The Queue as created; None when one of that name exists already."""
         return await self._send("created", "POST", QUEUES.path, json=body, settled=(409,))
 
-    async def patch_queue(self, name: str, body: Json) -> Json | None:
+    async def patch_queue(self, name: str, body: MutableObj) -> MutableObj | None:
         """The Queue as patched; None when it is gone or is another object now (its UID
         precondition failed)."""
         return await self._send(
@@ -295,7 +295,7 @@ class KubeWriter:
         kind: str,
         resource: Any,
         name: str,
-        body: Json,
+        body: MutableObj,
         *,
         namespace: str | None = None,
         patch_type: PatchType = PatchType.MERGE,
@@ -319,14 +319,14 @@ class KubeWriter:
 
     async def _send(
         self, done: str, method: str, path: str, *, settled: tuple[int, ...], **request: Any
-    ) -> Json | None:
+    ) -> MutableObj | None:
         """A plain-JSON request; None when its answer is one of ``settled``."""
         params = {"fieldManager": FIELD_MANAGER} if method != "DELETE" else None
 
-        async def send() -> Json:
+        async def send() -> MutableObj:
             response = await self._http.request(method, path, params=params, **request)
             response.raise_for_status()
-            answer: Json = response.json()
+            answer: MutableObj = response.json()
             return answer
 
         try:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Mapping
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+from sharekeeper.model.objects import Obj
 
 K = TypeVar("K", bound=Hashable)
-V = TypeVar("V", bound=Mapping[str, Any])
+V = TypeVar("V", bound=Obj)
 
 HOLD_SECONDS = 30.0
 """How long a write is trusted over what the watch shows when its echo never comes (a relist
@@ -46,7 +48,7 @@ class Echoes(Generic[K, V]):
             return seen
         return value
 
-    def shown(self, key: K, value: Mapping[str, Any]) -> bool:
+    def shown(self, key: K, value: Obj) -> bool:
         """The watch shows ``value``: whether it is the echo of our own write (not news). After
         our echo, only news can come."""
         written = self._written.get(key)

@@ -22,7 +22,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from sharekeeper import telemetry
 from sharekeeper.cluster.store import ClusterStore
@@ -33,7 +32,7 @@ from sharekeeper.kube.usage import UsageSource, UsageUnavailable
 from sharekeeper.kube.writing import Writes
 from sharekeeper.loops.echoes import Echoes
 from sharekeeper.loops.health import LoopHealth
-from sharekeeper.model.objects import rfc3339
+from sharekeeper.model.objects import MutableObj, Obj, rfc3339
 from sharekeeper.model.qos import TAINT, WATERLINES_ANNOTATION
 from sharekeeper.model.records import OwnRecord
 from sharekeeper.pipeline.qos import (
@@ -49,7 +48,6 @@ from sharekeeper.publish.statuses import own_writes, stale_writes
 
 logger = logging.getLogger(__name__)
 
-Obj = Mapping[str, Any]
 QOS_EVENTS = {"Invalid"}
 DEFAULT_INTERVAL = 10.0
 EVICTION_OUTCOMES = {
@@ -69,7 +67,7 @@ class QosLoop:
     clock: Callable[[], float] = time.time
     checks: int = 0
     # The persisted state is in these statuses: never read back an older one than we wrote.
-    _statuses: Echoes[str, Mapping[str, Any]] = field(default_factory=Echoes)
+    _statuses: Echoes[str, Obj] = field(default_factory=Echoes)
     store_synced: asyncio.Event = field(default_factory=asyncio.Event)
     """Set by the owner once every initial list is in the store."""
     health: LoopHealth = field(init=False)
@@ -129,8 +127,8 @@ class QosLoop:
         records = [self._with_written(r) for r in self.store.qos_policies.sorted_records()]
         policies = [{**r.spec, "status": r.status} for r in records if r.spec is not None]
         # 1. Usage, all at once; unavailable usage is a fact the engine handles, not a crash.
-        node_metrics: list[dict[str, Any]] | None = None
-        pod_metrics: list[dict[str, Any]] | None = None
+        node_metrics: list[MutableObj] | None = None
+        pod_metrics: list[MutableObj] | None = None
         problem: str | None = None
         #    Without a policy nothing needs usage (the check still clears what deleted
         #    policies left on nodes), and a cluster without metrics-server is no news then.
@@ -236,7 +234,7 @@ class QosLoop:
             return EVICTION_OUTCOMES[outcome], detail
         # A pod without a CPU limit has nothing to resize (adding one would change its QoS
         # class): its target is only recorded in the policy's status, for a node agent.
-        record = self.store.pods.records.get((namespace, name))
+        record = self.store.pods.records.get(action.pod)
         parts = (
             split_cpu_limit(record.cpu_limits if record else {}, action.cpu_limit_milli)
             if action.cpu_limit_milli is not None

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable, MutableMapping
 
 from sharekeeper import telemetry
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.reclaim import Reclaim, Victim, Waiting, plan_reclaim, replan_inputs
 from sharekeeper.engine.resources import Amounts
 from sharekeeper.kube.kinds import reference
@@ -28,7 +29,6 @@ from sharekeeper.pipeline.reclaiming import PolicyReclaim
 
 logger = logging.getLogger(__name__)
 
-PodKey = tuple[str, str]
 ACCEPTED = frozenset({"accepted", "gone"})
 """A gone pod frees what it held as an evicted one does."""
 

@@ -18,9 +18,10 @@ from typing import Any, cast
 
 from sharekeeper import telemetry
 from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs
-from sharekeeper.cluster.store import ClusterStore, PodKey
+from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.gates import Waiting
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.shares import PodSnapshot, ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
 from sharekeeper.kube.kinds import reference
@@ -32,7 +33,7 @@ from sharekeeper.loops.health import FAILING_WRITES, LoopHealth, StatusFailures
 from sharekeeper.loops.outbox import Outbox
 from sharekeeper.loops.reclaim import carry_out
 from sharekeeper.model.nodes import SHARE_ANNOTATIONS
-from sharekeeper.model.objects import rfc3339
+from sharekeeper.model.objects import Obj, rfc3339
 from sharekeeper.model.quantities import scale
 from sharekeeper.model.records import NodeRecord, OwnRecord
 from sharekeeper.pipeline.reclaiming import BoundPods, PolicyReclaim
@@ -92,7 +93,7 @@ class Recompute:
         self._woken = asyncio.Event()
         self.store_synced = asyncio.Event()
         """Set by the owner once every initial list is in the store."""
-        self._statuses: Echoes[tuple[Kind, str], Mapping[str, Any]] = Echoes()
+        self._statuses: Echoes[tuple[Kind, str], Obj] = Echoes()
         self._annotations: Echoes[str, Mapping[str, str]] = Echoes()
         self._outbox: Outbox[tuple[str, str], StatusWrite | AnnotationWrite] = Outbox(
             self._send, self._retry_later
@@ -119,7 +120,7 @@ class Recompute:
     def wake(self) -> None:
         self._woken.set()
 
-    def status_seen(self, kind: str, name: str, value: Mapping[str, Any]) -> None:
+    def status_seen(self, kind: str, name: str, value: Obj) -> None:
         """A status (or a node's ``sharekeeper.io/`` annotations, kind ``Node``) changed on its
         own: the echo of our write, or someone else's write, which the next round restores."""
         echo = (
@@ -384,7 +385,7 @@ class Recompute:
                     f"namespace {namespace}"
                 )
             message = f"{message}: it is charged to no queue"
-            await self._pod_event((namespace, name), reason, message, warning=True)
+            await self._pod_event(PodKey(namespace, name), reason, message, warning=True)
 
     def _with_written(self, kind: Kind, records: Iterable[OwnRecord[Any]]) -> list[OwnRecord[Any]]:
         """The records with the status we wrote where the watch has not shown it yet; at 10,000

@@ -13,6 +13,9 @@ from typing import Any
 from sharekeeper.model.quantities import QuantityError, parse_resources
 
 Obj = Mapping[str, Any]
+"""A JSON object as read: a Kubernetes object (or any part of one) from the API or a file."""
+MutableObj = dict[str, Any]
+"""A JSON object being built or changed: what is written (status, patches, reports)."""
 
 
 _NO_VALUE: Any = object()
@@ -70,11 +73,6 @@ def identify(obj: Obj, kind: str | None = None) -> tuple[str, str]:
     return str(found), f"{namespace + '/' if namespace else ''}{name}"
 
 
-def describe(obj: Obj, kind: str | None = None) -> str:
-    """``Kind namespace/name`` or ``Kind name``, for messages."""
-    return " ".join(identify(obj, kind))
-
-
 def fail(
     obj: Obj, path: str, problem: str, value: Any = _NO_VALUE, *, kind: str | None = None
 ) -> ObjectError:
@@ -98,7 +96,7 @@ def name_of(obj: Obj) -> str:
     return name
 
 
-def mapping_at(obj: Obj, path: str) -> Mapping[str, Any]:
+def mapping_at(obj: Obj, path: str) -> Obj:
     value = at(obj, path)
     if value is None:
         return {}
@@ -116,7 +114,7 @@ def resources_at(obj: Obj, path: str) -> dict[str, int]:
     return resource_list(obj, mapping_at(obj, path), path)
 
 
-def resource_list(obj: Obj, resources: Mapping[str, Any], path: str) -> dict[str, int]:
+def resource_list(obj: Obj, resources: Obj, path: str) -> dict[str, int]:
     """``resources`` (found at ``path`` in ``obj``) in internal units."""
     if not isinstance(resources, Mapping):
         raise fail(obj, path, "must be a mapping", resources)

@@ -15,6 +15,7 @@ from sharekeeper.engine.shares import PodGroupSnapshot, PodSnapshot
 from sharekeeper.engine.shares.snapshot import DEFAULT_SCHEDULER, PodGroupPhase
 from sharekeeper.model import qos
 from sharekeeper.model.objects import (
+    MutableObj,
     Obj,
     ObjectError,
     at,
@@ -114,7 +115,7 @@ def gates_with_admission(obj: Obj) -> list[Any] | None:
     return [*gates, {"name": ADMISSION_GATE}]
 
 
-def release_patch(stamp: str) -> dict[str, Any]:
+def release_patch(stamp: str) -> MutableObj:
     """The strategic merge patch that lets a held pod go: our gate removed (others stay), and
     the time recorded. Sent to a pod without the gate, it only sets the annotation."""
     return {

@@ -18,11 +18,11 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos import (
     REGISTRY,
-    PodKey,
-    PodSnapshot,
     QosNode,
+    QosPod,
     Waterline,
 )
 from sharekeeper.engine.qos.inputs import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NAMESPACES, QosClass
@@ -138,23 +138,12 @@ def _qos_class(status: Mapping[str, object]) -> QosClass:
     return next((c for c in _QOS_CLASSES if c == value), "")
 
 
-def pod_from_dict(
-    obj: Mapping[str, object],
-    metrics: Mapping[str, object] | None = None,
-    *,
-    daemonsets: Collection[DaemonSetId] = frozenset(),
-) -> PodSnapshot:
-    """A Pod (and optionally its PodMetrics) as engine input."""
-    pod = pod_view(obj, daemonsets=daemonsets)
-    return pod if metrics is None else with_pod_usage(pod, metrics)
-
-
 def pod_view(
     obj: Mapping[str, object],
     cpu_limits: Mapping[str, int] | None = None,
     *,
     daemonsets: Collection[DaemonSetId] = frozenset(),
-) -> PodSnapshot:
+) -> QosPod:
     """A Pod as engine input, usage unknown: what the cluster store keeps per bound pod.
     ``cpu_limits``: ``container_cpu_limits(obj)``, when the caller has read it already;
     ``daemonsets``: the DaemonSets known now (the cluster store, which also keeps
@@ -186,7 +175,7 @@ def pod_view(
         raise fail(obj, "spec.priority", "must be an integer", priority, kind=kind)
     unlimited = len(limits) < len(containers) or not containers
     claimed = _claimed_daemonset(owners)
-    return PodSnapshot(
+    return QosPod(
         key=key,
         uid=str(meta.get("uid") or ""),
         qos_class=_qos_class(status),
@@ -243,7 +232,7 @@ def daemonset_id(obj: Obj) -> DaemonSetId:
     return str(at(obj, "metadata.namespace") or "default"), name_of(obj), uid
 
 
-def with_daemonsets(pod: PodSnapshot, daemonsets: Collection[DaemonSetId]) -> PodSnapshot:
+def with_daemonsets(pod: QosPod, daemonsets: Collection[DaemonSetId]) -> QosPod:
     """``pod`` with ``daemonset`` saying whether the DaemonSet it claims is one of
     ``daemonsets`` (in the pod's namespace: owner references do not cross namespaces)."""
     claimed = pod.claimed_daemonset
@@ -267,7 +256,7 @@ def container_cpu_limits(obj: Mapping[str, object]) -> dict[str, int]:
     return limits
 
 
-def with_pod_usage(pod: PodSnapshot, metrics: Mapping[str, object]) -> PodSnapshot:
+def with_pod_usage(pod: QosPod, metrics: Mapping[str, object]) -> QosPod:
     cpu, memory = pod_usage(metrics)
     return replace(pod, cpu_usage_milli=cpu, memory_usage_bytes=memory)
 
@@ -294,7 +283,7 @@ def _amount(
 
 def with_usage(
     node: QosNode,
-    pods: Iterable[PodSnapshot],
+    pods: Iterable[QosPod],
     node_metrics: Mapping[str, object] | None = None,
     pod_metrics: Mapping[PodKey, Mapping[str, object]] | None = None,
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
@@ -337,14 +326,14 @@ def is_terminal(pod: Mapping[str, object]) -> bool:
     return isinstance(status, Mapping) and status.get("phase") in ("Succeeded", "Failed")
 
 
-def node_metrics_by_name(items: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+def node_metrics_by_name(items: Iterable[Obj]) -> dict[str, Obj]:
     """NodeMetrics by node name: ``node_from_dicts(node, pods, by_name.get(name), ...)``."""
     return {str(item.get("metadata", {}).get("name")): item for item in items}
 
 
-def pod_metrics_by_key(items: Iterable[Mapping[str, Any]]) -> dict[PodKey, Mapping[str, Any]]:
+def pod_metrics_by_key(items: Iterable[Obj]) -> dict[PodKey, Obj]:
     """PodMetrics by namespace/name: the ``pod_metrics`` argument of ``node_from_dicts``."""
-    keyed: dict[PodKey, Mapping[str, Any]] = {}
+    keyed: dict[PodKey, Obj] = {}
     for item in items:
         meta = item.get("metadata", {})
         keyed[PodKey(str(meta.get("namespace", "default")), str(meta.get("name")))] = item
@@ -374,7 +363,6 @@ __all__ = [
     "node_from_dicts",
     "node_metrics_by_name",
     "node_view",
-    "pod_from_dict",
     "pod_metrics_by_key",
     "pod_usage",
     "pod_view",

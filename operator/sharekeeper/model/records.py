@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from sharekeeper.engine import qos
 from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.shares import PodSnapshot, PolicySnapshot, QueueSnapshot, ShareNode
-from sharekeeper.model.objects import ObjectError
+from sharekeeper.model.objects import Obj, ObjectError
 
 SpecT = TypeVar("SpecT")
 
@@ -36,13 +36,11 @@ class OwnRecord(Generic[SpecT]):
     uid: str
     generation: int
     spec: SpecT | None
-    status: Mapping[str, Any] = field(default_factory=dict)
+    status: Obj = field(default_factory=dict)
     error: str | None = None
 
 
-def own_record(
-    obj: Mapping[str, Any], read: Callable[[Mapping[str, Any]], SpecT]
-) -> OwnRecord[SpecT]:
+def own_record(obj: Obj, read: Callable[[Obj], SpecT]) -> OwnRecord[SpecT]:
     """One of our resources as the loops keep it: its spec read by ``read``, or the reason it
     could not be read (it then gets an Invalid condition instead of results)."""
     meta = obj.get("metadata") or {}
@@ -73,7 +71,7 @@ class NodeRecord:
     annotations: Mapping[str, str] = field(default_factory=dict)
     qos: qos.QosNode | None = None
     """The QoS engine's view, without pods and usage (added per check)."""
-    taints: tuple[Mapping[str, Any], ...] = ()
+    taints: tuple[Obj, ...] = ()
     resource_version: str = ""
     """For the taint patch: refused if the node changed since we read it."""
 
@@ -83,7 +81,7 @@ class PodRecord:
     """A pod: the share engine's view and, for a pod bound to a node, the QoS engine's."""
 
     share: PodSnapshot
-    qos: qos.PodSnapshot | None = None
+    qos: qos.QosPod | None = None
     """None for an unbound or terminal pod, or one whose QoS fields could not be read."""
     cpu_limits: Mapping[str, int] = field(default_factory=dict)
     """Container -> CPU limit (millicores): what a throttle is spread over."""

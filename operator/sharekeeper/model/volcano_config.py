@@ -35,7 +35,7 @@ from sharekeeper.model.documents import (
     parse_documents,
     read_documents,
 )
-from sharekeeper.model.objects import ObjectError, Problem
+from sharekeeper.model.objects import MutableObj, Obj, ObjectError, Problem
 
 SHARE_PLUGINS = {
     "proportion": "Proportion",
@@ -66,7 +66,7 @@ _PLUGIN_FIELDS = frozenset({"name", "arguments"})
 
 @dataclass
 class Conversion:
-    manifest: dict[str, Any]
+    manifest: MutableObj
     untranslated: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     """What was translated differently from how it is written, as Volcano reads it."""
@@ -91,7 +91,7 @@ def scheduler_policy(document: Any, *, name: str = "default") -> Conversion:
     return _from_configuration(document, name)
 
 
-def _from_configmap(configmap: Mapping[str, Any], name: str) -> Conversion:
+def _from_configmap(configmap: Obj, name: str) -> Conversion:
     if configmap["kind"] != "ConfigMap":
         raise _error(
             "kind",
@@ -131,7 +131,7 @@ def _from_configmap(configmap: Mapping[str, Any], name: str) -> Conversion:
     return Conversion(conversion.manifest, others + conversion.untranslated, conversion.warnings)
 
 
-def _configmap_label(configmap: Mapping[str, Any]) -> str:
+def _configmap_label(configmap: Obj) -> str:
     """``namespace/name`` for messages, from metadata nobody checked."""
     metadata = configmap.get("metadata")
     metadata = metadata if isinstance(metadata, Mapping) else {}
@@ -143,7 +143,7 @@ def _configmap_label(configmap: Mapping[str, Any]) -> str:
 def _from_configuration(config: Any, name: str) -> Conversion:
     if not isinstance(config, Mapping) or not isinstance(config.get("tiers"), list):
         raise _error("tiers", "must be a list of {plugins: [...]}")
-    spec: dict[str, Any] = {"queueSelector": {}, "nodeSelector": {}, "sharing": {}}
+    spec: MutableObj = {"queueSelector": {}, "nodeSelector": {}, "sharing": {}}
     conversion = Conversion(
         {
             "apiVersion": "scheduling.sharekeeper.io/v1alpha1",
@@ -187,7 +187,7 @@ def _from_configuration(config: Any, name: str) -> Conversion:
     return conversion
 
 
-def _named_entry(item: Any, where: str) -> tuple[str, Mapping[str, Any], dict[str, Any]]:
+def _named_entry(item: Any, where: str) -> tuple[str, Obj, MutableObj]:
     """A ``{name, arguments, ...}`` entry (a plugin, or a configuration of an action): its
     name, its arguments, and its other fields."""
     entry = _mapping(item, where)
@@ -236,12 +236,12 @@ def _configurations(value: Any) -> list[str]:
 
 def _plugin(
     plugin: str,
-    arguments: Mapping[str, Any],
-    spec: dict[str, Any],
+    arguments: Obj,
+    spec: MutableObj,
     conversion: Conversion,
     where: str,
     *,
-    options: Mapping[str, Any],
+    options: Obj,
 ) -> None:
     """``options``: the plugin's fields besides ``name`` and ``arguments`` (``enableHierarchy``,
     ``enableJobOrder``, ...)."""
@@ -287,10 +287,8 @@ def _plugin(
     ]
 
 
-def _overcommit(
-    arguments: Mapping[str, Any], spec: dict[str, Any], conversion: Conversion, where: str
-) -> None:
-    overcommit: dict[str, Any] = {}
+def _overcommit(arguments: Obj, spec: MutableObj, conversion: Conversion, where: str) -> None:
+    overcommit: MutableObj = {}
     for key, value in arguments.items():
         if key != "overcommit-factor" and not key.startswith("overcommit-factor."):
             conversion.untranslated.append(f"{where} overcommit: argument {key}")
@@ -312,7 +310,7 @@ def _overcommit(
 
 
 def _legacy_proportional(
-    arguments: Mapping[str, Any], spec: dict[str, Any], conversion: Conversion, where: str
+    arguments: Obj, spec: MutableObj, conversion: Conversion, where: str
 ) -> None:
     names = [
         n.strip() for n in str(arguments.get("predicate.resources", "")).split(",") if n.strip()
@@ -340,7 +338,7 @@ def _legacy_proportional(
     ] + [f"{where} predicates: argument predicate.resources.{key}" for key in unlisted]
 
 
-def _proportional(config: Mapping[str, Any], spec: dict[str, Any], path: str) -> list[str]:
+def _proportional(config: Obj, spec: MutableObj, path: str) -> list[str]:
     """``config`` (found at ``path``): ``enable``, ``resources`` and ``resourceProportion``.
     Returns what it does not read: other keys, and rates of resources not listed (as
     ``resourceProportion.<resource>.<kind>``)."""
@@ -364,7 +362,7 @@ def _rate(value: Any) -> int | float:
     return 1
 
 
-def _contents(arguments: Mapping[str, Any], options: Mapping[str, Any]) -> str:
+def _contents(arguments: Obj, options: Obj) -> str:
     """`` (with enablePreemptable: false; arguments a, b)``: what comes with something left out,
     to name it on the same line; empty when nothing does."""
     parts = [f"{key}: {_shown(value)}" for key, value in options.items()]
@@ -390,7 +388,7 @@ def _flag(value: Any) -> bool:
     return value is True or str(value).lower() == "true"
 
 
-def _mapping(value: Any, path: str) -> Mapping[str, Any]:
+def _mapping(value: Any, path: str) -> Obj:
     """``value``, which must be a mapping, with its keys as strings (Volcano reads the YAML as
     JSON, whose keys are strings); absent (``None``) is empty."""
     if value is None:

@@ -35,7 +35,8 @@ from sharekeeper.api.mirroring import (
 from sharekeeper.api.queue import VOLCANO_SOURCE
 from sharekeeper.engine.shares.snapshot import SOURCE_LABEL
 from sharekeeper.engine.shares.tree import ROOT
-from sharekeeper.publish.diffing import Json, merge_patch
+from sharekeeper.model.objects import MutableObj
+from sharekeeper.publish.diffing import merge_patch
 
 QUEUE_API_VERSION = "scheduling.sharekeeper.io/v1alpha1"
 
@@ -43,7 +44,7 @@ QUEUE_API_VERSION = "scheduling.sharekeeper.io/v1alpha1"
 @dataclass(frozen=True, slots=True)
 class Create:
     name: str
-    body: Json
+    body: MutableObj
     """The whole Queue."""
 
 
@@ -51,7 +52,7 @@ class Create:
 class Patch:
     name: str
     uid: str
-    body: Json
+    body: MutableObj
     """A merge patch of the Queue; its ``metadata.uid`` is a precondition."""
 
 
@@ -127,10 +128,10 @@ def mirror_labels(source: VolcanoQueue) -> dict[str, str]:
     return {**source.labels, SOURCE_LABEL: VOLCANO_SOURCE}
 
 
-def mirror_object(source: VolcanoQueue) -> Json:
+def mirror_object(source: VolcanoQueue) -> MutableObj:
     """The Queue that mirrors ``source`` (whose ``spec`` is not None)."""
     assert source.spec is not None
-    metadata: Json = {
+    metadata: MutableObj = {
         "name": source.name,
         "labels": mirror_labels(source),
         "ownerReferences": [
@@ -153,12 +154,12 @@ def mirror_object(source: VolcanoQueue) -> Json:
     }
 
 
-def mirror_patch(source: VolcanoQueue, queue: QueueOrigin) -> Json:
+def mirror_patch(source: VolcanoQueue, queue: QueueOrigin) -> MutableObj:
     """The merge patch that makes ``queue`` (a mirror of ``source``) mirror it again; ``{}``
     when it does. The spec is compared in ``spec_form``, so the API server's defaults are no
     difference; labels other than the Volcano Queue's and ours are removed, as in the spec."""
     assert source.spec is not None
-    metadata: Json = {}
+    metadata: MutableObj = {}
     labels = merge_patch(queue.labels or {}, mirror_labels(source))
     if labels:
         metadata["labels"] = labels

@@ -33,9 +33,9 @@ from sharekeeper.engine.qos import (
     ActionClass,
     NodeCheckResult,
     PlanReport,
-    PodSnapshot,
     QosAction,
     QosNode,
+    QosPod,
     QosPolicy,
     Skip,
     SkipReason,
@@ -47,7 +47,7 @@ from sharekeeper.engine.qos import (
 from sharekeeper.engine.qos.planning import Stop
 from sharekeeper.model.conditions import condition
 from sharekeeper.model.nodes import compact_json
-from sharekeeper.model.objects import ObjectError
+from sharekeeper.model.objects import MutableObj, Obj, ObjectError
 from sharekeeper.model.qos import (
     metric_quantity,
     node_metrics_by_name,
@@ -56,9 +56,6 @@ from sharekeeper.model.qos import (
     with_usage,
 )
 from sharekeeper.model.quantities import CPU, to_quantity
-
-Obj = Mapping[str, Any]
-Json = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +173,7 @@ def _skipped_pod(skip: Skip) -> str:
 def cluster_check(
     policies: Sequence[Obj],
     nodes: Sequence[QosNode],
-    pods: Mapping[str, Sequence[PodSnapshot]],
+    pods: Mapping[str, Sequence[QosPod]],
     namespace_labels: Mapping[str, Mapping[str, str]],
     *,
     node_metrics: Iterable[Obj] | None,
@@ -257,8 +254,8 @@ def unreachable_message(rule: UnreachableRule) -> str:
 
 
 def _with_throttles(
-    pods: Sequence[PodSnapshot], throttles: Mapping[str, ThrottleState]
-) -> Sequence[PodSnapshot]:
+    pods: Sequence[QosPod], throttles: Mapping[str, ThrottleState]
+) -> Sequence[QosPod]:
     """The pods with our record of throttling them; whatever a pod says of itself is not read."""
     if not throttles:
         return pods
@@ -267,7 +264,7 @@ def _with_throttles(
     ]
 
 
-def _throttled_after(node: QosNode, outcomes: Outcomes) -> list[Json]:
+def _throttled_after(node: QosNode, outcomes: Outcomes) -> list[MutableObj]:
     """The throttled pods of ``node`` once this check's accepted actions took effect: what
     the next check (and a restarted operator) restores from."""
     states = {pod.key: pod.throttle for pod in node.pods}
@@ -288,17 +285,17 @@ def policy_statuses(
     current: Mapping[str, Obj],
     *,
     now: str,
-) -> dict[str, Json]:
+) -> dict[str, MutableObj]:
     """Each policy's status. ``current`` (policy name -> its status) keeps ``lastActions`` of
     nodes that did not act in this check, so a calm check rewrites nothing."""
-    statuses: dict[str, Json] = {}
+    statuses: dict[str, MutableObj] = {}
     for name in sorted(check.policies):
         previous = {e.get("name"): e for e in current.get(name, {}).get("nodes", [])}
-        entries: list[Json] = []
+        entries: list[MutableObj] = []
         for node_check in check.nodes:
             if name not in node_check.policies:
                 continue
-            entry: Json = without_nulls(dict(node_status_entry(node_check.result, name)))
+            entry: MutableObj = without_nulls(dict(node_status_entry(node_check.result, name)))
             done = outcomes.get(node_check.node.name, Outcomes())
             actions = _action_entries(done, now)
             old = previous.get(node_check.node.name, {})
@@ -362,7 +359,7 @@ MAX_LISTED_NODES = 1000
 server's limit (1.5 MiB by default; 5,000 entries measured 2.6 MB and every write failed)."""
 
 
-def _at_rest(entry: Json) -> bool:
+def _at_rest(entry: MutableObj) -> bool:
     """Nothing to report and nothing to remember: every rule calm, observed calm (usage known),
     no hot check counted, no taint, no recent action, no message. Such a node's state reads
     back as the zero state (``state_from_status``), so it needs no entry."""
@@ -384,7 +381,7 @@ def _at_rest(entry: Json) -> bool:
     )
 
 
-def _listed(entries: list[Json]) -> list[Json]:
+def _listed(entries: list[MutableObj]) -> list[MutableObj]:
     """The entries worth keeping, most urgent first when there are too many, in name order."""
     kept = [entry for entry in entries if not _at_rest(entry)]
     if len(kept) > MAX_LISTED_NODES:
@@ -393,7 +390,7 @@ def _listed(entries: list[Json]) -> list[Json]:
     return kept
 
 
-def _urgency(entry: Json) -> tuple[int, int, int, int, str]:
+def _urgency(entry: MutableObj) -> tuple[int, int, int, int, str]:
     rules = entry["rules"]
     return (
         # A node holding throttle records is never left out: they are the only way back.
@@ -411,15 +408,15 @@ MAX_BLOCKED_MESSAGE = 512
 """The API server's message kept per blocked eviction (it names the tenant's budget)."""
 
 
-def _blocked_entries(node: QosNode, outcomes: Outcomes, policy: str, now: str) -> list[Json]:
+def _blocked_entries(node: QosNode, outcomes: Outcomes, policy: str, now: str) -> list[MutableObj]:
     """``blockedEvictions`` of ``policy``: the pods whose eviction a PodDisruptionBudget
     refused in this check, for the waterlines the policy takes part in."""
     uids = {pod.key: pod.uid for pod in node.pods}
-    entries: list[Json] = []
+    entries: list[MutableObj] = []
     for action, message in outcomes.blocked:
         if action.policies and policy not in action.policies:
             continue
-        entry: Json = {"pod": str(action.pod), "metric": action.metric}
+        entry: MutableObj = {"pod": str(action.pod), "metric": action.metric}
         if uids.get(action.pod):
             entry["uid"] = uids[action.pod]
         entry["message"] = message[:MAX_BLOCKED_MESSAGE]
@@ -428,7 +425,7 @@ def _blocked_entries(node: QosNode, outcomes: Outcomes, policy: str, now: str) -
     return entries[:MAX_BLOCKED]
 
 
-def _action_entries(outcomes: Outcomes, now: str) -> list[Json]:
+def _action_entries(outcomes: Outcomes, now: str) -> list[MutableObj]:
     entries = [
         *({**action_dict(a), "outcome": "Done"} for a in outcomes.done),
         *({**action_dict(a), "outcome": f"Blocked: {why}"} for a, why in outcomes.blocked),
@@ -441,7 +438,7 @@ def _action_entries(outcomes: Outcomes, now: str) -> list[Json]:
     return entries[:100]
 
 
-def node_outputs(check: ClusterCheck) -> dict[str, Json]:
+def node_outputs(check: ClusterCheck) -> dict[str, MutableObj]:
     """Per checked node: the ``qos-waterlines`` annotation value (None: the node is calm, no
     waterline in force, so no annotation) and whether to taint it."""
     return {
@@ -455,7 +452,7 @@ def node_outputs(check: ClusterCheck) -> dict[str, Json]:
     }
 
 
-def actions_in_order(outcomes: Mapping[str, Outcomes]) -> list[Json]:
+def actions_in_order(outcomes: Mapping[str, Outcomes]) -> list[MutableObj]:
     """The executed (accepted) actions, node by node in name order, as simulate prints them."""
     return [action_dict(a) for node in sorted(outcomes) for a in outcomes[node].done]
 

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from sharekeeper.engine.admission import AdmissionResult, NodePolicy, ReclaimMode
 from sharekeeper.engine.gates import GateDecisions
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos.candidates import protected
 from sharekeeper.engine.reclaim import (
     Gang,
@@ -47,9 +48,6 @@ from sharekeeper.engine.resources import Amounts, add, exceeded_part
 from sharekeeper.engine.shares import PodSnapshot, ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.snapshot import DEFAULT_QUEUE, PODS, PolicyName, QueueName
 from sharekeeper.model.records import PodRecord
-
-Json = dict[str, Any]
-PodKey = tuple[str, str]
 
 WAITING_FOR_ROOM = frozenset(
     {"QuotaExceeded", "OvercommitHeadroomExceeded", "NoNodeFits", "BehindOthers"}
@@ -116,7 +114,7 @@ def _waiting(
     admission order (numbered across policies: only the order within one matters)."""
     ordered = []
     for pod in held:
-        key = (pod.namespace, pod.name)
+        key = PodKey(pod.namespace, pod.name)
         why = gates.waiting.get(key)
         if why is None or why.reason not in WAITING_FOR_ROOM:
             continue

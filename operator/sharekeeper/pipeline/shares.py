@@ -12,30 +12,29 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from sharekeeper.engine.admission import NodePolicy, admission_facts, placements
-from sharekeeper.engine.gates import GateDecisions, PodKey, gate_decisions
+from sharekeeper.engine.gates import GateDecisions, gate_decisions
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.proportional import PendingPod, PodPlacement
 from sharekeeper.engine.shares import PodSnapshot, ShareResult, ShareSnapshot, deserved_shares
 from sharekeeper.engine.shares.snapshot import PolicyName
 from sharekeeper.model.nodes import node_annotations
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.model.quantities import to_quantity
 from sharekeeper.pipeline.reclaiming import BoundPods, PolicyReclaim, reclaim_rounds
 from sharekeeper.pipeline.statuses import queue_statuses, scheduler_policy_statuses
 
-Json = dict[str, Any]
-
 
 @dataclass(frozen=True, slots=True)
 class Publication:
-    queues: Mapping[str, Json]
+    queues: Mapping[str, MutableObj]
     """Queue name -> status."""
-    policies: Mapping[str, Json]
+    policies: Mapping[str, MutableObj]
     """SchedulerPolicy name -> status."""
     nodes: Mapping[str, Mapping[str, str]]
     """Node name -> the share loop's annotations (empty: remove ours)."""
-    placements: Mapping[str, Json]
+    placements: Mapping[str, MutableObj]
     """Pending pod (``namespace/name``) -> where the proportional predicate lets it go; only
     for the ``pending`` pods asked about."""
     unknown_queues: tuple[str, ...]
@@ -86,7 +85,7 @@ def publication(
     )
 
 
-def placement_view(placement: PodPlacement) -> Json:
+def placement_view(placement: PodPlacement) -> MutableObj:
     return {
         "nodes": list(placement.nodes),
         "refused": {

@@ -12,7 +12,6 @@ through them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from sharekeeper.engine.admission import AdmissionResult
 from sharekeeper.engine.gates import Waiting
@@ -26,13 +25,12 @@ from sharekeeper.engine.resources import UNLIMITED
 from sharekeeper.engine.shares import PolicyShare, QueueShare, ShareResult
 from sharekeeper.engine.shares.snapshot import PODS, PolicyName
 from sharekeeper.model.conditions import condition
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.model.quantities import format_resources, to_quantity
 from sharekeeper.pipeline.reclaiming import PolicyReclaim
 
-Json = dict[str, Any]
 
-
-def queue_statuses(shares: ShareResult, facts: AdmissionResult) -> dict[str, Json]:
+def queue_statuses(shares: ShareResult, facts: AdmissionResult) -> dict[str, MutableObj]:
     """Queue name -> status; a queue whose PodGroup waits to be enqueued says why
     (``Enqueueable``)."""
     queues = {}
@@ -47,7 +45,7 @@ def queue_statuses(shares: ShareResult, facts: AdmissionResult) -> dict[str, Jso
 
 def scheduler_policy_statuses(
     shares: ShareResult, facts: AdmissionResult, reclaims: Mapping[PolicyName, PolicyReclaim]
-) -> dict[str, Json]:
+) -> dict[str, MutableObj]:
     """SchedulerPolicy name -> status: the shares, the overcommit of a policy that governs
     nodes, and the reclaim plan of a policy whose ``spec.reclaim.mode`` is not Off."""
     policies = {}
@@ -81,7 +79,7 @@ _QUEUE_CLEAR = {
 }
 
 
-def queue_status(result: QueueShare) -> Json:
+def queue_status(result: QueueShare) -> MutableObj:
     """``QueueStatus`` as a dict (built directly: 10,000 queues a round), without
     ``observedGeneration`` and the conditions' times, which the publisher stamps."""
     # No numbers: no policy governs the queue, or it has no place in its policy's tree.
@@ -110,7 +108,7 @@ def queue_status(result: QueueShare) -> Json:
             if found
             else condition(kind, False, reason, message)
         )
-    status: Json = {"state": result.state}
+    status: MutableObj = {"state": result.state}
     if result.policy is not None:
         status["policy"] = result.policy
     status |= {
@@ -140,7 +138,7 @@ def share_text(share: float) -> str:
     return text or "0"
 
 
-def enqueueable(verdict: QueueAdmission) -> Json:
+def enqueueable(verdict: QueueAdmission) -> MutableObj:
     """The answer to "why is my job not starting", as the queue's Enqueueable condition."""
     job = f"PodGroup {verdict.podgroup}"
     if verdict.admitted:
@@ -179,7 +177,7 @@ _POLICY_CLEAR = {
 """Conditions a policy always carries, False (with this reason) while they do not hold."""
 
 
-def policy_status(result: PolicyShare) -> Json:
+def policy_status(result: PolicyShare) -> MutableObj:
     """The share part of ``SchedulerPolicyStatus``."""
     conditions = [condition("Ready", True, "Computed", "shares computed")]
     for kind, (reason, message) in _POLICY_CLEAR.items():
@@ -199,7 +197,7 @@ def policy_status(result: PolicyShare) -> Json:
     }
 
 
-def overcommit_section(result: OvercommitResult) -> Json:
+def overcommit_section(result: OvercommitResult) -> MutableObj:
     """``status.overcommit`` (``OvercommitStatus``) of a SchedulerPolicy."""
     return {
         "factors": {name: factor_number(f) for name, f in sorted(result.factors.items())},
@@ -214,7 +212,7 @@ MAX_LISTED_RECLAIMS = 50
 """Reclaimers listed in ``status.reclaim.reclaims``; ``evictions`` and the counts cover all."""
 
 
-def reclaim_section(round_: PolicyReclaim) -> Json:
+def reclaim_section(round_: PolicyReclaim) -> MutableObj:
     """``status.reclaim`` (``ReclaimStatus``) of a SchedulerPolicy."""
     plan = round_.plan
     not_served: dict[str, int] = {}

@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-Json = dict[str, Any]
+from sharekeeper.model.objects import MutableObj
 
 
-def merge_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Json:
+def merge_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> MutableObj:
     """The RFC 7386 merge patch that turns ``current`` into ``desired``; ``{}`` when equal.
 
     Keys only in ``current`` become ``null`` (removed). Lists and scalars are replaced whole,
@@ -21,7 +21,7 @@ def merge_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Json:
     """
     if current == desired:
         return {}  # the common case at every level, compared in C
-    patch: Json = {key: None for key in current if key not in desired}
+    patch: MutableObj = {key: None for key in current if key not in desired}
     for key, value in desired.items():
         old = current.get(key)
         # dict first: JSON values are dicts, and an ABC check is slow at 10,000 statuses.
@@ -40,7 +40,7 @@ def stamped_conditions(
     *,
     generation: int,
     now: str,
-) -> list[Json]:
+) -> list[MutableObj]:
     """``desired`` conditions with ``observedGeneration``, and ``lastTransitionTime`` carried
     over from ``current`` wherever the condition's status did not change."""
     previous = {condition.get("type"): condition for condition in current}

@@ -11,9 +11,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from sharekeeper.model.conditions import condition
+from sharekeeper.model.objects import MutableObj
 from sharekeeper.model.records import OwnRecord, PolicyRecord, QueueRecord
 from sharekeeper.publish.diffing import (
-    Json,
     Transition,
     merge_patch,
     stamped_conditions,
@@ -38,8 +38,8 @@ class StatusWrite:
     kind: Kind
     name: str
     uid: str
-    patch: Json
-    status: Json
+    patch: MutableObj
+    status: MutableObj
     """The whole status after the patch: what the object will hold."""
     transitions: tuple[Transition, ...]
     spec_changed: bool = False
@@ -47,13 +47,13 @@ class StatusWrite:
 
 
 def queue_writes(
-    records: Iterable[QueueRecord], desired: Mapping[str, Json], *, now: str
+    records: Iterable[QueueRecord], desired: Mapping[str, MutableObj], *, now: str
 ) -> list[StatusWrite]:
     return own_writes("Queue", records, desired, QUEUE_EVENTS, now=now)
 
 
 def policy_writes(
-    records: Iterable[PolicyRecord], desired: Mapping[str, Json], *, now: str
+    records: Iterable[PolicyRecord], desired: Mapping[str, MutableObj], *, now: str
 ) -> list[StatusWrite]:
     writes = own_writes("SchedulerPolicy", records, desired, POLICY_EVENTS, now=now)
     for write in writes:
@@ -66,7 +66,7 @@ def policy_writes(
 def own_writes(
     kind: Kind,
     records: Iterable[OwnRecord[Any]],
-    desired: Mapping[str, Json],
+    desired: Mapping[str, MutableObj],
     watched: set[str],
     *,
     now: str,
@@ -81,7 +81,7 @@ def own_writes(
     return writes
 
 
-def invalid_status(record: OwnRecord[Any]) -> Json:
+def invalid_status(record: OwnRecord[Any]) -> MutableObj:
     message = record.error or "the object could not be read"
     return {
         "conditions": [

@@ -30,8 +30,7 @@ from typing import Any, Literal
 
 import yaml
 
-from sharekeeper.engine.overcommit import QueueSnapshot as AdmissionView
-from sharekeeper.engine.overcommit import quota_available
+from sharekeeper.engine.overcommit import OvercommitQueue, quota_available
 from sharekeeper.engine.shares import PolicySnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName
 from sharekeeper.engine.shares.tree import path_from_root
@@ -43,6 +42,7 @@ from sharekeeper.model.nodes import (
     PROPORTIONAL_AVAILABLE,
     PROPORTIONAL_RESERVED,
 )
+from sharekeeper.model.objects import MutableObj, Obj
 from sharekeeper.model.qos import WATERLINES_ANNOTATION
 from sharekeeper.model.quantities import (
     CPU,
@@ -56,7 +56,6 @@ from sharekeeper.simulate.reading import Inputs
 from sharekeeper.simulate.rendering import resources_text
 from sharekeeper.simulate.report import Context
 
-Json = dict[str, Any]
 Kind = Literal["queue", "node"]
 Target = tuple[Kind, str]
 
@@ -79,7 +78,7 @@ def parse_target(text: str) -> Target:
     return kinds[kind], name
 
 
-def explain(report: Mapping[str, Any], inputs: Inputs, target: Target) -> Json:
+def explain(report: Obj, inputs: Inputs, target: Target) -> MutableObj:
     """The facts about ``target``; ``NotFound`` when the input has no such object."""
     kind, name = target
     return (
@@ -87,7 +86,7 @@ def explain(report: Mapping[str, Any], inputs: Inputs, target: Target) -> Json:
     )
 
 
-def published_qos(inputs: Inputs, context: Context) -> Mapping[str, Any]:
+def published_qos(inputs: Inputs, context: Context) -> Obj:
     """A report contributor in place of ``report.qos_section`` for a cluster: the node QoS facts
     as the operator's last check published them (each node's waterlines annotation, each
     NodeQosEnsurancePolicy's status). A check of its own would need live usage and would
@@ -119,13 +118,13 @@ class WaterLevel:
     """How many queues of the policy this level decided, in this dimension."""
 
 
-def queue_facts(report: Mapping[str, Any], inputs: Inputs, name: str) -> Json:
+def queue_facts(report: Obj, inputs: Inputs, name: str) -> MutableObj:
     status = report.get("queues", {}).get(name)
     spec = next((queue for queue in inputs.queues if queue.name == name), None)
     if status is None or spec is None:
         raise NotFound(_missing("queue", name, inputs.store.queues.problems.get(name)))
     policy = status.get("policy")
-    policy_status: Mapping[str, Any] = report.get("schedulerPolicies", {}).get(policy, {})
+    policy_status: Obj = report.get("schedulerPolicies", {}).get(policy, {})
     policy_spec = next((p for p in inputs.policies if p.name == policy), None)
     parents = {str(queue.name): queue.parent for queue in inputs.queues}
     # In a tree the level is shared by the queue's siblings only: each parent is filled apart.
@@ -134,10 +133,10 @@ def queue_facts(report: Mapping[str, Any], inputs: Inputs, name: str) -> Json:
         for queue in inputs.queues
         if parents[str(queue.name)] == spec.parent
     }
-    deserved: Json = {}
+    deserved: MutableObj = {}
     for dimension, amount in status.get("deserved", {}).items():
         decided = status.get("decidedBy", {}).get(dimension)
-        entry: Json = {"deserved": amount, "decidedBy": decided}
+        entry: MutableObj = {"deserved": amount, "decidedBy": decided}
         if decided == "Level" and policy_spec is not None:
             entry |= _level_facts(report, weights, policy_spec, dimension, spec.weight)
         deserved[dimension] = entry
@@ -177,11 +176,11 @@ def queue_facts(report: Mapping[str, Any], inputs: Inputs, name: str) -> Json:
     }
 
 
-def _sharing(policy: PolicySnapshot | None) -> Json | None:
+def _sharing(policy: PolicySnapshot | None) -> MutableObj | None:
     if policy is None:
         return None
     sharing = policy.sharing
-    facts: Json = {
+    facts: MutableObj = {
         "policy": sharing.policy,
         "unmanaged": "Reserve" if sharing.reserve_unmanaged else "Ignore",
     }
@@ -193,12 +192,12 @@ def _sharing(policy: PolicySnapshot | None) -> Json | None:
 
 
 def _level_facts(
-    report: Mapping[str, Any],
+    report: Obj,
     weights: Mapping[str, int],
     policy: PolicySnapshot,
     dimension: str,
     weight: int,
-) -> Json:
+) -> MutableObj:
     """``level`` and ``weightTimesLevel`` where one level decides: Proportion and
     ProportionOptimize water-fill by weight; GuaranteeQuota hands out a pool in stages."""
     if policy.sharing.policy not in ("Proportion", "ProportionOptimize"):
@@ -245,14 +244,14 @@ def water_level(members: Iterable[tuple[int, int]]) -> WaterLevel:
     return WaterLevel(min(max(mean, low), high), exact=False, queues=len(pairs))
 
 
-def _enqueue_facts(status: Mapping[str, Any], policy_status: Mapping[str, Any]) -> Json | None:
+def _enqueue_facts(status: Obj, policy_status: Obj) -> MutableObj | None:
     """The policy's overcommit status and what one more PodGroup of the queue may ask for: in
     each dimension, the lesser of the policy's headroom and what the queue's realCapability
     leaves (Volcano's two enqueue checks, ``engine.overcommit``)."""
     overcommit = policy_status.get("overcommit")
     if overcommit is None:
         return None
-    view = AdmissionView(
+    view = OvercommitQueue(
         name="",
         open=status.get("state") == "Open",
         allocated=_internal(status.get("allocated", {})),
@@ -286,11 +285,11 @@ def _enqueue_facts(status: Mapping[str, Any], policy_status: Mapping[str, Any]) 
 # --- nodes ---------------------------------------------------------------------------------------
 
 
-def node_facts(report: Mapping[str, Any], inputs: Inputs, name: str) -> Json:
+def node_facts(report: Obj, inputs: Inputs, name: str) -> MutableObj:
     record = inputs.store.nodes.records.get(name)
     if record is None:
         raise NotFound(_missing("node", name, inputs.store.nodes.problems.get(name)))
-    node: Mapping[str, Any] = report.get("nodes", {}).get(name, {})
+    node: Obj = report.get("nodes", {}).get(name, {})
     annotations: Mapping[str, str] = node.get("annotations", {})
     allocatable = record.snapshot.allocatable
     used = inputs.store.totals().node_used.get(name, {})
@@ -331,13 +330,13 @@ def node_facts(report: Mapping[str, Any], inputs: Inputs, name: str) -> Json:
     }
 
 
-def _qos_facts(report: Mapping[str, Any], name: str, waterlines: str | None) -> Json:
+def _qos_facts(report: Obj, name: str, waterlines: str | None) -> MutableObj:
     """The waterlines in force at the node's last check (its annotation), and what each
     NodeQosEnsurancePolicy's status says of the node: the gaps to close, why it could not act."""
-    gaps: list[Json] = []
+    gaps: list[MutableObj] = []
     messages: list[str] = []
     policies: list[str] = []
-    statuses: Mapping[str, Any] = report.get("nodeQosEnsurancePolicies", {})
+    statuses: Obj = report.get("nodeQosEnsurancePolicies", {})
     for policy, status in sorted(statuses.items()):
         for entry in status.get("nodes") or []:
             if not isinstance(entry, Mapping) or entry.get("name") != name:
@@ -361,7 +360,7 @@ def _qos_facts(report: Mapping[str, Any], name: str, waterlines: str | None) -> 
 # --- rendering -----------------------------------------------------------------------------------
 
 
-def render(facts: Mapping[str, Any], output: str) -> str:
+def render(facts: Obj, output: str) -> str:
     """``text`` (``table``, simulate's default, is text here), ``json`` or ``yaml``."""
     if output == "json":
         return json.dumps(facts, indent=2, sort_keys=True) + "\n"
@@ -370,12 +369,12 @@ def render(facts: Mapping[str, Any], output: str) -> str:
     return render_text(facts)
 
 
-def render_text(facts: Mapping[str, Any]) -> str:
+def render_text(facts: Obj) -> str:
     lines = _queue_text(facts) if facts["kind"] == "Queue" else _node_text(facts)
     return "".join(one_line(line).rstrip() + "\n" for line in lines)
 
 
-def _queue_text(f: Mapping[str, Any]) -> list[str]:
+def _queue_text(f: Obj) -> list[str]:
     sharing = f["sharing"]
     if sharing is None:
         return [
@@ -436,7 +435,7 @@ def _queue_text(f: Mapping[str, Any]) -> list[str]:
     return lines + _conditions_text(f["conditions"])
 
 
-def _holdings(f: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _holdings(f: Obj) -> list[tuple[str, str]]:
     share = f"{f['share']}{' (overused)' if f['overused'] else ''}"
     return [
         ("request", resources_text(f["request"])),
@@ -447,7 +446,7 @@ def _holdings(f: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def _why(f: Mapping[str, Any], dimension: str, entry: Mapping[str, Any]) -> str:
+def _why(f: Obj, dimension: str, entry: Obj) -> str:
     """The bound that decided one dimension, with its number."""
     decided = entry["decidedBy"]
     request = f["request"].get(dimension, "0")
@@ -486,7 +485,7 @@ def _why(f: Mapping[str, Any], dimension: str, entry: Mapping[str, Any]) -> str:
     )
 
 
-def _enqueue_text(policy: str, e: Mapping[str, Any], state: str) -> list[str]:
+def _enqueue_text(policy: str, e: Obj, state: str) -> list[str]:
     factors = ",".join(f"{name}={factor}" for name, factor in sorted(e["factors"].items()))
     may = resources_text(e["nextPodGroupMayRequest"], zeros=True)
     if state != "Open":
@@ -511,14 +510,14 @@ def _enqueue_text(policy: str, e: Mapping[str, Any], state: str) -> list[str]:
     return [f"  enqueue, under policy {policy}", *_rows(rows, indent=4)]
 
 
-def _conditions_text(conditions: list[Mapping[str, Any]]) -> list[str]:
+def _conditions_text(conditions: list[Obj]) -> list[str]:
     if not conditions:
         return []
     rows = [(str(c["type"]), str(c["message"])) for c in conditions]
     return ["", "  conditions", *_rows(rows, indent=4)]
 
 
-def _node_text(f: Mapping[str, Any]) -> list[str]:
+def _node_text(f: Obj) -> list[str]:
     policy = f["policy"]
     header = f"Node {f['name']}: " + (
         f"policy {policy}" if policy else "no single SchedulerPolicy selects it"
@@ -589,7 +588,7 @@ def _count(number: Any, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
-def _pairs(values: Mapping[str, Any]) -> str:
+def _pairs(values: Obj) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(values.items())) or "-"
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 import yaml
 
 from sharekeeper.model.documents import one_line
+from sharekeeper.model.objects import Obj
 
 TABLE_COLUMNS = (
     "QUEUE",
@@ -26,7 +26,7 @@ QOS_ACTION_COLUMNS = ("#", "NODE", "ACTION", "POD", "METRIC", "RELEASED", "CPU-L
 
 
 def render(
-    report: Mapping[str, Any],
+    report: Obj,
     weights: Mapping[str, int],
     output: str,
     parents: Mapping[str, str | None] | None = None,
@@ -55,7 +55,7 @@ def render(
     return "\n".join(tables)
 
 
-def admission_lines(admission: Mapping[str, Any]) -> str:
+def admission_lines(admission: Obj) -> str:
     """The pods held by the admission gate: those this round lets through, then the others."""
     lines = ["ADMISSION (pods held by the sharekeeper.io/admission gate)"]
     lines += [f"  released  {pod}" for pod in admission["released"]]
@@ -63,7 +63,7 @@ def admission_lines(admission: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def reclaim_lines(reclaims: Mapping[str, Mapping[str, Any]]) -> str:
+def reclaim_lines(reclaims: Mapping[str, Obj]) -> str:
     """Each policy's reclaim plan (``status.reclaim``): who is evicted for whom."""
     lines = []
     for policy, plan in reclaims.items():
@@ -82,7 +82,7 @@ def reclaim_lines(reclaims: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def queue_table(
-    queues: Mapping[str, Mapping[str, Any]],
+    queues: Mapping[str, Obj],
     weights: Mapping[str, int],
     parents: Mapping[str, str | None],
 ) -> str:
@@ -123,12 +123,12 @@ def tree_order(names: Sequence[str], parents: Mapping[str, str | None]) -> list[
     return ordered
 
 
-def qos_tables(report: Mapping[str, Any]) -> str:
+def qos_tables(report: Obj) -> str:
     """The QoS check as three tables: the policies, the nodes that are not at rest (rules,
     waterlines and gaps in force, throttled pods, taint, why something could not be done),
     and the actions in the order they were taken."""
-    policies: Mapping[str, Mapping[str, Any]] = report.get("nodeQosEnsurancePolicies", {})
-    nodes: Mapping[str, Mapping[str, Any]] = report.get("nodes", {})
+    policies: Mapping[str, Obj] = report.get("nodeQosEnsurancePolicies", {})
+    nodes: Mapping[str, Obj] = report.get("nodes", {})
     policy_rows = [
         (
             name,
@@ -163,27 +163,23 @@ def qos_tables(report: Mapping[str, Any]) -> str:
 
 
 def _entries_by_node(
-    policies: Mapping[str, Mapping[str, Any]],
-) -> dict[str, list[tuple[str, Mapping[str, Any]]]]:
+    policies: Mapping[str, Obj],
+) -> dict[str, list[tuple[str, Obj]]]:
     """Node name -> (policy, its status entry for the node), for the nodes some policy lists."""
-    found: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    found: dict[str, list[tuple[str, Obj]]] = {}
     for policy, status in sorted(policies.items()):
         for entry in status.get("nodes", []):
             found.setdefault(str(entry["name"]), []).append((policy, entry))
     return found
 
 
-def _node_row(
-    name: str, entries: Sequence[tuple[str, Mapping[str, Any]]], node: Mapping[str, Any]
-) -> tuple[str, ...]:
+def _node_row(name: str, entries: Sequence[tuple[str, Obj]], node: Obj) -> tuple[str, ...]:
     """One node across the policies selecting it: each policy's entry has that policy's rules
     and waterlines; gaps, throttled pods and the taint are the node's."""
     waterlines: dict[str, str] = {}
     for _, entry in entries:
         waterlines |= entry.get("waterlines") or {}
-    gaps: Sequence[Mapping[str, Any]] = next(
-        (entry["gaps"] for _, entry in entries if entry.get("gaps")), []
-    )
+    gaps: Sequence[Obj] = next((entry["gaps"] for _, entry in entries if entry.get("gaps")), [])
     throttled = max(len(entry.get("throttled") or []) for _, entry in entries)
     messages = dict.fromkeys(entry["message"] for _, entry in entries if entry.get("message"))
     return (
@@ -208,7 +204,7 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     )
 
 
-def resources_text(amounts: Mapping[str, Any], *, zeros: bool = False) -> str:
+def resources_text(amounts: Obj, *, zeros: bool = False) -> str:
     """``cpu=4,memory=8Gi``; zero dimensions are left out (to keep a table readable) unless
     ``zeros``."""
     shown = [
@@ -225,7 +221,7 @@ def _pairs(values: Mapping[str, str]) -> str:
     return _joined(f"{key}={value}" for key, value in sorted(values.items()))
 
 
-def _rule(rule: Mapping[str, Any]) -> str:
+def _rule(rule: Obj) -> str:
     """``cpu-evict=Triggered/Hot``, ``(preview)`` and ``(restored)`` when they apply."""
     text = f"{rule['name']}={rule.get('phase', '?')}/{rule.get('observation', '?')}"
     if rule.get("restored"):
@@ -235,11 +231,11 @@ def _rule(rule: Mapping[str, Any]) -> str:
     return text
 
 
-def _gap(gap: Mapping[str, Any]) -> str:
+def _gap(gap: Obj) -> str:
     return f"{gap.get('class')}.{gap.get('metric')}={gap.get('gap') or 'unknown'}"
 
 
-def _conditions(conditions: Iterable[Mapping[str, Any]]) -> str:
+def _conditions(conditions: Iterable[Obj]) -> str:
     """``Ready``, or the conditions that do not hold, as
     ``UsageAvailable=False(MetricsUnavailable)``."""
     listed = list(conditions)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
-from typing import Any
 
 from sharekeeper.cluster.snapshots import share_snapshot
 from sharekeeper.engine.gates import GateDecisions
@@ -19,7 +18,7 @@ from sharekeeper.engine.proportional import PendingPod
 from sharekeeper.engine.qos import accept_all, node_actions
 from sharekeeper.engine.shares import ShareSnapshot
 from sharekeeper.model.documents import one_line
-from sharekeeper.model.objects import rfc3339
+from sharekeeper.model.objects import MutableObj, Obj, rfc3339
 from sharekeeper.model.qos import TAINT, WATERLINES_ANNOTATION
 from sharekeeper.pipeline.qos import (
     Outcomes,
@@ -43,7 +42,7 @@ class Context:
     in output size, so only when asked (``--placements``)."""
 
 
-Contributor = Callable[[Inputs, Context], Mapping[str, Any]]
+Contributor = Callable[[Inputs, Context], Obj]
 
 
 def snapshot_of(inputs: Inputs, context: Context) -> ShareSnapshot:
@@ -56,7 +55,7 @@ def snapshot_of(inputs: Inputs, context: Context) -> ShareSnapshot:
     )
 
 
-def share_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
+def share_section(inputs: Inputs, context: Context) -> Obj:
     """Queue and policy statuses, node annotations, and the proportional predicate."""
     pending = [
         PendingPod(f"{pod.namespace}/{pod.name}", pod.request)
@@ -86,7 +85,7 @@ def share_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
     }
 
 
-def admission_view(gates: GateDecisions) -> dict[str, Any]:
+def admission_view(gates: GateDecisions) -> MutableObj:
     """What one round does with the pods the admission gate holds: which go, in order, and
     why each other one waits (the text of its Event)."""
     return {
@@ -98,7 +97,7 @@ def admission_view(gates: GateDecisions) -> dict[str, Any]:
     }
 
 
-def qos_section(inputs: Inputs, context: Context) -> Mapping[str, Any]:
+def qos_section(inputs: Inputs, context: Context) -> Obj:
     """One node QoS check with usage from the NodeMetrics/PodMetrics objects read, every
     action accepted; counters and throttle state come from the input's status. A rule no
     selected node can cross (a unit mistake, most often) is also warned about on stderr."""
@@ -151,14 +150,14 @@ CONTRIBUTORS: list[Contributor] = [share_section, qos_section]
 
 def build_report(
     inputs: Inputs, context: Context, contributors: list[Contributor] = CONTRIBUTORS
-) -> dict[str, Any]:
-    report: dict[str, Any] = {"queues": {}, "schedulerPolicies": {}}
+) -> MutableObj:
+    report: MutableObj = {"queues": {}, "schedulerPolicies": {}}
     for contributor in contributors:
         _merge(report, contributor(inputs, context))
     return report
 
 
-def _merge(into: MutableMapping[str, Any], part: Mapping[str, Any]) -> None:
+def _merge(into: MutableObj, part: Obj) -> None:
     for key, value in part.items():
         if isinstance(value, Mapping) and isinstance(into.get(key), MutableMapping):
             _merge(into[key], value)

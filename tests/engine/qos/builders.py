@@ -1,24 +1,60 @@
-"""One-line builders for QoS engine inputs (cpu in millicores, memory in bytes)."""
+"""One-line builders for QoS engine inputs (cpu in millicores, memory in bytes). What they
+do not set is the API model's default: ``DEFAULTS`` is a minimal policy read as the operator
+reads one."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
+from sharekeeper.api.qos import qos_policy, read_policy
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos import (
     Action,
     Candidates,
     CpuThrottle,
     Eviction,
     Objective,
-    PodKey,
-    PodSnapshot,
     QosNode,
+    QosPod,
     QosPolicy,
     Strategy,
     ThrottleState,
 )
 from sharekeeper.engine.qos.inputs import QosClass
 
-EVICT = Action("evict", cool_down_seconds=300, disable_scheduling=True, eviction=Eviction(30))
-THROTTLE = Action("throttle", throttle=CpuThrottle(min_cpu_ratio=10, step_cpu_ratio=20))
+DEFAULTS = qos_policy(
+    read_policy(
+        {
+            "kind": "NodeQosEnsurancePolicy",
+            "metadata": {"name": "defaults"},
+            "spec": {
+                "objectiveEnsurances": [
+                    {
+                        "name": "rule",
+                        "metricRule": {"name": "cpu_total_usage", "value": "1"},
+                        "actionName": "action",
+                    }
+                ],
+                "actions": [{"name": "action"}],
+            },
+        }
+    )
+)
+
+
+def action(name: str, **fields: Any) -> Action:
+    """An action with the API model's defaults, then ``fields``."""
+    return replace(DEFAULTS.actions["action"], name=name, **fields)
+
+
+def candidates_with(**fields: Any) -> Candidates:
+    """``spec.candidates`` with the API model's defaults, then ``fields``."""
+    return replace(DEFAULTS.candidates, **fields)
+
+
+EVICT = action("evict", cool_down_seconds=300, disable_scheduling=True, eviction=Eviction(30))
+THROTTLE = action("throttle", throttle=CpuThrottle(min_cpu_ratio=10, step_cpu_ratio=20))
 
 
 def pod(
@@ -36,8 +72,8 @@ def pod(
     ext_cpu: int = 0,
     labels: dict[str, str] | None = None,
     **flags: bool,
-) -> PodSnapshot:
-    return PodSnapshot(
+) -> QosPod:
+    return QosPod(
         key=PodKey(namespace, name),
         qos_class=qos,
         priority=priority,
@@ -54,7 +90,7 @@ def pod(
 
 
 def node(
-    *pods: PodSnapshot,
+    *pods: QosPod,
     name: str = "node-1",
     cpu: int | None = 0,
     memory: int | None = 0,
@@ -79,18 +115,20 @@ def rule(
     value: int,
     action: str = "evict",
     *,
-    avoid: int = 1,
-    restore: int = 1,
+    avoid: int | None = None,
+    restore: int | None = None,
     preview: bool = False,
 ) -> Objective:
+    """``avoid``, ``restore``: None is the API model's default."""
+    default = DEFAULTS.objectives[0]
     return Objective(
         name=name,
         metric=metric,
         value=value,
         action_name=action,
-        avoidance_threshold=avoid,
-        restore_threshold=restore,
-        strategy=Strategy.PREVIEW if preview else Strategy.NONE,
+        avoidance_threshold=default.avoidance_threshold if avoid is None else avoid,
+        restore_threshold=default.restore_threshold if restore is None else restore,
+        strategy=Strategy.PREVIEW if preview else default.strategy,
     )
 
 
@@ -99,14 +137,18 @@ def policy(
     name: str = "policy",
     actions: tuple[Action, ...] = (EVICT, THROTTLE),
     candidates: Candidates | None = None,
-    evict_on_missing: bool = False,
-    excess: int = 10,
+    evict_on_missing: bool | None = None,
+    excess: int | None = None,
 ) -> QosPolicy:
-    return QosPolicy(
+    """What is None (or not given) is the API model's default."""
+    return replace(
+        DEFAULTS,
         name=name,
         objectives=objectives,
         actions={a.name: a for a in actions},
-        candidates=candidates or Candidates(),
-        evict_on_missing_metrics=evict_on_missing,
-        excess_percent=excess,
+        candidates=candidates or DEFAULTS.candidates,
+        evict_on_missing_metrics=DEFAULTS.evict_on_missing_metrics
+        if evict_on_missing is None
+        else evict_on_missing,
+        excess_percent=DEFAULTS.excess_percent if excess is None else excess,
     )

@@ -14,23 +14,22 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos import (
     ActionClass,
-    Candidates,
     LabelSelector,
     NodeQosState,
     Outcome,
     PlanReport,
-    PodKey,
-    PodSnapshot,
     QosAction,
     QosNode,
+    QosPod,
     check_node,
     node_actions,
 )
 from sharekeeper.engine.qos.planning import Flow, Stop
 
-from .builders import EVICT, THROTTLE, node, pod, policy, rule
+from .builders import EVICT, THROTTLE, candidates_with, node, pod, policy, rule
 
 Answer = Callable[[QosAction], Outcome]
 
@@ -51,17 +50,17 @@ def budgets(*names: str, outcome: Outcome = Outcome.BLOCKED) -> Answer:
     return lambda a: outcome if a.kind == "evict" and a.pod.name in names else Outcome.ACCEPTED
 
 
-def tenant(name: str = "tenant", cpu: int = 1_500, **kw: Any) -> PodSnapshot:
+def tenant(name: str = "tenant", cpu: int = 1_500, **kw: Any) -> QosPod:
     """The tenant's Burstable pod, with a CPU limit to throttle."""
     return pod(name, namespace="tenant", qos="Burstable", cpu=cpu, request=100, limit=2_000, **kw)
 
 
-def guaranteed(name: str, cpu: int) -> PodSnapshot:
+def guaranteed(name: str, cpu: int) -> QosPod:
     """Another team's Guaranteed pod: the sorter ranks it after every Burstable one."""
     return pod(name, namespace="other", qos="Guaranteed", cpu=cpu, request=cpu, limit=cpu)
 
 
-def evict_only_check(*pods: PodSnapshot, usage: int = 8_000) -> tuple[QosNode, Flow]:
+def evict_only_check(*pods: QosPod, usage: int = 8_000) -> tuple[QosNode, Flow]:
     n = node(*pods, cpu=usage)
     result = check_node([policy(rule("evict", "cpu_total_usage", 6_000))], n, NodeQosState(), 0)
     return n, node_actions(result, n)
@@ -138,7 +137,7 @@ def test_a_pod_the_throttle_rule_does_not_select_is_not_throttled_instead() -> N
     throttling = policy(
         rule("throttle", "cpu_total_usage", 6_000, "throttle"),
         name="throttle",
-        candidates=Candidates(pod_selector=LabelSelector({"app": "batch"})),
+        candidates=candidates_with(pod_selector=LabelSelector({"app": "batch"})),
     )
     batch = pod("batch", qos="Guaranteed", cpu=2_000, request=500, limit=2_000,
                 labels={"app": "batch"})  # fmt: skip
@@ -250,9 +249,7 @@ pods_strategy = st.lists(
 rules_strategy = st.sets(st.sampled_from(["cpu", "mem", "throttle", "pct"]), min_size=1)
 
 
-def _check(
-    pods: list[PodSnapshot], usage: int, memory: int, names: set[str]
-) -> tuple[QosNode, Flow]:
+def _check(pods: list[QosPod], usage: int, memory: int, names: set[str]) -> tuple[QosNode, Flow]:
     chosen = {
         "cpu": rule("cpu", "cpu_total_usage", 6_000),
         "mem": rule("mem", "memory_total_usage", 4 * GIB),
@@ -273,7 +270,7 @@ def _check(
     st.data(),
 )
 def test_a_refusal_only_ever_removes_evictions(
-    pods: list[PodSnapshot], usage: int, memory: int, rules: set[str], data: st.DataObject
+    pods: list[QosPod], usage: int, memory: int, rules: set[str], data: st.DataObject
 ) -> None:
     """Whatever pods refuse (budgets or errors), a check evicts a subset of what it would have
     evicted had every eviction been accepted, and nothing after the first refusal."""

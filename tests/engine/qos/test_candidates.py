@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sharekeeper.engine.qos import Candidates, LabelSelector, Requirement
+from sharekeeper.engine.qos import LabelSelector, Requirement
 from sharekeeper.engine.qos.candidates import candidate_pods
 
-from .builders import node, pod
+from .builders import candidates_with, node, pod
 
 
 @pytest.mark.parametrize(
@@ -36,18 +36,18 @@ def test_defaults_never_touch_system_pods() -> None:
         pod("dying", terminating=True),
         pod("important", priority=1000),
     )
-    assert [p.key.name for p in candidate_pods([Candidates()], n)] == ["ok"]
+    assert [p.key.name for p in candidate_pods([candidates_with()], n)] == ["ok"]
     # Even a policy allowing every priority never gets the critical pod.
-    permissive = Candidates(max_priority=2**31 - 1)
+    permissive = candidates_with(max_priority=2**31 - 1)
     assert [p.key.name for p in candidate_pods([permissive], n)] == ["important", "ok"]
 
 
 def test_namespace_and_pod_selectors() -> None:
     n = node(pod("a", namespace="batch", labels={"tier": "low"}), pod("b", namespace="web"))
-    by_namespace = Candidates(
+    by_namespace = candidates_with(
         namespace_selector=LabelSelector({"kubernetes.io/metadata.name": "batch"})
     )
-    by_pod = Candidates(pod_selector=LabelSelector({"tier": "low"}))
+    by_pod = candidates_with(pod_selector=LabelSelector({"tier": "low"}))
     assert [p.key.name for p in candidate_pods([by_namespace], n)] == ["a"]
     assert [p.key.name for p in candidate_pods([by_pod], n)] == ["a"]
     assert candidate_pods([], n) == ()

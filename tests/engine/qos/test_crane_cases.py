@@ -14,15 +14,14 @@ import pytest
 
 import reference
 from sharekeeper.engine.qos import (
-    Action,
     ActionClass,
     CpuThrottle,
     NodeCheckResult,
     NodeQosState,
     Objective,
     Outcome,
-    PodSnapshot,
     QosNode,
+    QosPod,
     accept_all,
     check_node,
     node_actions,
@@ -40,7 +39,7 @@ from sharekeeper.engine.qos.sorting import (
     Sorter,
 )
 
-from .builders import node, pod, policy, rule
+from .builders import action, node, pod, policy, rule
 
 CASES = reference.crane_cases()
 SORTING = {c["id"]: c for c in CASES["sorting_cases"]}
@@ -55,7 +54,7 @@ CRANE_E2_CPU = Sorter(
 CRANE_E2_GENERAL = Sorter("crane-e2-general", (PRIORITY, QOS_CLASS, RUNNING_TIME))
 
 
-def crane_pod(raw: dict[str, Any]) -> PodSnapshot:
+def crane_pod(raw: dict[str, Any]) -> QosPod:
     return pod(
         raw["name"],
         qos=raw["qosClass"],
@@ -67,7 +66,7 @@ def crane_pod(raw: dict[str, Any]) -> PodSnapshot:
     )
 
 
-def input_pods(case: dict[str, Any]) -> list[PodSnapshot]:
+def input_pods(case: dict[str, Any]) -> list[QosPod]:
     raw = case["input_pods"]
     if raw == "same as S1":
         raw = SORTING["S1"]["input_pods"]
@@ -80,7 +79,7 @@ def modulo_ties(names: Sequence[str], tie_groups: Sequence[Sequence[str]]) -> li
     return [token.get(n, n) for n in names]
 
 
-def names(pods: Sequence[PodSnapshot]) -> list[str]:
+def names(pods: Sequence[QosPod]) -> list[str]:
     return [p.key.name for p in pods]
 
 
@@ -391,7 +390,7 @@ def test_executor_case_x11_restore_steps_up_lowest_ranked_first() -> None:
         ),
     ]
     n = node(*pods, cpu=case["node_used"], cpu_capacity=8_000)
-    throttle = Action("throttle", throttle=CpuThrottle(0, case["action"]["stepCPURatio"]))
+    throttle = action("throttle", throttle=CpuThrottle(0, case["action"]["stepCPURatio"]))
     restoring = policy(
         rule("t", "cpu_total_usage", case["throttle_up_waterlines"][0], "throttle"),
         actions=(throttle,),

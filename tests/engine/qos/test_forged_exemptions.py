@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from sharekeeper.cluster.store import ClusterStore
-from sharekeeper.engine.qos import Candidates, QosNode
+from sharekeeper.engine.qos import QosNode
 from sharekeeper.engine.qos.candidates import candidate_pods, protected
 from sharekeeper.engine.qos.inputs import (
     HIGHEST_USER_PRIORITY,
@@ -22,6 +22,8 @@ from sharekeeper.engine.qos.inputs import (
 )
 from sharekeeper.engine.qos.sorting import CPU_SORTER, GENERAL_SORTER
 from sharekeeper.model.qos import effective_priority, pod_view, with_usage
+
+from .builders import candidates_with
 
 NODE_CRITICAL = 2_000_001_000
 DS_UID = "0f3c1a52-6d0e-4b8e-9d0a-3b1f2e4c5d6a"
@@ -110,10 +112,10 @@ def test_a_forged_system_priority_exempts_nothing_and_sorts_as_zero() -> None:
     assert protected(system)
     n = with_usage(QosNode("n1"), [forged, victim, system])
     # maxPriority (default 999) lets the forged pod in: it is priority 0 to us.
-    candidates = candidate_pods([Candidates()], n)
+    candidates = candidate_pods([candidates_with()], n)
     assert [str(p.key) for p in candidates] == ["team-a/train-0", "team-b/hog"]
     # A policy that allows every priority still never gets the kube-system pod.
-    everything = candidate_pods([Candidates(max_priority=2**31 - 1)], n)
+    everything = candidate_pods([candidates_with(max_priority=2**31 - 1)], n)
     assert [p.key.name for p in everything] == ["train-0", "hog"]
     # BestEffort first, and its priority does not push it behind anyone.
     assert [p.key.name for p in CPU_SORTER.sort(candidates)] == ["hog", "train-0"]
@@ -129,7 +131,7 @@ def test_among_equals_the_forged_pod_does_not_go_last() -> None:
     assert [p.key.name for p in GENERAL_SORTER.sort(views)] == ["hog", "batch"]
     # Under maxPriority 50, the pod with priority 100 is out; the forged one is in.
     n = with_usage(QosNode("n1"), views)
-    assert [p.key.name for p in candidate_pods([Candidates(max_priority=50)], n)] == ["hog"]
+    assert [p.key.name for p in candidate_pods([candidates_with(max_priority=50)], n)] == ["hog"]
 
 
 # --- DaemonSet pods: only a DaemonSet that exists ----------------------------------------------
@@ -225,5 +227,5 @@ def test_the_qos_check_evicts_the_tenant_not_the_victim() -> None:
     ])  # fmt: skip
     views = store.pods.qos_views_on("n1")
     n = with_usage(QosNode("n1"), views)
-    order = CPU_SORTER.sort(candidate_pods([Candidates()], n))
+    order = CPU_SORTER.sort(candidate_pods([candidates_with()], n))
     assert [p.key.name for p in order] == ["critical", "fake-ds", "train-0"]

@@ -10,13 +10,13 @@ import pytest
 from sharekeeper.api.qos import (
     action_dict,
     node_status_entry,
-    policy_from_dict,
+    qos_policy,
     read_policy,
     state_from_status,
 )
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos import (
     NodeQosState,
-    PodKey,
     Strategy,
     accept_all,
     check_node,
@@ -79,7 +79,7 @@ def k8s_pod(name: str, cpu_limit: str | None = None, **extra: object) -> dict[st
 
 
 def test_policy_defaults_and_units() -> None:
-    policy = policy_from_dict(POLICY)
+    policy = qos_policy(read_policy(POLICY))
     cpu, mem = policy.objectives
     assert (cpu.value, cpu.restore_threshold) == (6_000, 1)
     assert (mem.value, mem.strategy) == (50_500, Strategy.PREVIEW)
@@ -109,7 +109,7 @@ def test_policy_errors_name_object_and_field(patch: dict[str, object], message: 
     spec: dict[str, Any] = dict(POLICY["spec"])
     spec["objectiveEnsurances"] = [{**spec["objectiveEnsurances"][0], **patch}]
     with pytest.raises(ObjectError) as error:
-        policy_from_dict({**POLICY, "spec": spec})
+        qos_policy(read_policy({**POLICY, "spec": spec}))
     assert "NodeQosEnsurancePolicy cpu: spec.objectiveEnsurances[0]" in str(error.value)
     assert error.value.path.startswith("spec.objectiveEnsurances[0]")
     assert message in str(error.value)
@@ -189,7 +189,7 @@ def test_exemptions_come_only_from_fields_a_tenant_cannot_forge(
 
 
 def test_outputs_and_state_round_trip_through_status() -> None:
-    policy = policy_from_dict(POLICY)
+    policy = qos_policy(read_policy(POLICY))
     node = node_from_dicts(
         {
             "metadata": {"name": "n1", "labels": {"pool": "batch"}},

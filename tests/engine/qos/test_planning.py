@@ -6,7 +6,6 @@ from dataclasses import replace
 
 from sharekeeper.engine.qos import (
     ActionClass,
-    Candidates,
     LabelSelector,
     Mode,
     NodeQosState,
@@ -20,7 +19,7 @@ from sharekeeper.engine.qos import (
 )
 from sharekeeper.engine.qos.planning import Flow
 
-from .builders import node, pod, policy, rule
+from .builders import candidates_with, node, pod, policy, rule
 
 
 def drive(flow: Flow, refuse: set[str]) -> tuple[list[QosAction], PlanReport]:
@@ -87,12 +86,12 @@ def test_waterlines_pool_across_policies_and_both_policies_candidates_qualify() 
     a = policy(
         rule("r", "cpu_total_usage", 7_000),
         name="a",
-        candidates=Candidates(pod_selector=LabelSelector({"team": "a"})),
+        candidates=candidates_with(pod_selector=LabelSelector({"team": "a"})),
     )
     b = policy(
         rule("r", "cpu_total_usage", 6_000),
         name="b",
-        candidates=Candidates(pod_selector=LabelSelector({"team": "b"})),
+        candidates=candidates_with(pod_selector=LabelSelector({"team": "b"})),
     )
     pods = [pod("pa", cpu=1_500, labels={"team": "a"}), pod("pb", cpu=1_000, labels={"team": "b"})]
     n = node(*pods, cpu=8_000)
@@ -140,7 +139,7 @@ def test_restore_covers_throttled_pods_the_policy_no_longer_selects() -> None:
     n = node(pod("p", cpu=100, throttled=(1_000, 500), labels={"x": "y"}), cpu=1_000)
     narrowed = policy(
         rule("t", "cpu_total_usage", 6_000, "throttle"),
-        candidates=Candidates(pod_selector=LabelSelector({"x": "other"})),
+        candidates=candidates_with(pod_selector=LabelSelector({"x": "other"})),
     )
     report = accept_all(node_actions(check_node([narrowed], n, NodeQosState(), 0), n))
     assert [(a.kind, a.cpu_limit_milli) for a in report.accepted] == [("restore", 600)]

@@ -13,8 +13,8 @@ from sharekeeper.engine.qos import (
     NodeQosState,
     Observation,
     Outcome,
-    PodSnapshot,
     QosNode,
+    QosPod,
     RuleState,
     accept_all,
     check_node,
@@ -42,7 +42,7 @@ pods_strategy = st.lists(
 
 
 def evict_check(
-    pods: list[PodSnapshot], usage: int, line: int = 6_000
+    pods: list[QosPod], usage: int, line: int = 6_000
 ) -> tuple[NodeCheckResult, QosNode]:
     n = node(*pods, cpu=usage)
     return check_node([policy(rule("r", "cpu_total_usage", line))], n, NodeQosState(), 0), n
@@ -50,9 +50,7 @@ def evict_check(
 
 @FAST
 @given(pods_strategy, st.integers(0, 20_000), st.data())
-def test_never_evicts_more_than_needed(
-    pods: list[PodSnapshot], usage: int, data: st.DataObject
-) -> None:
+def test_never_evicts_more_than_needed(pods: list[QosPod], usage: int, data: st.DataObject) -> None:
     result, n = evict_check(pods, usage)
     refuse = data.draw(st.sets(st.sampled_from([p.key for p in pods]))) if pods else set()
     flow, accepted, gap = node_actions(result, n), [], result.gaps[0].amount if result.gaps else 0
@@ -85,9 +83,7 @@ def test_never_evicts_more_than_needed(
 
 @FAST
 @given(pods_strategy, st.integers(0, 20_000), st.randoms(use_true_random=False))
-def test_plans_do_not_depend_on_input_order(
-    pods: list[PodSnapshot], usage: int, rnd: Random
-) -> None:
+def test_plans_do_not_depend_on_input_order(pods: list[QosPod], usage: int, rnd: Random) -> None:
     first, n1 = evict_check(pods, usage)
     shuffled = list(pods)
     rnd.shuffle(shuffled)

@@ -21,13 +21,13 @@ from sharekeeper.engine.qos.inputs import (
     SYSTEM_CLUSTER_CRITICAL,
     SYSTEM_NAMESPACES,
     Candidates,
-    PodSnapshot,
     QosNode,
+    QosPod,
 )
 from sharekeeper.engine.selectors import NAMESPACE_NAME_LABEL
 
 
-def protected(pod: PodSnapshot) -> bool:
+def protected(pod: QosPod) -> bool:
     """Pods no policy may act on."""
     return (
         pod.key.namespace in SYSTEM_NAMESPACES
@@ -38,7 +38,7 @@ def protected(pod: PodSnapshot) -> bool:
     )
 
 
-def allowed(rules: Candidates, pod: PodSnapshot, node: QosNode) -> bool:
+def allowed(rules: Candidates, pod: QosPod, node: QosNode) -> bool:
     # The API server labels every namespace with its own name; match on it even when the
     # caller knows nothing else about the namespace.
     namespace_labels = {
@@ -53,7 +53,7 @@ def allowed(rules: Candidates, pod: PodSnapshot, node: QosNode) -> bool:
     )
 
 
-def candidate_pods(rules: Iterable[Candidates], node: QosNode) -> tuple[PodSnapshot, ...]:
+def candidate_pods(rules: Iterable[Candidates], node: QosNode) -> tuple[QosPod, ...]:
     """Pods allowed by any of ``rules`` (the policies behind one waterline), in key order."""
     rule_list = tuple(rules)
     pods = (p for p in node.pods if any(allowed(r, p, node) for r in rule_list))

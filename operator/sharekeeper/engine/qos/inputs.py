@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Literal
 
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.selectors import LabelSelector
 
 QosClass = Literal["BestEffort", "Burstable", "Guaranteed", ""]
@@ -28,15 +29,6 @@ SYSTEM_NAMESPACES = frozenset({"kube-system"})
 system priority count (the one set, for QoS exemption and for every priority we read)."""
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class PodKey:
-    namespace: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
 @dataclass(frozen=True, slots=True)
 class ThrottleState:
     """What we remember about a pod we throttled, kept where tenants cannot write it (the
@@ -51,7 +43,7 @@ class ThrottleState:
 
 
 @dataclass(frozen=True, slots=True)
-class PodSnapshot:
+class QosPod:
     key: PodKey
     uid: str = ""
     qos_class: QosClass = "BestEffort"
@@ -91,7 +83,7 @@ class QosNode:
     memory_capacity_bytes: int | None = None
     cpu_usage_milli: int | None = None
     memory_usage_bytes: int | None = None
-    pods: tuple[PodSnapshot, ...] = ()
+    pods: tuple[QosPod, ...] = ()
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Labels of every namespace a pod lives in (for ``candidates.namespaceSelector``)."""
 
@@ -103,15 +95,17 @@ class Strategy(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Objective:
-    """One ``spec.objectiveEnsurances[]`` entry; ``value`` is in the metric's internal unit."""
+    """One ``spec.objectiveEnsurances[]`` entry; ``value`` is in the metric's internal unit.
+    No defaults in this and the other policy values below: they are the API model's
+    (``api.qos``), the one place they are written down."""
 
     name: str
     metric: str
     value: int
     action_name: str
-    avoidance_threshold: int = 1
-    restore_threshold: int = 1
-    strategy: Strategy = Strategy.NONE
+    avoidance_threshold: int
+    restore_threshold: int
+    strategy: Strategy
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,23 +119,23 @@ class CpuThrottle:
 
 @dataclass(frozen=True, slots=True)
 class Eviction:
-    termination_grace_period_seconds: int | None = None
+    termination_grace_period_seconds: int | None
 
 
 @dataclass(frozen=True, slots=True)
 class Action:
     name: str
-    cool_down_seconds: int = 300
-    disable_scheduling: bool = False
-    eviction: Eviction | None = None
-    throttle: CpuThrottle | None = None
+    cool_down_seconds: int
+    disable_scheduling: bool
+    eviction: Eviction | None
+    throttle: CpuThrottle | None
 
 
 @dataclass(frozen=True, slots=True)
 class Candidates:
-    max_priority: int = 999
-    namespace_selector: LabelSelector = field(default_factory=LabelSelector)
-    pod_selector: LabelSelector = field(default_factory=LabelSelector)
+    max_priority: int
+    namespace_selector: LabelSelector
+    pod_selector: LabelSelector
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,9 +143,9 @@ class QosPolicy:
     """A NodeQosEnsurancePolicy, already known to select the node being checked."""
 
     name: str
-    objectives: tuple[Objective, ...] = ()
-    actions: Mapping[str, Action] = field(default_factory=dict)
-    candidates: Candidates = field(default_factory=Candidates)
-    node_selector: LabelSelector = field(default_factory=LabelSelector)
-    evict_on_missing_metrics: bool = False
-    excess_percent: int = 10
+    objectives: tuple[Objective, ...]
+    actions: Mapping[str, Action]
+    candidates: Candidates
+    node_selector: LabelSelector
+    evict_on_missing_metrics: bool
+    excess_percent: int

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
-from sharekeeper.engine.qos.inputs import PodSnapshot, QosNode
+from sharekeeper.engine.qos.inputs import QosNode, QosPod
 from sharekeeper.engine.qos.sorting import CPU_SORTER, GENERAL_SORTER, MEMORY_SORTER, Sorter
 
 Resource = Literal["cpu", "memory"]
@@ -41,18 +41,7 @@ class MetricSpec:
     """Order of candidates for this metric; ``GENERAL_SORTER`` if the metric is not sortable."""
     throttleable: bool = False
     throttle_quantified: bool = False
-    evictable: bool = False
     evict_quantified: bool = False
-
-    def actionable(self, action_class: ActionClass) -> bool:
-        if action_class is ActionClass.EVICT:
-            return self.evictable
-        return self.throttleable
-
-    def quantified(self, action_class: ActionClass) -> bool:
-        if action_class is ActionClass.EVICT:
-            return self.evict_quantified
-        return self.throttle_quantified
 
 
 MetricRegistry = Mapping[str, MetricSpec]
@@ -73,7 +62,6 @@ REGISTRY = registry(
         sorter=CPU_SORTER,
         throttleable=True,
         throttle_quantified=True,
-        evictable=True,
         evict_quantified=True,
     ),
     MetricSpec(
@@ -84,7 +72,6 @@ REGISTRY = registry(
         sorter=CPU_SORTER,
         throttleable=True,
         throttle_quantified=True,
-        evictable=True,
         evict_quantified=True,
     ),
     MetricSpec(
@@ -93,7 +80,6 @@ REGISTRY = registry(
         utilization=False,
         action_priority=5,
         sorter=MEMORY_SORTER,
-        evictable=True,
         evict_quantified=True,
     ),
     MetricSpec(
@@ -102,7 +88,6 @@ REGISTRY = registry(
         utilization=True,
         action_priority=5,
         sorter=MEMORY_SORTER,
-        evictable=True,
         evict_quantified=True,
     ),
 )
@@ -117,7 +102,7 @@ def node_capacity(resource: Resource, node: QosNode) -> int | None:
     return capacity if capacity else None
 
 
-def pod_usage(resource: Resource, pod: PodSnapshot) -> int | None:
+def pod_usage(resource: Resource, pod: QosPod) -> int | None:
     return pod.cpu_usage_milli if resource == "cpu" else pod.memory_usage_bytes
 
 

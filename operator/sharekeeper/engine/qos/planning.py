@@ -44,8 +44,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Literal
 
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos.candidates import candidate_pods
-from sharekeeper.engine.qos.inputs import CpuThrottle, PodKey, PodSnapshot, QosNode
+from sharekeeper.engine.qos.inputs import CpuThrottle, QosNode, QosPod
 from sharekeeper.engine.qos.metrics import (
     ActionClass,
     MetricRegistry,
@@ -93,7 +94,7 @@ class MetricPlan:
     resource: Resource
     mode: Mode
     gap: int | None
-    candidates: tuple[PodSnapshot, ...]
+    candidates: tuple[QosPod, ...]
     """Sorted with the metric's sorter: the first is acted on first."""
     throttle: CpuThrottle = field(default_factory=lambda: CpuThrottle(0, 0))
     """The merged throttle parameters; zero for an evict plan, which does not throttle."""
@@ -197,7 +198,7 @@ def _grace(waterline: Waterline) -> int | None:
     return min(graces, default=None)
 
 
-def throttled_pods(node: QosNode) -> tuple[PodSnapshot, ...]:
+def throttled_pods(node: QosNode) -> tuple[QosPod, ...]:
     """The pods of ``node`` we throttled and that wait for their CPU back."""
     # Restoring is always safe, so every throttled pod qualifies, even one a policy no
     # longer selects (it would otherwise stay throttled forever).
@@ -254,7 +255,7 @@ def _throttle_plans(
 ) -> list[MetricPlan]:
     params = _merged_throttle(w for w, _, _ in lines)
 
-    def pods_for(ws: Iterable[Waterline], spec: MetricSpec) -> tuple[PodSnapshot, ...]:
+    def pods_for(ws: Iterable[Waterline], spec: MetricSpec) -> tuple[QosPod, ...]:
         if action_class is ActionClass.THROTTLE_UP:
             return spec.sorter.sort(throttled_pods(node))
         rules = (c.candidates for w in ws for c in w.contributions)
@@ -387,7 +388,7 @@ class _Ledger:
                 self.remaining[key] -= released[resource]
 
 
-def _eviction(plan: MetricPlan, pod: PodSnapshot, node: str) -> QosAction | Skip:
+def _eviction(plan: MetricPlan, pod: QosPod, node: str) -> QosAction | Skip:
     usage = pod_usage(plan.resource, pod)
     released = usage or 0
     if plan.mode is Mode.PRECISE and released <= 0:
@@ -406,7 +407,7 @@ def _eviction(plan: MetricPlan, pod: PodSnapshot, node: str) -> QosAction | Skip
     )
 
 
-def _unthrottleable(plan: MetricPlan, pod: PodSnapshot) -> Skip:
+def _unthrottleable(plan: MetricPlan, pod: QosPod) -> Skip:
     """Why a throttle step would free nothing of ``pod``'s CPU."""
     usage = pod.cpu_usage_milli
     if usage is None:
@@ -417,7 +418,7 @@ def _unthrottleable(plan: MetricPlan, pod: PodSnapshot) -> Skip:
     return Skip(plan.action_class, plan.metric, pod.key, SkipReason.AT_FLOOR, floor)
 
 
-def _limit_action(plan: MetricPlan, pod: PodSnapshot, node: QosNode) -> QosAction | Skip | None:
+def _limit_action(plan: MetricPlan, pod: QosPod, node: QosNode) -> QosAction | Skip | None:
     if plan.action_class is ActionClass.THROTTLE_DOWN:
         change = throttle_step(pod, plan.throttle)
         kind: ActionKind = "throttle"
@@ -446,7 +447,7 @@ def _limit_action(plan: MetricPlan, pod: PodSnapshot, node: QosNode) -> QosActio
 def _throttle_instead(
     plans: Iterable[MetricPlan],
     evicting: MetricPlan,
-    pod: PodSnapshot,
+    pod: QosPod,
     node: QosNode,
     ledger: _Ledger,
 ) -> QosAction | None:

@@ -10,7 +10,7 @@ Differences from Crane, on purpose: CPU and memory usage order *descending* (E1 
 ascending, crane.md §12.10) and compare absolute usage (what an eviction releases), not
 usage/quota; classAndPriority compares QoS class before priority as the design asks (Crane E2
 swapped them); ties never depend on the sort algorithm. The priority compared is the pod's
-effective one (``PodSnapshot.priority``): a tenant that names system-cluster-critical outside
+effective one (``QosPod.priority``): a tenant that names system-cluster-critical outside
 ``kube-system`` sorts as priority 0, not after everyone else's pods.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TypeAlias
 
-from sharekeeper.engine.qos.inputs import PodSnapshot
+from sharekeeper.engine.qos.inputs import QosPod
 
 SortKey: TypeAlias = "int | Fraction | str | tuple[SortKey, ...]"
 
@@ -31,7 +31,7 @@ _QOS_RANK = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
 @dataclass(frozen=True, slots=True)
 class Comparator:
     name: str
-    key: Callable[[PodSnapshot], SortKey]
+    key: Callable[[QosPod], SortKey]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,24 +39,24 @@ class Sorter:
     name: str
     comparators: tuple[Comparator, ...]
 
-    def key(self, pod: PodSnapshot) -> tuple[SortKey, ...]:
+    def key(self, pod: QosPod) -> tuple[SortKey, ...]:
         return (*(c.key(pod) for c in self.comparators), pod.key.namespace, pod.key.name)
 
-    def sort(self, pods: Iterable[PodSnapshot]) -> tuple[PodSnapshot, ...]:
+    def sort(self, pods: Iterable[QosPod]) -> tuple[QosPod, ...]:
         return tuple(sorted(pods, key=self.key))
 
 
-def _qos_rank(pod: PodSnapshot) -> SortKey:
+def _qos_rank(pod: QosPod) -> SortKey:
     # An unknown class sorts after the three known ones, as in Crane.
     return _QOS_RANK.get(pod.qos_class, len(_QOS_RANK))
 
 
-def _running_time(pod: PodSnapshot) -> SortKey:
+def _running_time(pod: QosPod) -> SortKey:
     # Younger first; a pod without a start time has not really started: it goes first.
     return (0, 0) if pod.start_time is None else (1, -pod.start_time)
 
 
-def _ext_cpu_ratio(pod: PodSnapshot) -> SortKey:
+def _ext_cpu_ratio(pod: QosPod) -> SortKey:
     # Pods borrowing elastic CPU go first, the least-used borrowing first; others tie.
     if pod.ext_cpu_limit_milli <= 0:
         return (1, Fraction(0))

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sharekeeper.engine.qos.inputs import CpuThrottle, PodSnapshot, ThrottleState
+from sharekeeper.engine.qos.inputs import CpuThrottle, QosPod, ThrottleState
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +32,7 @@ class LimitChange:
     """Throttle: usage - new limit (≥ 0). Restore: headroom it may take, new limit - usage."""
 
 
-def throttle_floor(pod: PodSnapshot, params: CpuThrottle) -> int:
+def throttle_floor(pod: QosPod, params: CpuThrottle) -> int:
     """The lowest CPU limit a throttle may set: the request, ``minCPURatio`` percent of the
     original limit, and 1m, whichever is highest."""
     original = pod.throttle.original_limit_milli if pod.throttle else pod.cpu_limit_milli
@@ -42,7 +42,7 @@ def throttle_floor(pod: PodSnapshot, params: CpuThrottle) -> int:
     return floor
 
 
-def throttle_step(pod: PodSnapshot, params: CpuThrottle) -> LimitChange | None:
+def throttle_step(pod: QosPod, params: CpuThrottle) -> LimitChange | None:
     """The next lower limit, or None when the pod cannot go lower (or nothing is known)."""
     original = pod.throttle.original_limit_milli if pod.throttle else pod.cpu_limit_milli
     current = pod.throttle.current_limit_milli if pod.throttle else pod.cpu_limit_milli
@@ -61,7 +61,7 @@ def throttle_step(pod: PodSnapshot, params: CpuThrottle) -> LimitChange | None:
 
 
 def restore_step(
-    pod: PodSnapshot, params: CpuThrottle, node_cpu_milli: int | None
+    pod: QosPod, params: CpuThrottle, node_cpu_milli: int | None
 ) -> LimitChange | None:
     """The next higher limit of a throttled pod, capped at its original limit."""
     if pod.throttle is None:

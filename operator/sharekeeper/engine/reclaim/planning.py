@@ -66,6 +66,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.reclaim.state import (
     INFINITE_OVERUSE,
     Candidate,
@@ -78,7 +79,6 @@ from sharekeeper.engine.reclaim.values import (
     NotServed,
     NotServedReason,
     Overuse,
-    PodKey,
     Reclaim,
     ReclaimInputs,
     ReclaimPlan,

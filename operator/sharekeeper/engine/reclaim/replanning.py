@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import replace
 
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.reclaim.state import queue_paths
-from sharekeeper.engine.reclaim.values import PODS, PodKey, ReclaimInputs
+from sharekeeper.engine.reclaim.values import PODS, ReclaimInputs
 from sharekeeper.engine.resources import add, subtract
 
 

@@ -12,10 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.resources import Amounts
 
-PodKey = tuple[str, str]
-"""A pod's ``(namespace, name)``."""
 GroupKey = tuple[str, str]
 """A PodGroup's ``(namespace, name)``."""
 
@@ -98,7 +97,7 @@ class Running:
 
     @property
     def key(self) -> PodKey:
-        return (self.namespace, self.name)
+        return PodKey(self.namespace, self.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +118,7 @@ class Waiting:
 
     @property
     def key(self) -> PodKey:
-        return (self.namespace, self.name)
+        return PodKey(self.namespace, self.name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal, NewType
 
 from sharekeeper.engine.resources import Amounts
-from sharekeeper.engine.selectors import MATCH_ALL, LabelSelector
+from sharekeeper.engine.selectors import LabelSelector
 
 QueueName = NewType("QueueName", str)
 NodeName = NewType("NodeName", str)
@@ -43,47 +43,55 @@ SOURCE_LABEL = "sharekeeper.io/source"
 
 @dataclass(frozen=True, slots=True)
 class Sharing:
-    policy: PolicyKind = "Proportion"
-    guarantee_enable: bool = True
-    elastic_enable: bool = True
-    priority_type: PriorityType = "Weight"
-    elastic_order: ElasticOrder = "Weight"
-    reshuffle_seconds: int = 300
-    scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES
-    reserve_unmanaged: bool = True
+    """``spec.sharing`` of a SchedulerPolicy: no defaults here, they are the API model's
+    (``api.policy.SharingSpec``)."""
+
+    policy: PolicyKind
+    guarantee_enable: bool
+    elastic_enable: bool
+    priority_type: PriorityType
+    elastic_order: ElasticOrder
+    reshuffle_seconds: int
+    scheduler_names: frozenset[str]
+    reserve_unmanaged: bool
 
 
 @dataclass(frozen=True, slots=True)
 class PolicySnapshot:
+    """A SchedulerPolicy as the share engine reads it (``api.policy.policy_spec``)."""
+
     name: PolicyName
-    queue_selector: LabelSelector = MATCH_ALL
-    node_selector: LabelSelector = MATCH_ALL
-    sharing: Sharing = Sharing()
+    queue_selector: LabelSelector
+    node_selector: LabelSelector
+    sharing: Sharing
+    queue_source: QueueSource
     created_seconds: float = 0.0
     """Creation time (Unix seconds; 0 when unknown): of several policies that select a queue or
     node, the oldest keeps it (``governance``)."""
-    queue_source: QueueSource = "Sharekeeper"
 
 
 @dataclass(frozen=True, slots=True)
 class QueueSnapshot:
+    """A Queue as the share engine reads it (``api.queue.queue_snapshot``; the API model has
+    the defaults)."""
+
     name: QueueName
-    labels: Mapping[str, str] = field(default_factory=dict)
-    weight: int = 1
-    capability: Amounts = field(default_factory=dict)
+    labels: Mapping[str, str]
+    weight: int
+    capability: Amounts
     """Upper bound; a missing dimension is unlimited."""
-    guarantee: Amounts = field(default_factory=dict)
-    deserved: Amounts = field(default_factory=dict)
+    guarantee: Amounts
+    deserved: Amounts
     """``spec.deserved``: read by the Capacity policy only."""
-    state: QueueState = "Open"
-    namespaces: LabelSelector = MATCH_ALL
+    state: QueueState
+    namespaces: LabelSelector
     """Over namespace labels: pods of other namespaces that name the queue are not charged."""
-    mirror_of: str | None = None
+    mirror_of: str | None
     """UID of the Volcano Queue this Queue mirrors (it carries ``SOURCE_LABEL`` and an owner
     reference to that Volcano Queue); None for a Queue people made."""
-    parent: str | None = None
+    parent: str | None
     """``spec.parent``: the queue whose deserved this one shares (None or ``root``: none)."""
-    reclaimable: bool = True
+    reclaimable: bool
     """``spec.reclaimable``: read by reclaim only (``pipeline.reclaiming``)."""
 
 
@@ -132,10 +140,10 @@ class PodSnapshot:
 class PodGroupSnapshot:
     namespace: str
     name: str
-    queue: str | None = None
-    phase: PodGroupPhase = "Pending"
-    min_member: int = 0
-    min_resources: Amounts | None = None
+    queue: str | None
+    phase: PodGroupPhase
+    min_member: int
+    min_resources: Amounts | None
     created_seconds: float = 0.0
     """Creation time (Unix seconds): older pending PodGroups are admitted first."""
 
