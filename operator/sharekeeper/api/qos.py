@@ -1,5 +1,6 @@
-"""NodeQosEnsurancePolicy: the model, its reading into the QoS engine's ``QosPolicy`` (and of
-its status into the persisted per-node state), and its per-node status entries.
+"""NodeQosEnsurancePolicy: the model, its reading into the QoS engine's ``QosPolicy``, and the
+reading of its status into the persisted per-node state (the entries are rendered by
+``pipeline.qos``).
 
 Units at this boundary: ``cpu_total_usage`` in cores, ``memory_total_usage`` in bytes,
 ``*_utilization`` in percent (all Kubernetes quantities); internally millicores, bytes and
@@ -31,19 +32,14 @@ from sharekeeper.api.base import (
     Schema,
     read,
 )
-from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos import (
-    REGISTRY,
     Action,
     Candidates,
     CpuThrottle,
     Eviction,
-    Gap,
-    NodeCheckResult,
     NodeQosState,
     Objective,
     Phase,
-    QosAction,
     QosPolicy,
     RuleKey,
     RuleState,
@@ -52,9 +48,9 @@ from sharekeeper.engine.qos import (
     ThrottleState,
 )
 from sharekeeper.engine.selectors import MATCH_ALL
-from sharekeeper.model.objects import MutableObj, Obj, rfc3339
-from sharekeeper.model.qos import metric_resource, waterlines_annotation
-from sharekeeper.model.quantities import CPU, QuantityError, to_internal, to_quantity
+from sharekeeper.model.objects import MutableObj, Obj
+from sharekeeper.model.qos import metric_resource
+from sharekeeper.model.quantities import CPU, QuantityError, to_internal
 
 MetricName = Literal[
     "cpu_total_usage", "cpu_total_utilization", "memory_total_usage", "memory_total_utilization"
@@ -604,20 +600,6 @@ def _lower(left: ThrottleState, right: ThrottleState) -> ThrottleState:
     )
 
 
-def throttled_entry(key: PodKey, uid: str, state: ThrottleState) -> dict[str, object]:
-    """A ``ThrottledPod`` status entry."""
-    original = state.original_limit_milli
-    entry: dict[str, object] = {
-        "pod": str(key),
-        "limit": to_quantity(CPU, state.current_limit_milli),
-    }
-    if uid:
-        entry["uid"] = uid
-    if original is not None:
-        entry["originalLimit"] = to_quantity(CPU, original)
-    return entry
-
-
 def _epoch(value: str | None) -> int | None:
     if value is None:
         return None
@@ -625,72 +607,3 @@ def _epoch(value: str | None) -> int | None:
         return int(datetime.fromisoformat(value).timestamp())
     except ValueError:
         return None  # a cool-down without a known start restarts now: the safe side
-
-
-# --- status -------------------------------------------------------------------------------------
-
-
-def _gap_dict(gap: Gap) -> dict[str, object]:
-    spec = REGISTRY.get(gap.metric)
-    resource = spec.resource if spec else "cpu"
-    return {
-        "class": gap.action_class.value,
-        "metric": gap.metric,
-        "gap": None if gap.amount is None else _signed_quantity(resource, gap.amount),
-    }
-
-
-def _signed_quantity(resource: str, amount: int) -> str:
-    return ("-" if amount < 0 else "") + to_quantity(resource, abs(amount))
-
-
-def node_status_entry(result: NodeCheckResult, policy: str) -> dict[str, object]:
-    """``NodeStatus`` of ``policy`` for the checked node: what must survive a restart (rules'
-    phase and streaks, the taint state) plus what to report."""
-    scheduling = result.state.scheduling
-    rules = [r for r in result.rules if r.key.policy == policy]
-    return {
-        "name": result.node,
-        "rules": [
-            {
-                "name": r.key.rule,
-                "metric": r.metric,
-                "phase": r.state.phase.value,
-                "hotStreak": r.state.hot_streak,
-                "calmStreak": r.state.calm_streak,
-                "observation": r.observation.value,
-                "triggered": r.triggered_now,
-                "restored": r.state.restored,
-                "preview": r.preview,
-            }
-            for r in rules
-        ],
-        "scheduling": {
-            "disabled": scheduling.disabled,
-            "coolDownSeconds": scheduling.cool_down_seconds,
-            "calmSince": None if scheduling.calm_since is None else rfc3339(scheduling.calm_since),
-        },
-        "waterlines": waterlines_annotation(
-            w for w in result.waterlines if any(c.policy == policy for c in w.contributions)
-        ),
-        "gaps": [_gap_dict(g) for g in result.gaps],
-        "previewWaterlines": waterlines_annotation(
-            w for w in result.preview_waterlines if any(c.policy == policy for c in w.contributions)
-        ),
-    }
-
-
-def action_dict(action: QosAction) -> dict[str, object]:
-    """A ``simulate`` / status action: ``{"kind", "pod", "node", "metric", "released"}``, plus
-    ``cpuLimit`` for throttle and restore (null: the pod is back to no CPU limit)."""
-    out: dict[str, object] = {
-        "kind": action.kind,
-        "pod": str(action.pod),
-        "node": action.node,
-        "metric": action.metric,
-        "released": to_quantity(action.resource, action.released),
-    }
-    if action.kind != "evict":
-        limit = action.cpu_limit_milli
-        out["cpuLimit"] = None if limit is None else to_quantity("cpu", limit)
-    return out

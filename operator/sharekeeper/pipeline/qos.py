@@ -5,8 +5,9 @@ metrics.k8s.io usage, restores each node's persisted state from the policies' st
 the engine's ``check_node`` on every node some policy selects. Driving the resulting action
 flows is the caller's job: ``simulate`` accepts every action, the operator executes them and
 reports the outcome.
-The rendering functions turn results and outcomes into what gets written: policy status,
-the ``qos-waterlines`` node annotation, the taint, and the action dicts. Nothing here logs:
+The rendering functions turn results and outcomes into what gets written: policy status (its
+per-node entries, throttle records and actions included), the ``qos-waterlines`` node
+annotation, the taint. Nothing here logs:
 what could not be read is returned (``ClusterCheck.usage_missing``, ``unreadable_usage``) for
 the caller to say once.
 """
@@ -19,18 +20,17 @@ from typing import Any
 
 from sharekeeper.api.qos import (
     NodeQosEnsurancePolicy,
-    action_dict,
-    node_status_entry,
     qos_policy,
     read_policy,
     state_from_status,
     throttle_key,
-    throttled_entry,
     throttles_from_status,
 )
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos import (
     REGISTRY,
     ActionClass,
+    Gap,
     NodeCheckResult,
     PlanReport,
     QosAction,
@@ -47,7 +47,7 @@ from sharekeeper.engine.qos import (
 from sharekeeper.engine.qos.planning import Stop
 from sharekeeper.model.conditions import condition
 from sharekeeper.model.nodes import compact_json
-from sharekeeper.model.objects import MutableObj, Obj, ObjectError
+from sharekeeper.model.objects import MutableObj, Obj, ObjectError, rfc3339
 from sharekeeper.model.qos import (
     metric_quantity,
     node_metrics_by_name,
@@ -464,3 +464,86 @@ def without_nulls(value: Any) -> Any:
     if isinstance(value, list):
         return [without_nulls(v) for v in value]
     return value
+
+
+# --- the parts of NodeQosEnsurancePolicy status -------------------------------------------------
+
+
+def throttled_entry(key: PodKey, uid: str, state: ThrottleState) -> dict[str, object]:
+    """A ``ThrottledPod`` status entry."""
+    original = state.original_limit_milli
+    entry: dict[str, object] = {
+        "pod": str(key),
+        "limit": to_quantity(CPU, state.current_limit_milli),
+    }
+    if uid:
+        entry["uid"] = uid
+    if original is not None:
+        entry["originalLimit"] = to_quantity(CPU, original)
+    return entry
+
+
+def _gap_dict(gap: Gap) -> dict[str, object]:
+    spec = REGISTRY.get(gap.metric)
+    resource = spec.resource if spec else "cpu"
+    return {
+        "class": gap.action_class.value,
+        "metric": gap.metric,
+        "gap": None if gap.amount is None else _signed_quantity(resource, gap.amount),
+    }
+
+
+def _signed_quantity(resource: str, amount: int) -> str:
+    return ("-" if amount < 0 else "") + to_quantity(resource, abs(amount))
+
+
+def node_status_entry(result: NodeCheckResult, policy: str) -> dict[str, object]:
+    """``NodeStatus`` of ``policy`` for the checked node: what must survive a restart (rules'
+    phase and streaks, the taint state) plus what to report."""
+    scheduling = result.state.scheduling
+    rules = [r for r in result.rules if r.key.policy == policy]
+    return {
+        "name": result.node,
+        "rules": [
+            {
+                "name": r.key.rule,
+                "metric": r.metric,
+                "phase": r.state.phase.value,
+                "hotStreak": r.state.hot_streak,
+                "calmStreak": r.state.calm_streak,
+                "observation": r.observation.value,
+                "triggered": r.triggered_now,
+                "restored": r.state.restored,
+                "preview": r.preview,
+            }
+            for r in rules
+        ],
+        "scheduling": {
+            "disabled": scheduling.disabled,
+            "coolDownSeconds": scheduling.cool_down_seconds,
+            "calmSince": None if scheduling.calm_since is None else rfc3339(scheduling.calm_since),
+        },
+        "waterlines": waterlines_annotation(
+            w for w in result.waterlines if any(c.policy == policy for c in w.contributions)
+        ),
+        "gaps": [_gap_dict(g) for g in result.gaps],
+        "previewWaterlines": waterlines_annotation(
+            w for w in result.preview_waterlines if any(c.policy == policy for c in w.contributions)
+        ),
+    }
+
+
+def action_dict(action: QosAction) -> dict[str, object]:
+    """A ``simulate`` / status action: ``{"kind", "pod", "node", "metric", "released"}``, plus
+    ``cpuLimit`` for throttle and restore (null: the pod is back to no CPU limit)."""
+    out: dict[str, object] = {
+        "kind": action.kind,
+        "pod": str(action.pod),
+        "node": action.node,
+        "metric": action.metric,
+        "released": to_quantity(action.resource, action.released),
+    }
+    if action.kind != "evict":
+        limit = action.cpu_limit_milli
+        out["cpuLimit"] = None if limit is None else to_quantity("cpu", limit)
+    return out

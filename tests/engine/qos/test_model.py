@@ -7,13 +7,7 @@ from typing import Any
 
 import pytest
 
-from sharekeeper.api.qos import (
-    action_dict,
-    node_status_entry,
-    qos_policy,
-    read_policy,
-    state_from_status,
-)
+from sharekeeper.api.qos import qos_policy, read_policy, state_from_status
 from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos import (
     NodeQosState,
@@ -29,6 +23,7 @@ from sharekeeper.model.qos import (
     pod_view,
     waterlines_annotation,
 )
+from sharekeeper.pipeline.qos import action_dict, node_status_entry
 
 POLICY: dict[str, Any] = {
     "apiVersion": "ensurance.sharekeeper.io/v1alpha1",
