@@ -4,7 +4,9 @@ no longer wants, and a failed send reported so that a round wants it again."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
+import httpx2 as httpx
 import pytest
 
 from builders import node, pod, policy, queue
@@ -82,15 +84,14 @@ class FailingOnceWriter:
     """Stores status and annotation patches; the first patch of ``fail`` raises, as a write
     whose retries ran out does."""
 
-    def __init__(self, fail: tuple[Kind, str]) -> None:
-        self.fail: tuple[Kind, str] | None = fail
+    def __init__(self, fail: tuple[str, str], times: int = 1) -> None:
+        self.fail: tuple[str, str] | None = fail
+        self.times = times
         self.patched: list[tuple[str, str]] = []
         self.stored: dict[tuple[str, str], MutableObj] = {}
 
     async def patch_status(self, kind: Kind, name: str, patch: MutableObj) -> MutableObj | None:
-        if (kind, name) == self.fail:
-            self.fail = None
-            raise RuntimeError("503 after every retry")
+        self._maybe_fail(kind, name)
         self.patched.append((kind, name))
         self.stored[(kind, name)] = {**self.stored.get((kind, name), {}), **patch}
         return self.stored[(kind, name)]
@@ -98,8 +99,18 @@ class FailingOnceWriter:
     async def patch_node_annotations(
         self, name: str, patch: dict[str, str | None]
     ) -> dict[str, str] | None:
+        self._maybe_fail("Node", name)
         self.patched.append(("Node", name))
         return {k: v for k, v in patch.items() if v is not None}
+
+    def _maybe_fail(self, kind: str, name: str) -> None:
+        if (kind, name) == self.fail:
+            self.times -= 1
+            if self.times == 0:
+                self.fail = None
+            request = httpx.Request("PATCH", f"https://127.0.0.1/{kind}/{name}")
+            response = httpx.Response(503, text="overloaded", request=request)
+            raise httpx.HTTPStatusError("503 after every retry", request=request, response=response)
 
     async def event(
         self, target: dict[str, str], reason: str, message: str, *, warning: bool
@@ -137,3 +148,32 @@ def test_a_write_that_failed_is_sent_again_by_the_next_round_and_only_it() -> No
         ("Node", "n1"), ("Queue", "a"), ("Queue", "b"), ("Queue", "c"), ("SchedulerPolicy", "all"),
     ]  # fmt: skip
     assert writer.patched[-1] == ("Queue", "b")
+
+
+@pytest.mark.timeout(10)
+def test_a_node_annotation_that_keeps_failing_is_said_once_and_written_when_it_can(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Found: every failed annotation write logged a traceback, every round, for as long as
+    the node refused it."""
+    store = ClusterStore()
+    store.load([node("n1", cpu="8", memory="16Gi"), queue("a"), policy("all")])
+    writer = FailingOnceWriter(fail=("Node", "n1"), times=3)
+    settings = LoopSettings(quiet_seconds=0.01, max_delay_seconds=0.05, error_backoff_seconds=0.05)
+    loop = Recompute(writer, store, settings)
+
+    async def scenario() -> None:
+        loop.store_synced.set()
+        running = asyncio.create_task(loop.run())
+        while ("Node", "n1") not in writer.patched:
+            await asyncio.sleep(0.01)
+        await loop.written()
+        running.cancel()
+
+    with caplog.at_level(logging.INFO, logger="sharekeeper.loops.recompute"):
+        asyncio.run(scenario())
+    failed = [r for r in caplog.records if "annotations not written" in r.getMessage()]
+    assert len(failed) == 1, "three failures in a row, said once"
+    assert not failed[0].exc_info, "an API server's answer needs no traceback"
+    assert any("annotations written again" in r.getMessage() for r in caplog.records)
+    assert writer.patched.count(("Node", "n1")) == 1

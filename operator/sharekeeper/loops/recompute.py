@@ -95,6 +95,8 @@ class Recompute:
         """Set by the owner once every initial list is in the store."""
         self._statuses: Echoes[tuple[Kind, str], Obj] = Echoes()
         self._annotations: Echoes[str, Mapping[str, str]] = Echoes()
+        self._annotations_failing: set[str] = set()
+        """Nodes whose last annotation write failed (said once until one lands)."""
         self._outbox: Outbox[tuple[str, str], StatusWrite | AnnotationWrite] = Outbox(
             self._send, self._retry_later
         )
@@ -136,6 +138,7 @@ class Recompute:
         object holds, not against what we wrote to the old one."""
         if kind == "Node":
             self._annotations.forget(name)
+            self._annotations_failing.discard(name)
         elif kind in ("Queue", "SchedulerPolicy"):
             self._statuses.forget((cast(Kind, kind), name))
             self.status_failures.forget(kind, name)
@@ -413,7 +416,23 @@ class Recompute:
 
     async def _annotate(self, write: AnnotationWrite) -> None:
         self._annotations.sending(write.node, write.annotations)
-        stored = await self._writer.patch_node_annotations(write.node, write.patch)
+        try:
+            stored = await self._writer.patch_node_annotations(write.node, write.patch)
+        except Exception as error:
+            # Said once per node until a write lands again, not once per round (with a
+            # traceback only for what is no answer of the API server: a bug).
+            if write.node not in self._annotations_failing:
+                self._annotations_failing.add(write.node)
+                unexpected = http_status(error) is None and transient_reason(error) is None
+                logger.warning(
+                    "node %s: annotations not written; tried again next round: %s",
+                    write.node, failure_text(error), exc_info=unexpected,
+                )  # fmt: skip
+            self._retry_later()
+            return
+        if write.node in self._annotations_failing:
+            self._annotations_failing.discard(write.node)
+            logger.info("node %s: annotations written again", write.node)
         self._annotations.wrote(write.node, stored)
 
     async def _apply(self, write: StatusWrite) -> None:
