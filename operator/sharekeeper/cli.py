@@ -1,6 +1,7 @@
-"""The ``sharekeeper`` command: the composition root.
+"""The ``sharekeeper`` command: flags and environment in, one command run.
 
-``run`` starts the operator; ``simulate`` and ``convert`` reuse the engine without a cluster;
+``run`` builds the one settings object (``settings.Settings``) and starts the operator
+(``runtime``, where it is wired); ``simulate`` and ``convert`` reuse the engine without a cluster;
 ``explain`` computes what ``simulate`` computes from one list of the cluster and explains one
 queue or node; ``release`` lets a namespace's pods through the admission gate; ``crds``
 writes the CustomResourceDefinitions generated from ``api/``.
