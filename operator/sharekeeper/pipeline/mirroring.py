@@ -32,13 +32,13 @@ from sharekeeper.api.mirroring import (
     QueueOrigin,
     VolcanoQueue,
 )
-from sharekeeper.api.queue import VOLCANO_SOURCE
+from sharekeeper.api.queue import VOLCANO_SOURCE, Queue
 from sharekeeper.engine.shares.snapshot import SOURCE_LABEL
 from sharekeeper.engine.shares.tree import ROOT
 from sharekeeper.model.objects import MutableObj
 from sharekeeper.publish.diffing import merge_patch
 
-QUEUE_API_VERSION = "scheduling.sharekeeper.io/v1alpha1"
+QUEUE_API_VERSION = Queue.__resource__.api_version
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.qos.inputs import HIGHEST_USER_PRIORITY
 from sharekeeper.engine.shares import PolicySnapshot, QueueSnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName
+from sharekeeper.kube import kinds
 from sharekeeper.model.documents import (
     DNS_LABEL,
     DNS_SUBDOMAIN,
@@ -36,31 +37,19 @@ from sharekeeper.model.documents import (
 )
 from sharekeeper.model.objects import Obj, ObjectError, Problem, at, fail, identify, name_of
 
-STORED = frozenset(
-    {
-        "Node", "Pod", "PodGroup", "Namespace", "DaemonSet",
-        "Queue", "SchedulerPolicy", "NodeQosEnsurancePolicy",
-    }
-)  # fmt: skip
+STORED = frozenset(resource.kind for resource in kinds.STORED)
 """Kinds the operator's watches feed: read into the same store, by the same code."""
 PASSED_THROUGH = frozenset({"NodeMetrics", "PodMetrics"})
 """Usage, which the QoS check reads as objects."""
 API_VERSIONS = {
-    "Node": "v1",
-    "Pod": "v1",
-    "Namespace": "v1",
-    # Read for their UIDs: a pod is a DaemonSet's (never acted on by QoS) only if the DaemonSet
-    # its controller reference names is in the input, as the operator needs it in the cluster.
-    "DaemonSet": "apps/v1",
-    "PodGroup": "scheduling.volcano.sh/v1beta1",
+    **{resource.kind: resource.api_version for resource in kinds.STORED},
     "NodeMetrics": "metrics.k8s.io/v1beta1",
     "PodMetrics": "metrics.k8s.io/v1beta1",
     "PriorityClass": "scheduling.k8s.io/v1",
-    **{model.__resource__.kind: model.__resource__.api_version for model in resources()},
 }
 """Every kind read, with the one version read of it (the one the operator watches)."""
 _READ_BY_MODELS = frozenset(model.__resource__.kind for model in resources())
-_NAMESPACED = frozenset({"Pod", "PodGroup", "PodMetrics", "DaemonSet"})
+_NAMESPACED = frozenset({r.kind for r in kinds.STORED if r.namespaced} | {"PodMetrics"})
 BUILT_IN_PRIORITY_CLASSES = {
     "system-cluster-critical": 2_000_000_000,
     "system-node-critical": 2_000_001_000,
