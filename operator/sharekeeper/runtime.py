@@ -57,7 +57,6 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         client, http, concurrency=ours.write_concurrency, retrying=Retrying(ours.writes),
         events=EventRecorder(client, ours.events),
     )  # fmt: skip
-    loops: list[Recompute | QosLoop | Mirroring] = []
     # The loops are built after the store they read, and the store tells them of changes:
     # these call them once they exist (the watches, which feed the store, start after both).
     recompute: Recompute
@@ -115,7 +114,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         http, kinds.VOLCANO_QUEUES, store.volcano_queues, ours.watches, wanted=volcano_wanted
     )
     mirroring = memo["mirroring"] = Mirroring(writer, store, volcano, settings=ours.rounds)
-    loops += (recompute, qos_loop, mirroring)
+    loops: list[Recompute | QosLoop | Mirroring] = [recompute, qos_loop, mirroring]
     tasks = [
         *(asyncio.create_task(w.run(), name=f"watch {name}") for name, w in watches.items()),
         asyncio.create_task(
