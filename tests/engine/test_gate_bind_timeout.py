@@ -180,3 +180,21 @@ def test_the_event_says_when_it_was_admitted_and_what_the_scheduler_said() -> No
     said = not_bound_text(stuck, "0/2 nodes are available: " + "x" * 1000)
     assert said.endswith("...")
     assert "; the scheduler says: 0/2 nodes are available: " in said
+
+
+def test_simulate_lists_the_pods_past_their_timeout(tmp_path: Any) -> None:
+    import yaml
+
+    from sharekeeper.simulate.reading import read_files
+    from sharekeeper.simulate.rendering import render
+    from sharekeeper.simulate.report import build_report, share_section
+
+    path = tmp_path / "stuck.yaml"
+    path.write_text(yaml.safe_dump_all(stuck_queue()))
+    report = build_report(read_files([path]), Context(RELEASED + 60, 0), [share_section])
+    assert report["admission"]["released"] == ["ns/next"]
+    assert report["admission"]["notBound"] == {
+        "ns/stuck": not_bound_text(NotBound(QueueName("a"), RELEASED, 60))
+    }
+    table = render(report, {"a": 1, "b": 1}, "table")
+    assert "  not bound ns/stuck: admitted at 2026-01-01T00:00:00Z and not bound" in table
