@@ -115,7 +115,10 @@ def _simulate(args: argparse.Namespace) -> int:
     now = time.time() if args.now is None else args.now
     try:
         inputs = read_files(args.files)
-        context = Context(now_seconds=now, seed=args.seed, placements=args.placements)
+        explained = args.explain[1] if args.explain and args.explain[0] == "queue" else None
+        context = Context(
+            now_seconds=now, seed=args.seed, placements=args.placements, explained=explained
+        )
         report = build_report(inputs, context)
     except ObjectError as error:
         print(f"sharekeeper simulate: {one_line(str(error))}", file=sys.stderr)
@@ -177,9 +180,9 @@ def _explain(args: argparse.Namespace) -> int:
         # simulate's warnings (pods naming a queue that does not exist) are about other queues,
         # and the operator reports them as Events.
         with contextlib.redirect_stderr(io.StringIO()):
-            report = build_report(
-                inputs, Context(now_seconds=time.time(), seed=0), [share_section, published_qos]
-            )
+            explained = args.name if args.kind == "queue" else None
+            context = Context(now_seconds=time.time(), seed=0, explained=explained)
+            report = build_report(inputs, context, [share_section, published_qos])
     except (ClusterUnreachable, ObjectError) as error:
         print(f"sharekeeper explain: {one_line(str(error))}", file=sys.stderr)
         return 2

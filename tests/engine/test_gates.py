@@ -272,11 +272,11 @@ def test_simulate_shows_what_a_round_does_with_held_pods(tmp_path: Any) -> None:
     path = tmp_path / "held.yaml"
     path.write_text(yaml.safe_dump_all(objects))
     report = build_report(read_files([path]), Context(0.0, 0), [share_section])
+    why = "no room in queue a's deserved share: cpu 1 requested, 0 available"
     assert report["admission"] == {
         "released": ["ns/first"],
-        "waiting": {
-            "ns/second": "no room in queue a's deserved share: cpu 1 requested, 0 available"
-        },
+        "waiting": {"ns/second": why},
+        "queues": {"a": [{"pod": "ns/second", "position": 1, "waits": why}]},
     }
     table = render(report, {"a": 1}, "table")
     assert "  released  ns/first" in table

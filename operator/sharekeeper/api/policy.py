@@ -143,6 +143,11 @@ class ProportionalSpec(ApiModel):
     )
 
 
+MIN_BIND_TIMEOUT_SECONDS = 1
+MAX_BIND_TIMEOUT_SECONDS = 86_400
+"""A day: a released pod not bound after that is stuck, whatever the cluster."""
+
+
 class AdmissionSpec(ApiModel):
     """How pods held by the admission gate (namespaces labelled
     sharekeeper.io/admission=enabled) are let through."""
@@ -152,6 +157,17 @@ class AdmissionSpec(ApiModel):
         description="false: a held pod is admitted while its queue's admitted pods plus it fit "
         "in the queue's deserved share. true: up to the queue's realCapability, borrowing what "
         "other queues leave idle.",
+    )
+    bind_timeout_seconds: Int32 = Field(
+        300,
+        ge=MIN_BIND_TIMEOUT_SECONDS,
+        le=MAX_BIND_TIMEOUT_SECONDS,
+        description="A pod the gate released that is still not bound to a node this long "
+        "after its release (the time in its sharekeeper.io/admitted annotation) stops holding "
+        "its queue's room: the held pods behind it are admitted as if it were not there, it "
+        "is counted in the queue's status.notBound, and it gets a NotBound Warning Event. "
+        "Bound later, it counts again. "
+        f"{MIN_BIND_TIMEOUT_SECONDS} to {MAX_BIND_TIMEOUT_SECONDS}; default 300.",
     )
 
 
@@ -384,6 +400,7 @@ def policy_spec(obj: Obj) -> PolicySpec:
         if proportional.enable
         else {},
         borrow=spec.admission.borrow,
+        bind_timeout_seconds=float(spec.admission.bind_timeout_seconds),
         reclaim=ReclaimConfig(
             spec.reclaim.mode,
             ReclaimSettings(

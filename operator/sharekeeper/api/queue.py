@@ -125,6 +125,10 @@ class QueueSpec(ApiModel):
         return self
 
 
+MAX_NOT_BOUND_LISTED = 5
+"""Pods named in ``status.notBoundPods``; ``notBound`` counts them all."""
+
+
 class QueueStatus(ApiModel):
     """What Sharekeeper computed for this queue. Written by the operator only."""
 
@@ -182,6 +186,20 @@ class QueueStatus(ApiModel):
         description="Pods the admission gate holds: they wait for room in this queue; each "
         "has an Event that says why.",
     )
+    not_bound: Int32 | None = Field(
+        None,
+        description="Pods the admission gate let through that no scheduler has bound "
+        "admission.bindTimeoutSeconds (the policy's) after their release: they no longer hold "
+        "this queue's room, and each has a NotBound Event. Part of admitted.",
+    )
+    not_bound_pods: list[Annotated[str, Field(description="A pod, namespace/name.")]] | None = (
+        Field(
+            None,
+            description="The first of those pods (namespace/name), released longest ago first; at "
+            f"most {MAX_NOT_BOUND_LISTED} listed.",
+            max_length=MAX_NOT_BOUND_LISTED,
+        )
+    )
     share: str | None = Field(
         None, description="Largest ratio allocated/deserved over all resources, as a decimal."
     )
@@ -228,6 +246,9 @@ class Queue(RootModel):
                    "Pods the admission gate holds for this queue."),
             Column("Admitted", "integer", ".status.admitted",
                    "Pods the admission gate let through that have not finished.", priority=1),
+            Column("Not-Bound", "integer", ".status.notBound",
+                   "Pods let through and not bound after admission.bindTimeoutSeconds.",
+                   priority=1),
             Column("Deserved-GPU", "string", r".status.deserved.nvidia\.com/gpu",
                    "NVIDIA GPUs this queue deserves under its policy.", priority=1),
             Column("Alloc-GPU", "string", r".status.allocated.nvidia\.com/gpu",

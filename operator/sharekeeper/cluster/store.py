@@ -233,6 +233,8 @@ class PodStore(KindStore[PodKey, PodRecord]):
         its scheduler name) -> the keys of those pods: reclaim reads the pods of the queues
         that are overused, and only those (keys only, the records are in ``records``)."""
         self._held: dict[PodKey, PodSnapshot] = {}
+        self._unbound: dict[PodKey, PodSnapshot] = {}
+        """Pods the gate released that are not bound yet (nor finished)."""
         self._claims: dict[str, set[PodKey]] = {}
         """DaemonSet UID -> the pods whose controller reference names it."""
 
@@ -252,12 +254,15 @@ class PodStore(KindStore[PodKey, PodRecord]):
             self._ledger.remove(old.share)
             self._unplace(old)
             self._held.pop(PodKey(old.share.namespace, old.share.name), None)
+            self._unbound.pop(PodKey(old.share.namespace, old.share.name), None)
             self._unclaim(old)
         if new is not None:
             self._ledger.add(new.share)
             self._place(new)
             if new.share.admission == "held" and not new.share.terminal:
                 self._held[PodKey(new.share.namespace, new.share.name)] = new.share
+            elif new.share.admission == "admitted" and new.share.pending:
+                self._unbound[PodKey(new.share.namespace, new.share.name)] = new.share
             self._claim(new)
         if old is None or new is None or old.share != new.share:
             self._on_change()
@@ -317,6 +322,11 @@ class PodStore(KindStore[PodKey, PodRecord]):
     def held(self) -> list[PodSnapshot]:
         """The pods the admission gate holds: what a round decides on (never every pod)."""
         return list(self._held.values())
+
+    def released_unbound(self) -> list[PodSnapshot]:
+        """The pods the gate released that no scheduler has bound yet: the round times them
+        out against ``bindTimeoutSeconds`` (never every pod)."""
+        return list(self._unbound.values())
 
     def on_node(self, node: str) -> list[PodRecord]:
         """The non-terminal pods bound to ``node``."""

@@ -43,6 +43,10 @@ RECLAIM_UNSET = ReclaimSettings(after_seconds=60.0, max_evictions=10)
 API model's defaults, which decide for every SchedulerPolicy read."""
 
 
+BIND_TIMEOUT_UNSET = 300.0
+"""What a NodePolicy built without the API model carries: the API model's default."""
+
+
 @dataclass(frozen=True, slots=True)
 class ReclaimConfig:
     """``spec.reclaim`` of a SchedulerPolicy (the API model has the defaults)."""
@@ -60,6 +64,9 @@ class NodePolicy:
     """Per accelerator resource, what one idle unit keeps idle; empty when turned off."""
     borrow: bool = False
     """``admission.borrow``: held pods are admitted up to realCapability, not deserved."""
+    bind_timeout_seconds: float = BIND_TIMEOUT_UNSET
+    """``admission.bindTimeoutSeconds``: a released pod not bound this long after its release
+    no longer holds its queue's room (``engine.gates``)."""
     reclaim: ReclaimConfig = ReclaimConfig()
 
 

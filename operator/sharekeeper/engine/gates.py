@@ -20,7 +20,16 @@ Within a queue, pods go by priority, then creation time, then name, and the firs
 fit in the queue's bound or the headroom stops its queue for the round: small pods never
 overtake a large one for ever. A pod no node can hold does not stop the others (no amount of
 waiting by them would make room for it). Queues are
-served lowest share first. Cost: O(held pods · log) plus, for an accelerator pod, a scan of the
+served lowest share first. ``GateDecisions.lines`` keeps each queue's waiting pods in that
+order (their positions, for the Events and ``explain``).
+
+A released pod that no scheduler has bound ``bindTimeoutSeconds`` (its policy's) after its
+release stops holding its queue's room: it is left out of the in-use amount of its queue and of
+every queue above it, and of what the headroom keeps for unbound pods, until it binds. The
+round's clock is an input (``now``); ``GateDecisions.next_timeout_seconds`` says when the next
+released pod times out, for the caller to run a round then.
+
+Cost: O((held + released unbound pods) · log) plus, for an accelerator pod, a scan of the
 policy's accelerator nodes; no other pod is visited.
 """
 
@@ -34,7 +43,7 @@ from sharekeeper.engine.admission import AdmissionResult, NodePolicy, ancestors
 from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.overcommit import Shortfall, shortfalls
 from sharekeeper.engine.proportional import NodeUsage, idle_resources, is_unrestricted
-from sharekeeper.engine.resources import Amounts, add, subtract, sum_amounts
+from sharekeeper.engine.resources import Amounts, add, exceeded_part, subtract, sum_amounts
 from sharekeeper.engine.shares import PodSnapshot, QueueShare, ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.accounting import pod_claim
 from sharekeeper.engine.shares.snapshot import (
@@ -87,10 +96,48 @@ class Waiting:
 
 
 @dataclass(frozen=True, slots=True)
+class NotBound:
+    """A released pod not bound ``timeout_seconds`` after its release: it no longer holds its
+    queue's room."""
+
+    queue: QueueName
+    admitted_seconds: float
+    """When it was released (Unix seconds)."""
+    timeout_seconds: float
+    """Its policy's ``bindTimeoutSeconds``."""
+
+
+@dataclass(frozen=True, slots=True)
 class GateDecisions:
     released: tuple[PodKey, ...]
     """In the order they were admitted."""
     waiting: Mapping[PodKey, Waiting]
+    lines: Mapping[QueueName, tuple[PodKey, ...]]
+    """Per queue, the pods it keeps waiting this round, in its admission order (priority, age,
+    name; a PodGroup's pods together, at its first pod's place). Pods held for want of a queue
+    that can admit anything (no queue, a closed one, a resource no node offers...) are in no
+    line."""
+    not_bound: Mapping[PodKey, NotBound]
+    """Released pods past their bind timeout, left out of their queue's in-use amount."""
+    next_timeout_seconds: float | None
+    """Seconds until the next released pod not bound yet reaches its timeout; None: none will."""
+
+    def positions(self, pods: Iterable[PodKey]) -> dict[PodKey, tuple[int, int]]:
+        """Of ``pods``, those in a line: their place in it (1 first) and its length. O(the
+        lines of their queues)."""
+        places: dict[QueueName, dict[PodKey, int]] = {}
+        found: dict[PodKey, tuple[int, int]] = {}
+        for pod in pods:
+            why = self.waiting.get(pod)
+            if why is None or QueueName(why.queue) not in self.lines:
+                continue
+            queue = QueueName(why.queue)
+            if queue not in places:
+                places[queue] = {key: index for index, key in enumerate(self.lines[queue], 1)}
+            place = places[queue].get(pod)
+            if place is not None:
+                found[pod] = (place, len(places[queue]))
+        return found
 
 
 @dataclass(slots=True)
@@ -109,6 +156,17 @@ class _Unit:
     def keys(self) -> list[PodKey]:
         return [PodKey(pod.namespace, pod.name) for pod in self.pods]
 
+    @property
+    def ordered_keys(self) -> list[PodKey]:
+        """Its pods in the admission order (a PodGroup's by their own priority, age, name)."""
+        return [PodKey(p.namespace, p.name) for p in sorted(self.pods, key=_order)]
+
+
+def _order(pod: PodSnapshot) -> tuple[int, float, str]:
+    """A held pod's place in its queue: the effective priority (model.pods: system classes
+    count only in kube-system), then creation time, then ``namespace/name``."""
+    return (-pod.priority, pod.created_seconds, f"{pod.namespace}/{pod.name}")
+
 
 @dataclass(slots=True)
 class _Round:
@@ -118,6 +176,8 @@ class _Round:
     facts: AdmissionResult
     snapshot: ShareSnapshot
     flying: Mapping[QueueName, Amounts]
+    stuck: Mapping[QueueName, Amounts]
+    """What released pods past their bind timeout request, in their queue and those above."""
     headroom: dict[PolicyName, Amounts]
     in_use: dict[QueueName, Amounts] = field(default_factory=dict)
     """Per queue looked at: request - held (its subtree's, for an inner queue), plus what
@@ -129,8 +189,8 @@ class _Round:
         found = self.in_use.get(queue)
         if found is None:
             share = self.queues[queue]
-            in_use = subtract(share.request, share.held)
-            found = self.in_use[queue] = add(in_use, self.flying.get(queue, {}))
+            in_use = add(subtract(share.request, share.held), self.flying.get(queue, {}))
+            found = self.in_use[queue] = exceeded_part(in_use, self.stuck.get(queue, {}))
         return found
 
 
@@ -142,11 +202,18 @@ def gate_decisions(
     *,
     held: Iterable[PodSnapshot],
     released: Collection[PodKey] = frozenset(),
+    unbound: Iterable[PodSnapshot] = (),
+    now: float | None = None,
 ) -> GateDecisions:
     """``released``: pods the operator has released whose release the store does not show yet;
-    they are counted as admitted, never decided again."""
+    they are counted as admitted, never decided again. ``unbound``: the pods released that are
+    not bound yet, timed out against their policy's ``bindTimeoutSeconds`` at ``now`` (the
+    round's clock; default the snapshot's)."""
     groups = {(group.namespace, group.name): group for group in snapshot.pod_groups}
     queues = shares.queues
+    not_bound, stuck, next_timeout = _timed_out(
+        unbound, groups, shares, node_policies, snapshot.now_seconds if now is None else now
+    )
     waiting: dict[PodKey, Waiting] = {}
     units: dict[QueueName, dict[object, _Unit]] = {}
     in_flight: dict[QueueName, list[Amounts]] = {}
@@ -170,26 +237,28 @@ def gate_decisions(
         unit_key: object = (pod.namespace, pod.group_name) if group is not None else key
         unit = units.setdefault(queue, {}).setdefault(unit_key, _Unit([], group))
         unit.pods.append(pod)
-        # The effective priority (model.pods): system classes count only in kube-system.
-        order = (-pod.priority, pod.created_seconds, f"{pod.namespace}/{pod.name}")
+        order = _order(pod)
         unit.order = order if len(unit.pods) == 1 else min(unit.order, order)
     if unrunnable:
         _hold_whole_gangs(units, unrunnable, waiting)
     if not units:  # the common round: nothing held that room could admit
-        return GateDecisions((), dict(sorted(waiting.items())))
+        return GateDecisions((), dict(sorted(waiting.items())), {}, not_bound, next_timeout)
     state = _Round(
         queues,
         facts,
         snapshot,
-        flying=_flying(queues, in_flight),
-        headroom=_headroom(queues, facts, in_flight),
+        flying=_above(queues, in_flight),
+        stuck=_above(queues, stuck),
+        headroom=_headroom(queues, facts, in_flight, stuck),
     )
     released_now: list[PodKey] = []
+    lines: dict[QueueName, tuple[PodKey, ...]] = {}
     for queue in sorted(units, key=lambda name: (queues[name].share, name)):
         policy = queues[queue].policy
         settings = node_policies.get(policy, NodePolicy()) if policy else NodePolicy()
         first_waiting: str | None = None
-        for unit in sorted(units[queue].values(), key=lambda u: u.order):
+        ordered = sorted(units[queue].values(), key=lambda u: u.order)
+        for unit in ordered:
             if unit.group is not None:
                 present = snapshot.totals.groups.get((unit.group.namespace, unit.group.name))
                 count = present.pods if present is not None else 0
@@ -208,7 +277,42 @@ def gate_decisions(
                 waiting.update(dict.fromkeys(unit.keys, verdict))
                 if verdict.reason != "NoNodeFits":  # a shape no node has must not stall all
                     first_waiting = unit.order[2]
-    return GateDecisions(tuple(released_now), dict(sorted(waiting.items())))
+        line = tuple(key for unit in ordered for key in unit.ordered_keys if key in waiting)
+        if line:
+            lines[queue] = line
+    return GateDecisions(
+        tuple(released_now), dict(sorted(waiting.items())), lines, not_bound, next_timeout
+    )
+
+
+def _timed_out(
+    unbound: Iterable[PodSnapshot],
+    groups: Mapping[GroupKey, PodGroupSnapshot],
+    shares: ShareResult,
+    node_policies: Mapping[PolicyName, NodePolicy],
+    now: float,
+) -> tuple[dict[PodKey, NotBound], dict[QueueName, list[Amounts]], float | None]:
+    """The released pods not bound past their policy's bind timeout (sorted), their requests
+    by the queue they are charged to, and the seconds until the next one times out. A pod whose
+    release time is unknown, or that no queue is charged for, is left as it is."""
+    not_bound: dict[PodKey, NotBound] = {}
+    stuck: dict[QueueName, list[Amounts]] = {}
+    soonest: float | None = None
+    for pod in unbound:
+        queue = _queue_of(pod, groups)
+        if pod.admitted_seconds <= 0 or queue is None:
+            continue
+        share = shares.queues.get(queue)
+        if share is None or share.policy is None or pod.namespace in shares.refused.get(queue, {}):
+            continue  # charged to no queue: it holds no room to give back
+        timeout = node_policies.get(share.policy, NodePolicy()).bind_timeout_seconds
+        left = pod.admitted_seconds + timeout - now
+        if left > 0:
+            soonest = left if soonest is None else min(soonest, left)
+            continue
+        not_bound[PodKey(pod.namespace, pod.name)] = NotBound(queue, pod.admitted_seconds, timeout)
+        stuck.setdefault(queue, []).append(pod.request)
+    return dict(sorted(not_bound.items())), stuck, soonest
 
 
 def _hold_whole_gangs(
@@ -280,25 +384,26 @@ def not_offered(request: Amounts, offered: Collection[str]) -> tuple[str, ...]:
     )
 
 
-def _flying(
-    queues: Mapping[QueueName, QueueShare], in_flight: Mapping[QueueName, list[Amounts]]
+def _above(
+    queues: Mapping[QueueName, QueueShare], requests: Mapping[QueueName, list[Amounts]]
 ) -> dict[QueueName, Amounts]:
-    """What pods released but not yet seen released take, in their queue and every queue
-    above it."""
-    flying: dict[QueueName, Amounts] = {}
-    for queue, requests in in_flight.items():
+    """The sum of ``requests`` of each queue, in it and in every queue above it (what pods
+    released but not yet seen released take; what pods past their bind timeout give back)."""
+    found: dict[QueueName, Amounts] = {}
+    for queue, amounts in requests.items():
         for name in (queue, *ancestors(queue, queues)):
-            flying[name] = sum_amounts([flying.get(name, {}), *requests])
-    return flying
+            found[name] = sum_amounts([found.get(name, {}), *amounts])
+    return found
 
 
 def _headroom(
     queues: Mapping[QueueName, QueueShare],
     facts: AdmissionResult,
     in_flight: Mapping[QueueName, list[Amounts]],
+    stuck: Mapping[QueueName, list[Amounts]],
 ) -> dict[PolicyName, Amounts]:
     """Each policy's overcommit headroom less what its admitted pods not yet bound will take
-    (``used`` counts bound pods only)."""
+    (``used`` counts bound pods only), those past their bind timeout left out."""
     headroom: dict[PolicyName, Amounts] = {
         policy: status.headroom for policy, status in facts.policies.items()
     }
@@ -309,6 +414,7 @@ def _headroom(
         if pending == share.held.get(PODS, 0) and name not in in_flight:
             continue  # every unbound pod of the queue is held: nothing admitted is unbound
         unbound = subtract(subtract(share.request, share.held), share.allocated)
+        unbound = exceeded_part(unbound, sum_amounts(stuck.get(name, [])))
         flying = sum_amounts(in_flight.get(name, []))
         headroom[share.policy] = subtract(headroom[share.policy], add(unbound, flying))
     return headroom

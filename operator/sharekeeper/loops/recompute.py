@@ -20,7 +20,7 @@ from sharekeeper import telemetry
 from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.engine.admission import NodePolicy
-from sharekeeper.engine.gates import Waiting
+from sharekeeper.engine.gates import GateDecisions, NotBound
 from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.shares import PodSnapshot, ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
@@ -38,7 +38,7 @@ from sharekeeper.model.quantities import scale
 from sharekeeper.model.records import NodeRecord, OwnRecord
 from sharekeeper.pipeline.reclaiming import BoundPods, PolicyReclaim
 from sharekeeper.pipeline.shares import Publication, publication
-from sharekeeper.pipeline.statuses import waiting_text
+from sharekeeper.pipeline.statuses import not_bound_text, waiting_message
 from sharekeeper.publish.annotations import AnnotationWrite, annotation_writes
 from sharekeeper.publish.diffing import Transition
 from sharekeeper.publish.statuses import (
@@ -87,6 +87,8 @@ class Recompute:
         self._reclaim_timer: asyncio.TimerHandle | None = None
         """A round when the next held pod will have waited ``afterSeconds``: rounds follow
         events, and time passing is none."""
+        self._bind_timer: asyncio.TimerHandle | None = None
+        """A round when the next released pod not bound yet reaches ``bindTimeoutSeconds``."""
         self._store = store
         self._settings = settings
         self._clock = clock
@@ -111,6 +113,7 @@ class Recompute:
         self._releasing: dict[PodKey, float] = {}
         """Pods released (when, monotonic) whose release the watch has not shown yet."""
         self._told_waiting: set[PodKey] = set()
+        self._told_not_bound: set[PodKey] = set()
         self.status_failures = StatusFailures(wall_clock=clock)
         """Statuses whose writes keep failing: told once, and reported by ``/healthz``."""
         self.health = LoopHealth(
@@ -165,8 +168,9 @@ class Recompute:
             # A replica that no longer leads evicts nothing more.
             for task in self._evictions:
                 task.cancel()
-            if self._reclaim_timer is not None:
-                self._reclaim_timer.cancel()
+            for timer in (self._reclaim_timer, self._bind_timer):
+                if timer is not None:
+                    timer.cancel()
             await self._outbox.close()
             self.status_failures.clear()  # a replica that no longer leads writes nothing
 
@@ -209,6 +213,7 @@ class Recompute:
         policies = self._with_written("SchedulerPolicy", policies_now)
         nodes = self._with_written_annotations(store.nodes.sorted_records())
         held = store.pods.held()
+        unbound = store.pods.released_unbound()
         self._forget_releases(held)
         self._forget_evictions()
         # 2. The engines (the same call `sharekeeper simulate` makes) and the diff against what
@@ -217,7 +222,7 @@ class Recompute:
         decided = await asyncio.to_thread(
             _decide, snapshot, node_policies(policies_now), queues, policies, nodes,
             series=self._series, stamp=stamp, held=held, released=frozenset(self._releasing),
-            pods=store.pods, now=now, evicting=frozenset(self._evicting),
+            unbound=unbound, pods=store.pods, now=now, evicting=frozenset(self._evicting),
         )  # fmt: skip
         telemetry.RECOMPUTE_SECONDS.observe(time.perf_counter() - started)
         # 3. The writes, sent while the next round may already compute; a queue whose spec
@@ -232,7 +237,9 @@ class Recompute:
         self._tell_misdirected(shares.refused, shares.unknown)
         gates = decided.publication.gates
         self._release(gates.released, stamp)
-        self._tell_waiting(gates.waiting)
+        self._tell_waiting(gates)
+        self._tell_not_bound(gates.not_bound)
+        self._bind_timer = self._wake_in(gates.next_timeout_seconds, self._bind_timer)
         self._reclaim(decided.publication.reclaims)
         telemetry.PODS_HELD.set(len(held))
         self.rounds += 1
@@ -287,13 +294,19 @@ class Recompute:
             ),
             default=None,
         )
-        if self._reclaim_timer is not None:
-            self._reclaim_timer.cancel()
-            self._reclaim_timer = None
-        if soonest is not None:
-            # A little after: creation times are whole seconds, the clock is not.
-            delay = max(soonest, 0.0) + WAITED_MARGIN_SECONDS
-            self._reclaim_timer = asyncio.get_running_loop().call_later(delay, self.wake)
+        self._reclaim_timer = self._wake_in(soonest, self._reclaim_timer)
+
+    def _wake_in(
+        self, seconds: float | None, timer: asyncio.TimerHandle | None
+    ) -> asyncio.TimerHandle | None:
+        """``timer`` cancelled, and a new one that wakes the loop ``seconds`` from now (a
+        little after: the times compared are whole seconds, the clock is not); None: none."""
+        if timer is not None:
+            timer.cancel()
+        if seconds is None:
+            return None
+        delay = max(seconds, 0.0) + WAITED_MARGIN_SECONDS
+        return asyncio.get_running_loop().call_later(delay, self.wake)
 
     async def _evict(self, round_: PolicyReclaim) -> None:
         try:
@@ -338,14 +351,31 @@ class Recompute:
         else:
             self._releasing.pop(key, None)
 
-    def _tell_waiting(self, waiting: Mapping[PodKey, Waiting]) -> None:
-        """A Normal Event on each held pod saying why it waits: once per pod, not every round
-        (a pod that is released and held again by hand is told again)."""
+    def _tell_waiting(self, gates: GateDecisions) -> None:
+        """A Normal Event on each held pod saying why it waits and its place in its queue's
+        line: once per pod, not every round (a pod that is released and held again by hand is
+        told again). Its place is the one of the round that tells it: a place changes with
+        every pod admitted or arriving ahead, and ``explain queue`` has the current ones."""
+        waiting = gates.waiting
         new = [key for key in waiting if key not in self._told_waiting][:MAX_POD_EVENTS]
         self._told_waiting.update(new)
+        places = gates.positions(new)
         for key in new:
-            message = f"waits for admission: {waiting_text(waiting[key], key[0])}"
+            message = waiting_message(waiting[key], key[0], places.get(key))
             self._spawn(self._pod_event(key, "AdmissionWaiting", message, warning=False))
+
+    def _tell_not_bound(self, not_bound: Mapping[PodKey, NotBound]) -> None:
+        """A Warning Event on each released pod past its bind timeout, once (it leaves the told
+        set when it binds, finishes or goes)."""
+        self._told_not_bound &= not_bound.keys()
+        new = [key for key in not_bound if key not in self._told_not_bound][:MAX_POD_EVENTS]
+        self._told_not_bound.update(new)
+        records = self._store.pods.records
+        for key in new:
+            record = records.get(key)
+            said = record.unscheduled if record is not None else None
+            message = not_bound_text(not_bound[key], said)
+            self._spawn(self._pod_event(key, "NotBound", message, warning=True))
 
     async def _pod_event(self, pod: PodKey, reason: str, message: str, *, warning: bool) -> None:
         namespace, name = pod
@@ -498,13 +528,14 @@ def _decide(
     stamp: str,
     held: Iterable[PodSnapshot] = (),
     released: frozenset[PodKey] = frozenset(),
+    unbound: Iterable[PodSnapshot] = (),
     pods: BoundPods | None = None,
     now: float | None = None,
     evicting: frozenset[PodKey] = frozenset(),
 ) -> Decision:
     published = publication(
-        snapshot, policies_by_name, held=held, released=released, pods=pods, now=now,
-        evicting=evicting,
+        snapshot, policies_by_name, held=held, released=released, unbound=unbound, pods=pods,
+        now=now, evicting=evicting,
     )  # fmt: skip
     statuses = queue_writes(queues, published.queues, now=stamp)
     statuses += policy_writes(policies, published.policies, now=stamp)

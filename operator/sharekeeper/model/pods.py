@@ -8,6 +8,7 @@ plus the sidecars started before it; then plus ``spec.overhead``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, get_args
 
 from sharekeeper.engine.resources import add, at_least
@@ -51,7 +52,8 @@ def pod_record(obj: Obj) -> PodRecord:
     except ObjectError as error:
         raise of_kind("Pod", error) from None
     if not share.allocated:
-        return PodRecord(share)
+        waiting = share.admission == "admitted" and share.pending
+        return PodRecord(share, unscheduled=scheduler_message(obj) if waiting else None)
     try:
         limits = qos.container_cpu_limits(obj)
         return PodRecord(share, qos.pod_view(obj, limits), limits)
@@ -64,23 +66,50 @@ def pod_snapshot(obj: Obj) -> PodSnapshot:
     annotations = mapping_at(obj, "metadata.annotations")
     gates = at(obj, "spec.schedulingGates")
     held = has_admission_gate(gates)
+    node_name = at(obj, "spec.nodeName") or None
+    terminal = at(obj, "status.phase") in ("Succeeded", "Failed")
+    released = not held and ADMITTED_ANNOTATION in annotations
     return PodSnapshot(
         namespace=str(at(obj, "metadata.namespace") or "default"),
         name=name_of(obj),
         request=effective_request(obj),
-        node_name=at(obj, "spec.nodeName") or None,
-        terminal=at(obj, "status.phase") in ("Succeeded", "Failed"),
+        node_name=node_name,
+        terminal=terminal,
         scheduling_gated=bool(at(obj, "spec.schedulingGates")),
         queue_label=labels.get(QUEUE_LABEL),
         queue_annotation=annotations.get(VOLCANO_QUEUE_ANNOTATION),
         group_name=annotations.get(GROUP_ANNOTATION),
         scheduler_name=str(at(obj, "spec.schedulerName") or DEFAULT_SCHEDULER),
-        admission="held" if held else "admitted" if ADMITTED_ANNOTATION in annotations else "none",
+        admission="held" if held else "admitted" if released else "none",
         # Only a held pod is ordered: the others keep the shared defaults (no memory per pod).
         # The effective priority: a system class named outside kube-system counts as 0.
         priority=_admission_priority(obj) if held else 0,
         created_seconds=timestamp_at(obj, "metadata.creationTimestamp") if held else 0.0,
+        # Only a released pod not bound yet may outstay bindTimeoutSeconds.
+        admitted_seconds=admitted_at(annotations) if released and not node_name else 0.0,
     )
+
+
+def admitted_at(annotations: Obj) -> float:
+    """The release time in ``sharekeeper.io/admitted`` (Unix seconds); 0 (unknown, so never
+    timed out) when it is not an RFC 3339 time: the pod stays readable whatever it says."""
+    value = annotations.get(ADMITTED_ANNOTATION)
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def scheduler_message(obj: Obj) -> str | None:
+    """What the scheduler said of a pod it could not place: the message of its PodScheduled
+    condition when False; None otherwise."""
+    conditions = at(obj, "status.conditions")
+    for entry in conditions if isinstance(conditions, list) else ():
+        if isinstance(entry, Mapping) and entry.get("type") == "PodScheduled":
+            message = entry.get("message")
+            if entry.get("status") == "False" and isinstance(message, str) and message:
+                return message
+    return None
 
 
 def _admission_priority(obj: Obj) -> int:

@@ -87,3 +87,6 @@ class PodRecord:
     """Container -> CPU limit (millicores): what a throttle is spread over."""
     problem: str | None = None
     """Why the QoS view could not be read (the pod is then never acted on)."""
+    unscheduled: str | None = None
+    """For a pod released by the admission gate and not bound yet: why the scheduler could not
+    place it (its PodScheduled condition's message), when it said."""

@@ -54,6 +54,7 @@ def publication(
     *,
     held: Iterable[PodSnapshot] = (),
     released: Collection[PodKey] = frozenset(),
+    unbound: Iterable[PodSnapshot] = (),
     pods: BoundPods | None = None,
     now: float | None = None,
     evicting: Collection[PodKey] = frozenset(),
@@ -61,20 +62,26 @@ def publication(
     """``pending``: the pods to run the proportional predicate for (``placements``); the
     operator passes none, since nothing it publishes reads them. ``held``: the pods the
     admission gate holds; ``released``: those released already whose release the caller has
-    not seen yet (``engine.gates``). ``pods``: the store's bound pods by claim, for reclaim
-    (none: no reclaim plan); ``now``: the round's time (default: the snapshot's);
-    ``evicting``: pods whose eviction was sent and not seen yet (gone, for reclaim)."""
+    not seen yet (``engine.gates``); ``unbound``: the released pods no scheduler has bound yet,
+    timed out at ``now`` against ``bindTimeoutSeconds``. ``pods``: the store's bound pods by
+    claim, for reclaim (none: no reclaim plan); ``now``: the round's time (default: the
+    snapshot's); ``evicting``: pods whose eviction was sent and not seen yet (gone, for
+    reclaim)."""
     held = list(held)
+    now = snapshot.now_seconds if now is None else now
     shares = deserved_shares(snapshot)
     facts = admission_facts(snapshot, node_policies, shares)
-    gates = gate_decisions(snapshot, node_policies, shares, facts, held=held, released=released)
+    gates = gate_decisions(
+        snapshot, node_policies, shares, facts, held=held, released=released, unbound=unbound,
+        now=now,
+    )  # fmt: skip
     reclaims = reclaim_rounds(
-        snapshot, node_policies, shares, facts, gates, held=held, pods=pods,
-        now=snapshot.now_seconds if now is None else now, evicting=evicting,
+        snapshot, node_policies, shares, facts, gates, held=held, pods=pods, now=now,
+        evicting=evicting,
     )  # fmt: skip
     placed = placements(pending, snapshot, node_policies, facts)
     return Publication(
-        queues=queue_statuses(shares, facts),
+        queues=queue_statuses(shares, facts, gates),
         policies=scheduler_policy_statuses(shares, facts, reclaims),
         nodes={node.name: node_annotations(facts.nodes.get(node.name)) for node in snapshot.nodes},
         placements={pod: placement_view(placement) for pod, placement in placed.items()},

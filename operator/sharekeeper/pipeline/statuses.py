@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from sharekeeper.api.queue import MAX_NOT_BOUND_LISTED
 from sharekeeper.engine.admission import AdmissionResult
-from sharekeeper.engine.gates import Waiting
+from sharekeeper.engine.gates import GateDecisions, NotBound, Waiting
 from sharekeeper.engine.overcommit import (
     OvercommitResult,
     QueueAdmission,
@@ -23,24 +24,42 @@ from sharekeeper.engine.overcommit import (
 )
 from sharekeeper.engine.resources import UNLIMITED
 from sharekeeper.engine.shares import PolicyShare, QueueShare, ShareResult
-from sharekeeper.engine.shares.snapshot import PODS, PolicyName
+from sharekeeper.engine.shares.snapshot import PODS, PolicyName, QueueName
 from sharekeeper.model.conditions import condition
-from sharekeeper.model.objects import MutableObj
+from sharekeeper.model.documents import one_line
+from sharekeeper.model.objects import MutableObj, rfc3339
 from sharekeeper.model.quantities import format_resources, to_quantity
 from sharekeeper.pipeline.reclaiming import PolicyReclaim
 
 
-def queue_statuses(shares: ShareResult, facts: AdmissionResult) -> dict[str, MutableObj]:
+def queue_statuses(
+    shares: ShareResult, facts: AdmissionResult, gates: GateDecisions
+) -> dict[str, MutableObj]:
     """Queue name -> status; a queue whose PodGroup waits to be enqueued says why
-    (``Enqueueable``)."""
+    (``Enqueueable``); the released pods past their bind timeout are counted in their queue."""
+    not_bound = not_bound_by_queue(gates)
     queues = {}
     for name, share in sorted(shares.queues.items()):
         status = queue_status(share)
+        stuck = not_bound.get(name, [])
+        status["notBound"] = len(stuck)
+        if stuck:
+            status["notBoundPods"] = stuck[:MAX_NOT_BOUND_LISTED]
         verdict = facts.queues.get(name)
         if verdict is not None and verdict.podgroup is not None:
             status["conditions"].append(enqueueable(verdict))
         queues[str(name)] = status
     return queues
+
+
+def not_bound_by_queue(gates: GateDecisions) -> dict[QueueName, list[str]]:
+    """Per queue, its released pods past their bind timeout (``namespace/name``), released
+    longest ago first."""
+    by_queue: dict[QueueName, list[tuple[float, str]]] = {}
+    for (namespace, name), stuck in gates.not_bound.items():
+        entry = (stuck.admitted_seconds, f"{namespace}/{name}")
+        by_queue.setdefault(stuck.queue, []).append(entry)
+    return {queue: [pod for _, pod in sorted(found)] for queue, found in by_queue.items()}
 
 
 def scheduler_policy_statuses(
@@ -245,10 +264,51 @@ def reclaim_section(round_: PolicyReclaim) -> MutableObj:
 # --- a held pod ---------------------------------------------------------------------------------
 
 
-def waiting_text(waiting: Waiting, namespace: str | None = None) -> str:
+def waiting_message(waiting: Waiting, namespace: str, place: tuple[int, int] | None = None) -> str:
+    """The ``AdmissionWaiting`` Event of a held pod of ``namespace``: why it waits and, when it
+    is in its queue's line, its place there (``GateDecisions.positions``)."""
+    text = f"waits for admission: {waiting_text(waiting, namespace)}"
+    if place is None:
+        return text
+    return f"{text}; {place_text(place)} held in queue {waiting.queue}"
+
+
+def place_text(place: tuple[int, int]) -> str:
+    """``2nd of 5``."""
+    return f"{ordinal(place[0])} of {place[1]}"
+
+
+def ordinal(number: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``12th``, ``13th``, ``21st``..."""
+    if 10 <= number % 100 <= 20:
+        return f"{number}th"
+    return f"{number}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(number % 10, 'th') }"
+
+
+MAX_SCHEDULER_MESSAGE = 400
+"""What of the scheduler's message a NotBound Event repeats (it lists reasons per node)."""
+
+
+def not_bound_text(stuck: NotBound, scheduler: str | None = None) -> str:
+    """The ``NotBound`` Event of a released pod past its bind timeout; ``scheduler``: what its
+    PodScheduled condition says, when it says something."""
+    text = (
+        f"admitted at {rfc3339(stuck.admitted_seconds)} and not bound to a node "
+        f"{stuck.timeout_seconds:g} s later (admission.bindTimeoutSeconds): it no longer holds "
+        f"queue {stuck.queue}'s room, which goes to the pods held behind it until it is bound"
+    )
+    if scheduler:
+        said = one_line(scheduler)
+        cut = said[:MAX_SCHEDULER_MESSAGE] + ("..." if len(said) > MAX_SCHEDULER_MESSAGE else "")
+        text += f"; the scheduler says: {cut}"
+    return text
+
+
+def waiting_text(waiting: Waiting, namespace: str | None = None, *, names_all: bool = False) -> str:
     """Why a held pod waits, for its Event and ``simulate``. ``namespace``: the held pod's.
     Whoever may read a pod's Events may read its namespace's, and no other: a pod of another
-    namespace is never named (nor any pod, when ``namespace`` is not given)."""
+    namespace is never named (nor any pod, when ``namespace`` is not given), unless
+    ``names_all`` (``explain``, run by whoever may read every pod)."""
     queue = f"queue {waiting.queue}"
     match waiting.reason:
         case "NoQueue":
@@ -284,7 +344,9 @@ def waiting_text(waiting: Waiting, namespace: str | None = None) -> str:
             return f"no node has room for it: {shortfall_text(waiting.shortfalls)} on the best node"
         case "BehindOthers":
             behind = waiting.behind or ""
-            if namespace is None:
+            if names_all:
+                first = f"pod {behind} of {queue}"
+            elif namespace is None:
                 first = f"another pod in {queue}"
             elif behind.startswith(f"{namespace}/"):
                 first = f"pod {behind} of {queue}"

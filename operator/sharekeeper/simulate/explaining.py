@@ -52,6 +52,7 @@ from sharekeeper.model.quantities import (
     to_internal,
     to_quantity,
 )
+from sharekeeper.pipeline.statuses import ordinal
 from sharekeeper.simulate.reading import Inputs
 from sharekeeper.simulate.rendering import resources_text
 from sharekeeper.simulate.report import Context
@@ -171,9 +172,40 @@ def queue_facts(report: Obj, inputs: Inputs, name: str) -> MutableObj:
         "share": status.get("share"),
         "overused": status.get("overused"),
         "enqueue": _enqueue_facts(status, policy_status),
+        "held": _held_facts(report, name),
+        "notBound": {"count": status.get("notBound", 0), "pods": status.get("notBoundPods", [])},
+        "reclaim": _reclaim_facts(report, name),
         "conditions": conditions,
         "publishedDeserved": published if isinstance(published, Mapping) else None,
     }
+
+
+MAX_EXPLAINED_HELD = 50
+"""Held pods of a queue listed, in admission order; the others are counted."""
+
+
+def _held_facts(report: Obj, name: str) -> MutableObj:
+    """The queue's held pods as the round left them: its line in admission order (``position``
+    1 first), then those in no line, each with why it waits (every pod named: whoever runs
+    ``explain`` reads every pod)."""
+    pods = report.get("admission", {}).get("queues", {}).get(name, [])
+    listed = pods[:MAX_EXPLAINED_HELD]
+    return {
+        "count": len(pods),
+        "inLine": sum(pod.get("position") is not None for pod in pods),
+        "pods": listed,
+        "more": len(pods) - len(listed),
+    }
+
+
+def _reclaim_facts(report: Obj, name: str) -> Obj | None:
+    """Why each running pod of the queue is or is not a reclaim victim (``victims``): only
+    for an overused queue, and only when the report was built for it (``Context.explained``)."""
+    explained: Obj = report.get("explainedQueue") or {}
+    if explained.get("name") != name:
+        return None
+    facts: Obj | None = explained.get("reclaim")
+    return facts
 
 
 def _sharing(policy: PolicySnapshot | None) -> MutableObj | None:
@@ -432,7 +464,49 @@ def _queue_text(f: Obj) -> list[str]:
     lines += ["", *_rows(_holdings(f), indent=2)]
     if f["enqueue"] is not None:
         lines += ["", *_enqueue_text(f["policy"], f["enqueue"], f["state"])]
+    lines += _held_text(f["held"], f["notBound"])
+    if f["reclaim"] is not None:
+        lines += ["", *_reclaim_text(f["reclaim"])]
     return lines + _conditions_text(f["conditions"])
+
+
+def _held_text(held: Obj, not_bound: Obj) -> list[str]:
+    lines: list[str] = []
+    if held["count"]:
+        rows = [
+            (ordinal(pod["position"]) if pod["position"] else "-", f"{pod['pod']}  {pod['waits']}")
+            for pod in held["pods"]
+        ]
+        lines += [
+            "",
+            f"  held by the admission gate: {held['count']}, {held['inLine']} in line, in "
+            "admission order",
+            *_rows(rows, indent=4),
+            *([f"    and {held['more']} more"] if held["more"] else []),
+        ]
+    if not_bound["count"]:
+        named = ", ".join(not_bound["pods"])
+        more = not_bound["count"] - len(not_bound["pods"])
+        lines += [
+            "",
+            f"  released, not bound after admission.bindTimeoutSeconds: {not_bound['count']} "
+            f"({named}{f' and {more} more' if more > 0 else ''}); they no longer hold its room",
+        ]
+    return lines
+
+
+def _reclaim_text(r: Obj) -> list[str]:
+    header = f"  reclaim, under policy {r['policy']} ({r['mode']})"
+    if r["mode"] == "Off":
+        return [f"{header}: its pods are never evicted for others (spec.reclaim.mode Off)"]
+    if not r["waiting"]:
+        return [f"{header}: no held pod of the policy waits for room, nothing is reclaimed"]
+    waiting = f"{_count(r['waiting'], 'held pod')} of the policy waiting for room"
+    if not r["pods"]:
+        return [f"{header}, {waiting}: none of its pods is a candidate"]
+    rows = [(pod["pod"], f"node {pod['node']}  {pod['why']}") for pod in r["pods"]]
+    more = [f"    and {r['more']} more"] if r["more"] else []
+    return [f"{header}, {waiting}; its running pods:", *_rows(rows, indent=4), *more]
 
 
 def _holdings(f: Obj) -> list[tuple[str, str]]:

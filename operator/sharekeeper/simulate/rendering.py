@@ -56,10 +56,12 @@ def render(
 
 
 def admission_lines(admission: Obj) -> str:
-    """The pods held by the admission gate: those this round lets through, then the others."""
+    """The pods held by the admission gate: those this round lets through, then the others;
+    then the released pods past their bind timeout."""
     lines = ["ADMISSION (pods held by the sharekeeper.io/admission gate)"]
     lines += [f"  released  {pod}" for pod in admission["released"]]
     lines += [f"  waits     {pod}: {why}" for pod, why in admission["waiting"].items()]
+    lines += [f"  not bound {pod}: {why}" for pod, why in admission.get("notBound", {}).items()]
     return "\n".join(lines) + "\n"
 
 

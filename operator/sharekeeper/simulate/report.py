@@ -29,8 +29,9 @@ from sharekeeper.pipeline.qos import (
     unreachable_message,
 )
 from sharekeeper.pipeline.shares import publication
-from sharekeeper.pipeline.statuses import waiting_text
+from sharekeeper.pipeline.statuses import not_bound_text, waiting_text
 from sharekeeper.simulate.reading import Inputs
+from sharekeeper.simulate.victims import explained_queue
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,9 @@ class Context:
     placements: bool = False
     """Also answer the proportional predicate for every pending pod: O(pending pods x nodes)
     in output size, so only when asked (``--placements``)."""
+    explained: str | None = None
+    """The queue ``explain`` asks about: why each of its running pods is or is not a reclaim
+    victim is added (``explainedQueue``), at a cost per pod listed, so only for that one."""
 
 
 Contributor = Callable[[Inputs, Context], Obj]
@@ -65,7 +69,8 @@ def share_section(inputs: Inputs, context: Context) -> Obj:
     held = inputs.store.pods.held()
     snapshot = snapshot_of(inputs, context)
     published = publication(
-        snapshot, inputs.node_policies, pending, held=held, pods=inputs.store.pods,
+        snapshot, inputs.node_policies, pending, held=held,
+        unbound=inputs.store.pods.released_unbound(), pods=inputs.store.pods,
         now=context.now_seconds,
     )  # fmt: skip
     for message in published.unknown_queues:  # as the operator: an Event, not a refusal
@@ -81,20 +86,58 @@ def share_section(inputs: Inputs, context: Context) -> Obj:
             for name, annotations in sorted(published.nodes.items())
         },
         **({"placements": dict(published.placements)} if context.placements else {}),
-        **({"admission": admission_view(published.gates)} if held else {}),
+        **(
+            {"admission": admission_view(published.gates)}
+            if held or published.gates.not_bound
+            else {}
+        ),
+        **(
+            {"explainedQueue": explained_queue(published, context.explained)}
+            if context.explained is not None
+            else {}
+        ),
     }
 
 
 def admission_view(gates: GateDecisions) -> MutableObj:
     """What one round does with the pods the admission gate holds: which go, in order, and
-    why each other one waits (the text of its Event)."""
-    return {
+    why each other one waits (the text of its Event); per queue, the pods it keeps held in its
+    admission order, with their places, then those in no line (``position`` null), each with
+    why it waits, naming every pod (for whoever reads the whole input); and the released pods
+    past their bind timeout (the text of their ``NotBound`` Event)."""
+    view: MutableObj = {
         "released": [f"{namespace}/{name}" for namespace, name in gates.released],
         "waiting": {
             f"{namespace}/{name}": waiting_text(why, namespace)
             for (namespace, name), why in gates.waiting.items()
         },
+        "queues": held_by_queue(gates),
     }
+    if gates.not_bound:
+        view["notBound"] = {
+            f"{namespace}/{name}": not_bound_text(stuck)
+            for (namespace, name), stuck in gates.not_bound.items()
+        }
+    return view
+
+
+def held_by_queue(gates: GateDecisions) -> MutableObj:
+    """Queue -> its held pods: its line first, in order, then the pods held for it in no line
+    (by name). O(held pods)."""
+    queues: dict[str, list[MutableObj]] = {}
+    for queue, line in sorted(gates.lines.items()):
+        queues[str(queue)] = [
+            {"pod": str(key), "position": place,
+             "waits": waiting_text(gates.waiting[key], names_all=True)}
+            for place, key in enumerate(line, 1)
+        ]  # fmt: skip
+    lined = {key for line in gates.lines.values() for key in line}
+    for key, why in gates.waiting.items():
+        if key not in lined:
+            queues.setdefault(why.queue, []).append(
+                {"pod": str(key), "position": None, "waits": waiting_text(why, names_all=True)}
+            )
+    return dict(sorted(queues.items()))
 
 
 def qos_section(inputs: Inputs, context: Context) -> Obj:

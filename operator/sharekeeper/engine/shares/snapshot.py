@@ -126,6 +126,10 @@ class PodSnapshot:
     kube-system counts as 0); read only for a held pod (the order it is admitted in)."""
     created_seconds: float = 0.0
     """Creation time (Unix seconds); read only for a held pod."""
+    admitted_seconds: float = 0.0
+    """When the operator released it (its ``sharekeeper.io/admitted`` annotation, Unix
+    seconds); read only for a released pod not bound yet, 0 when unknown: the gate stops
+    counting it against its queue once its policy's ``bindTimeoutSeconds`` have passed."""
 
     @property
     def allocated(self) -> bool:
