@@ -191,3 +191,27 @@ def test_pods_charged_through_their_podgroup_are_candidates_with_their_gang() ->
     inputs = inputs_of(result)
     assert {r.name: r.group for r in inputs.running if r.group} == {"g0": "pg", "g1": "pg"}
     assert [(g.name, g.running, g.min_member) for g in inputs.gangs] == [("pg", 2, 1)]
+
+
+def test_a_node_full_by_pod_count_has_no_room() -> None:
+    """n2 has 8 cpu free but no pod slot left: b's pod is not planned there as if it fit; one
+    of a's pods there goes to free a slot (a holds 12 cpu of its deserved 10). (The gate,
+    which counts cpu, releases b0 and b1 onto n2; b2 waits for its quota and reclaims.)"""
+    objects = [
+        reclaiming(),
+        node("n1", cpu=8, pods=110),
+        node("n2", cpu=12, pods=2),
+        queue("a"),
+        queue("b"),
+        *(pod(f"a{i}", "a", node="n1", cpu=4) for i in range(2)),
+        *(pod(f"s{i}", "a", node="n2", cpu=2) for i in range(2)),
+        *(pod(f"b{i}", "b", held=True, created=CREATED, cpu=4, namespace="other")
+          for i in range(3)),
+    ]  # fmt: skip
+    result = published(*objects)
+    assert {n.name: n.used["pods"] for n in inputs_of(result).nodes} == {"n1": 2, "n2": 2}
+    plan = result.reclaims["p"].plan  # type: ignore[index]
+    [reclaim] = plan.reclaims
+    assert reclaim.node == "n2"
+    assert [v.pod.name for v in reclaim.victims] in (["s0"], ["s1"])
+    assert reclaim.frees == {"cpu": 2000, "pods": 1}

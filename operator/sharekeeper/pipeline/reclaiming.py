@@ -5,7 +5,8 @@ as ``status.reclaim``).
 What the inputs come from:
 
 - queues: the share result (deserved, allocated, guarantee, parent) and ``spec.reclaimable``;
-- nodes: the policy's governed nodes, their allocatable and the ledger's per-node totals;
+- nodes: the policy's governed nodes, their allocatable and the ledger's per-node totals (Σ
+  requests, and ``pods``: how many are bound);
 - waiting: the pods the admission gate holds and keeps held this round for want of room
   (``QuotaExceeded``, ``OvercommitHeadroomExceeded``, ``NoNodeFits``, ``BehindOthers``), in
   the admission order (lowest queue share first, then priority, age, name), each having
@@ -223,13 +224,17 @@ def reclaim_inputs(
         )
         for name, share in sorted(governed.items())
     )
-    used = snapshot.totals.node_used
+    used, counts = snapshot.totals.node_used, snapshot.totals.node_pods
     nodes = tuple(
         NodeState(
             name=node.name,
             policy=policy,
             allocatable=node.allocatable,
-            used=exceeded_part(used.get(node.name, {}), gone_by_node.get(node.name, {})),
+            # With ``pods``, their count: a node full by pod count has no room.
+            used=exceeded_part(
+                {**used.get(node.name, {}), PODS: counts.get(node.name, 0)},
+                gone_by_node.get(node.name, {}),
+            ),
             # The proportional reservation is not read yet: nodes keep nothing idle here.
             reserved={},
             reserved_for=frozenset(),

@@ -202,6 +202,8 @@ class PodTotals:
     """Every pod of a PodGroup, whatever queue it names, by PodGroup."""
     node_used: Mapping[str, Amounts] = field(default_factory=dict)
     """Node name -> Σ requests of the pods bound to it."""
+    node_pods: Mapping[str, int] = field(default_factory=dict)
+    """Node name -> how many pods are bound to it (what its ``pods`` allocatable bounds)."""
 
 
 @dataclass(frozen=True, slots=True)
