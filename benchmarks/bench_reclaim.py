@@ -19,7 +19,7 @@ Run: ``.venv/bin/python benchmarks/bench_reclaim.py`` (``--help`` for the sizes)
 - the round's bound: ``--max-evictions`` (100 by default).
 
 Only ``plan_reclaim`` is timed (the inputs are built once), as it is and with the inputs frozen
-out of the garbage collector's sight (``gc.freeze``). Four rounds:
+out of the garbage collector's sight (``gc.freeze``). Five rounds:
 
 ``typical``
     the cluster above;
@@ -28,6 +28,10 @@ out of the garbage collector's sight (``gc.freeze``). Four rounds:
     give (most candidates are out of reach, and most nodes too);
 ``quiet``
     the same with nothing overused (no candidates): the price of asking every round;
+``constrained``
+    the typical cluster where the waiting pods' own constraints (node selector, affinity,
+    taints: ``Waiting.nodes``) keep them off the GPU nodes (tainted), and every other Job of
+    20 to one of five zones of the other nodes (six distinct node sets in all);
 ``adversarial``
     every waiting pod in an under-share leaf, each of a different shape (no two walks share
     a cached failure), and a bound of 10,000 evictions.
@@ -172,6 +176,17 @@ def quiet(inputs: ReclaimInputs) -> ReclaimInputs:
     return replace(inputs, queues=queues, running=())
 
 
+def constrained(inputs: ReclaimInputs) -> ReclaimInputs:
+    names = [node.name for node in inputs.nodes]
+    untainted = frozenset(name for i, name in enumerate(names) if i % 10)
+    zones = [frozenset(n for i, n in enumerate(names) if i % 10 and i % 5 == z) for z in range(5)]
+    waiting = tuple(
+        replace(w, nodes=zones[w.order // 40 % 5] if w.order // 20 % 2 else untainted)
+        for w in inputs.waiting
+    )
+    return replace(inputs, waiting=waiting)
+
+
 def adversarial(inputs: ReclaimInputs, seed: int) -> ReclaimInputs:
     rng = random.Random(seed)
     by_name = {q.name: q for q in inputs.queues}
@@ -230,6 +245,7 @@ def main() -> None:
         ("typical", base),
         ("siblings", siblings(base)),
         ("quiet", quiet(base)),
+        ("constrained", constrained(base)),
         ("adversarial", adversarial(base, args.seed)),
     ):
         seconds, plan = best(lambda inputs=inputs: plan_reclaim(inputs), args.repeat)

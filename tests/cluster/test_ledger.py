@@ -384,6 +384,7 @@ def recount(pods: list[Pod]) -> PodTotals:
     unnamed_bound: dict[str, dict[str, Amounts]] = {}
     groups: dict[Key, _Members] = {}
     node_used: dict[str, Amounts] = {}
+    node_pods: dict[str, int] = {}
     for pod in pods:
         if pod.named:
             bucket = named.setdefault(pod.named, {}).setdefault(pod.key[0], _Charge())
@@ -408,6 +409,7 @@ def recount(pods: list[Pod]) -> PodTotals:
                 _plus(members.gated, pod.request)
         if pod.node:
             _plus(node_used.setdefault(pod.node, {}), pod.request)
+            node_pods[pod.node] = node_pods.get(pod.node, 0) + 1
     return PodTotals(
         named={
             name: {namespace: charge.charges() for namespace, charge in by_namespace.items()}
@@ -427,6 +429,7 @@ def recount(pods: list[Pod]) -> PodTotals:
             for key, m in groups.items()
         },
         node_used={name: _nonzero(used) for name, used in node_used.items()},
+        node_pods=node_pods,
     )
 
 
@@ -455,6 +458,7 @@ def without_zeros(totals: PodTotals) -> PodTotals:
             for key, g in totals.groups.items()
         },
         node_used={name: _nonzero(used) for name, used in totals.node_used.items()},
+        node_pods=dict(totals.node_pods),
     )
 
 
@@ -556,6 +560,7 @@ def check(world: World, store: ClusterStore) -> int:
     assert actual.unnamed_bound == expected.unnamed_bound
     assert actual.groups == expected.groups
     assert actual.node_used == expected.node_used
+    assert actual.node_pods == expected.node_pods
 
     event(f"pods counted: {min(len(pods), 5)}+")
     unreadable = unreadable_pods(world)

@@ -43,6 +43,7 @@ def restricted(totals: PodTotals, names: set[str]) -> PodTotals:
             for key, g in totals.groups.items()
         },
         node_used={n: only(a) for n, a in totals.node_used.items()},
+        node_pods=dict(totals.node_pods),
     )
 
 

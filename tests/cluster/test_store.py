@@ -457,3 +457,37 @@ def test_the_bound_pods_of_a_queue_are_indexed_by_key_and_leave_when_unbound_or_
     assert names(("named", "a")) == []
     assert names(("grouped", "ns", "pg")) == []
     assert store.pods._by_claim.keys() == {("unnamed", "volcano")}
+
+
+def unschedulable(obj: MutableObj, since: str = "2026-01-01T00:01:00Z") -> MutableObj:
+    return changed(
+        obj,
+        "status.conditions",
+        [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+          "lastTransitionTime": since}],
+    )  # fmt: skip
+
+
+def test_pods_that_wait_to_be_scheduled_are_indexed_until_they_are_bound_or_gone() -> None:
+    recorder = Recorder()
+    pods = recorder.store.pods
+    waiting = lambda: sorted(r.share.name for r in pods.unscheduled())  # noqa: E731
+    held = pod("h", "a", held=True, cpu="1")
+    pending = pod("u", "a", cpu="1")
+    pods.listed([held, pending, pod("r", "a", node="n", cpu="1")])
+    assert waiting() == ["h"]
+    # Found Unschedulable: it waits now, and a round is woken (reclaim may serve it).
+    assert recorder.woken_by(pods, "MODIFIED", unschedulable(pending))
+    assert waiting() == ["h", "u"]
+    # Tried again, the scheduler rewrites only the message: nothing reclaim reads changed.
+    again = unschedulable(pending)
+    again["status"]["conditions"] = [
+        {**unschedulable(pending)["status"]["conditions"][0], "message": "0/3 nodes"}
+    ]
+    assert not recorder.woken_by(pods, "MODIFIED", again)
+    assert recorder.woken_by(pods, "MODIFIED", unschedulable(pending, "2026-01-01T00:05:00Z"))
+    # Bound, it no longer waits; a held pod released and bound neither.
+    pods.event("MODIFIED", changed(unschedulable(pending), "spec.nodeName", "n"))
+    pods.event("DELETED", held)
+    assert waiting() == []
+    assert [p.name for p in pods.held()] == []

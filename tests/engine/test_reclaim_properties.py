@@ -5,13 +5,16 @@ A round: the queues' allocated and the nodes' used are summed from the running p
 of overused queues are the candidates; the plan is applied as the operator and the cluster
 would: each victim is gone and re-created as a waiting pod of its queue (a Job's controller
 does that), each served reclaimer runs on its node. Every waiting pod has waited long enough
-by the next round. Along the way:
+by the next round. Some waiting pods may use only some nodes (their own node selector, affinity
+and taints, as ``Waiting.nodes``), and are first placed, and planned, only there. Along the
+way:
 
 - every plan keeps its promises, checked on the state it was made on, reclaimer by reclaimer:
-  the reclaimer fits its node once its victims are gone, its queue and every queue above stay
-  within deserved in what it requests, each victim's queue stays at or above its deserved in
-  what it frees of that and at or above its guarantee, no victim can be spared, no protected
-  or non-reclaimable pod goes, gangs go whole or above minMember, at most ``max_evictions``;
+  the reclaimer fits its node (one it may use) once its victims are gone, its queue and every
+  queue above stay within deserved in what it requests, each victim's queue stays at or above
+  its deserved in what it frees of that and at or above its guarantee, no victim can be
+  spared, no protected or non-reclaimable pod goes, gangs go whole or above minMember, at most
+  ``max_evictions``;
 - no reversal: once a pod of V is evicted for a pod of A, no pod of A is ever evicted for a
   pod of V (per dimension, when pods request different dimensions);
 - evictions stop: each (a whole PodGroup counting once) lowers Σ over queues and dimensions of
@@ -62,6 +65,8 @@ class Pod:
     node: str | None = None
     waited: float = 0.0
     order: int = 0
+    allowed: frozenset[str] | None = None
+    """The nodes its own constraints let it use (None: any); a replacement keeps its pod's."""
 
 
 @dataclass(slots=True)
@@ -130,7 +135,7 @@ class Cluster:
             running=tuple(running),
             gangs=tuple(Gang("ns", g, members.get(g, 0), m) for g, m in self.min_member.items()),
             waiting=tuple(
-                Waiting("ns", p.name, p.queue, p.request, p.waited, p.order, None)
+                Waiting("ns", p.name, p.queue, p.request, p.waited, p.order, p.allowed)
                 for p in self.pods.values()
                 if p.node is None
             ),
@@ -160,6 +165,7 @@ def check_and_apply(cluster: Cluster, inputs: ReclaimInputs, plan: ReclaimPlan) 
     for reclaim in plan.reclaims:
         pod = cluster.pods[reclaim.reclaimer[1]]
         assert pod.node is None
+        assert pod.allowed is None or reclaim.node in pod.allowed
         needed = [d for d, a in pod.request.items() if a > 0]
         allocated, used = cluster.allocated(), cluster.used()
         node = cluster.nodes[reclaim.node]
@@ -323,9 +329,12 @@ def clusters(draw: st.DrawFn, dimensions: tuple[str, ...]) -> Cluster:
             for d in sorted(wanted):
                 request[d] = STEP[d] * draw(st.integers(1, 3))
             created += 1
+            # Its node selector, affinity and taints, as the nodes it may use: often any.
+            allowed = draw(st.one_of(st.none(), st.none(), st.frozensets(st.sampled_from(
+                sorted(nodes)), max_size=node_count)))  # fmt: skip
             pods[f"{name}-{i}"] = Pod(
                 f"{name}-{i}", name, request, draw(st.integers(0, 2)), float(created),
-                draw(st.integers(0, 15)) == 0, group, order=created,
+                draw(st.integers(0, 15)) == 0, group, order=created, allowed=allowed,
             )  # fmt: skip
     # Start as a scheduler that knows no shares would: first fit, the queues in a random order
     # (the first ones take more than their share, the last ones wait).
@@ -336,6 +345,8 @@ def clusters(draw: st.DrawFn, dimensions: tuple[str, ...]) -> Cluster:
     for key in order:
         pod = pods[key]
         for name, n in nodes.items():
+            if pod.allowed is not None and name not in pod.allowed:
+                continue
             need = {**pod.request, "pods": 1}
             if all(n.allocatable.get(d, 0) - used[name].get(d, 0) >= a for d, a in need.items()):
                 pod.node = name

@@ -191,3 +191,140 @@ def test_pods_charged_through_their_podgroup_are_candidates_with_their_gang() ->
     inputs = inputs_of(result)
     assert {r.name: r.group for r in inputs.running if r.group} == {"g0": "pg", "g1": "pg"}
     assert [(g.name, g.running, g.min_member) for g in inputs.gangs] == [("pg", 2, 1)]
+
+
+def test_a_node_full_by_pod_count_has_no_room() -> None:
+    """n2 has 8 cpu free but no pod slot left: b's pod is not planned there as if it fit; one
+    of a's pods there goes to free a slot (a holds 12 cpu of its deserved 10). (The gate,
+    which counts cpu, releases b0 and b1 onto n2; b2 waits for its quota and reclaims.)"""
+    objects = [
+        reclaiming(),
+        node("n1", cpu=8, pods=110),
+        node("n2", cpu=12, pods=2),
+        queue("a"),
+        queue("b"),
+        *(pod(f"a{i}", "a", node="n1", cpu=4) for i in range(2)),
+        *(pod(f"s{i}", "a", node="n2", cpu=2) for i in range(2)),
+        *(pod(f"b{i}", "b", held=True, created=CREATED, cpu=4, namespace="other")
+          for i in range(3)),
+    ]  # fmt: skip
+    result = published(*objects)
+    assert {n.name: n.used["pods"] for n in inputs_of(result).nodes} == {"n1": 2, "n2": 2}
+    plan = result.reclaims["p"].plan  # type: ignore[index]
+    [reclaim] = plan.reclaims
+    assert reclaim.node == "n2"
+    assert [v.pod.name for v in reclaim.victims] in (["s0"], ["s1"])
+    assert reclaim.frees == {"cpu": 2000, "pods": 1}
+
+
+# --- pods outside admission: the scheduler finds them Unschedulable -------------------------
+
+
+def unschedulable(obj: dict[str, Any], since: str = CREATED) -> dict[str, Any]:
+    """``obj`` as kube-scheduler leaves a pod it found no node for."""
+    obj["metadata"]["creationTimestamp"] = CREATED
+    obj["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "lastTransitionTime": since, "message": "0/2 nodes are available"}
+    ]  # fmt: skip
+    return obj
+
+
+def outside(*extra: dict[str, Any], mode: str = "Preview") -> list[dict[str, Any]]:
+    """``full_cluster`` with b's pod never gated: the scheduler found no room for it."""
+    objects = full_cluster(*extra, mode=mode)
+    objects[-1 - len(extra)] = unschedulable(pod("b0", "b", cpu=4, memory="1Gi", namespace="other"))
+    return objects
+
+
+def test_an_unschedulable_pod_outside_admission_reclaims_as_a_held_one_does() -> None:
+    held, free = published(*full_cluster()), published(*outside())
+    assert held.gates.waiting
+    assert not free.gates.waiting  # the gate knows nothing of b0
+    [waiting] = inputs_of(free).waiting
+    assert (waiting.namespace, waiting.name, waiting.queue) == ("other", "b0", "b")
+    assert waiting.waited_seconds == 600  # since the condition's transition
+    assert free.policies["p"]["reclaim"] == held.policies["p"]["reclaim"]
+
+
+def test_it_waits_from_when_it_was_found_unschedulable_not_from_its_creation() -> None:
+    objects = outside()
+    objects[-1] = unschedulable(objects[-1], since="2026-01-01T00:09:50Z")
+    result = published(*objects)
+    assert inputs_of(result).waiting[0].waited_seconds == 10
+    assert result.policies["p"]["reclaim"]["notServed"] == {"NotWaitedLongEnough": 1}
+
+
+def test_an_unschedulable_pod_room_cannot_help_is_no_reclaimer() -> None:
+    nameless = unschedulable(pod("x0", cpu=4, memory="1Gi", namespace="other"))
+    unknown = unschedulable(pod("x1", "nowhere", cpu=4, memory="1Gi", namespace="other"))
+    unoffered = unschedulable(pod("x2", "b", cpu=4, namespace="other", **{"example.com/fpga": 1}))
+    result = published(*full_cluster(nameless, unknown, unoffered))
+    assert [w.name for w in inputs_of(result).waiting] == ["b0"]  # the held one alone
+    closed = outside()
+    closed[4] = queue("b", state="Closed")
+    assert published(*closed).policies["p"]["reclaim"]["waiting"] == 0
+
+
+def test_a_pod_of_a_queue_that_does_not_admit_its_namespace_is_no_reclaimer() -> None:
+    objects = outside()
+    objects[4]["spec"]["namespaces"] = {"matchLabels": {"team": "b"}}
+    assert published(*objects).policies["p"]["reclaim"]["waiting"] == 0
+
+
+def test_a_podgroup_names_the_queue_of_its_unschedulable_pods() -> None:
+    member = unschedulable(pod("m0", group="job", cpu=4, memory="1Gi", namespace="other"))
+    objects = [*full_cluster(), pod_group("job", "b", namespace="other"), member]
+    objects.remove(named(objects, "b0"))  # b's held pod: the member alone waits
+    [waiting] = inputs_of(published(*objects)).waiting
+    assert (waiting.name, waiting.queue) == ("m0", "b")
+
+
+def test_held_and_unschedulable_pods_wait_in_one_admission_order_each_once() -> None:
+    later = unschedulable(pod("b1", "b", cpu=4, memory="1Gi", namespace="other"))
+    later["metadata"]["creationTimestamp"] = "2026-01-01T00:00:05Z"
+    # A pod the gate released whose scheduling failed: it waits too (the gate is done with it).
+    released = unschedulable(pod("b2", "b", admitted=True, cpu=4, memory="1Gi", namespace="other"))
+    inputs = inputs_of(published(*full_cluster(later, released)))
+    assert [(w.name, w.order) for w in inputs.waiting] == [("b0", 0), ("b2", 1), ("b1", 2)]
+
+
+def named(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next(obj for obj in objects if obj["metadata"]["name"] == name)
+
+
+# --- the waiting pods' own constraints on nodes ----------------------------------------------
+
+
+def test_a_reclaimer_is_planned_only_on_nodes_its_selector_and_affinity_allow() -> None:
+    objects = outside()
+    objects[1]["metadata"]["labels"] = {"zone": "x"}
+    objects[2]["metadata"]["labels"] = {"zone": "y"}
+    for zone, node_name in (("x", "n1"), ("y", "n2")):
+        objects[-1]["spec"]["nodeSelector"] = {"zone": zone}
+        result = published(*objects)
+        [waiting] = inputs_of(result).waiting
+        assert waiting.nodes == frozenset({node_name})
+        [entry] = result.policies["p"]["reclaim"]["reclaims"]
+        assert entry["node"] == node_name
+        assert {v["pod"] for v in entry["victims"]} <= {f"ns/a{i}" for i in range(4)}
+    objects[-1]["spec"]["nodeSelector"] = {"zone": "z"}
+    result = published(*objects)
+    assert inputs_of(result).waiting[0].nodes == frozenset()
+    assert result.policies["p"]["reclaim"]["notServed"] == {"NoVictims": 1}
+    del objects[-1]["spec"]["nodeSelector"]
+    not_x = {"key": "zone", "operator": "NotIn", "values": ["x"]}
+    objects[-1]["spec"]["affinity"] = {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [not_x]}]}}}  # fmt: skip
+    assert inputs_of(published(*objects)).waiting[0].nodes == frozenset({"n2"})
+
+
+def test_a_reclaimer_is_planned_only_on_nodes_whose_taints_it_tolerates() -> None:
+    objects = full_cluster()
+    objects[1]["spec"] = {"taints": [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]}
+    result = published(*objects)
+    assert inputs_of(result).waiting[0].nodes == frozenset({"n2"})  # held pods too
+    assert result.policies["p"]["reclaim"]["reclaims"][0]["node"] == "n2"
+    named(objects, "b0")["spec"]["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+    assert inputs_of(published(*objects)).waiting[0].nodes is None  # every node of the policy

@@ -178,8 +178,8 @@ MAX_EVICTIONS_PER_ROUND = 1000
 
 class ReclaimSpec(ApiModel):
     """Reclaim: pods of queues above their deserved share are evicted (through the Eviction
-    API, so PodDisruptionBudgets decide) to make room for a held pod of a queue within its
-    deserved share. See docs/reclaim.md."""
+    API, so PodDisruptionBudgets decide) to make room for a held or Unschedulable pod of a
+    queue within its deserved share. See docs/reclaim.md."""
 
     mode: Literal["Off", "Preview", "On"] = Field(
         "Off",
@@ -192,7 +192,8 @@ class ReclaimSpec(ApiModel):
         ge=0,
         le=MAX_RECLAIM_AFTER_SECONDS,
         description="A pod held by the admission gate reclaims only once it has waited this "
-        f"long since its creation (0 to {MAX_RECLAIM_AFTER_SECONDS}; default 60).",
+        "long since its creation, a pod the scheduler finds Unschedulable since it was first "
+        f"found so (0 to {MAX_RECLAIM_AFTER_SECONDS}; default 60).",
     )
     max_evictions_per_round: Int32 = Field(
         10,
@@ -275,7 +276,9 @@ class ReclaimStatus(ApiModel):
 
     mode: str | None = Field(None, description="spec.reclaim.mode the plan was made under.")
     waiting: int | None = Field(
-        None, description="Pods held by the admission gate that wait for room (the reclaimers)."
+        None,
+        description="Pods that wait for room (the reclaimers): held by the admission gate, or "
+        "found Unschedulable by the scheduler.",
     )
     evictions: int | None = Field(None, description="How many pods the plan evicts.")
     reclaims: list[ReclaimEntryStatus] | None = Field(

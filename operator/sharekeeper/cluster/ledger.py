@@ -162,6 +162,7 @@ class PodLedger:
             unnamed_bound=unnamed_bound,
             groups={key: sums.frozen(keep) for key, sums in self._groups.items()},
             node_used={name: keep(sums.used) for name, sums in self._nodes.items()},
+            node_pods={name: sums.pods for name, sums in self._nodes.items()},
         )
 
 

@@ -37,7 +37,13 @@ from sharekeeper.model.nodes import node_record
 from sharekeeper.model.objects import MutableObj, Obj, ObjectError, fail, labels_of
 from sharekeeper.model.pods import claim_key, pod_group_snapshot, pod_record
 from sharekeeper.model.qos import DaemonSetId, daemonset_id, with_daemonsets
-from sharekeeper.model.records import NodeRecord, OwnRecord, PodRecord, own_record
+from sharekeeper.model.records import (
+    NodeRecord,
+    OwnRecord,
+    PodRecord,
+    WaitingPodRecord,
+    own_record,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -235,6 +241,9 @@ class PodStore(KindStore[PodKey, PodRecord]):
         self._held: dict[PodKey, PodSnapshot] = {}
         self._unbound: dict[PodKey, PodSnapshot] = {}
         """Pods the gate released that are not bound yet (nor finished)."""
+        self._unscheduled: dict[PodKey, WaitingPodRecord] = {}
+        """The pods that wait to be scheduled (held, or Unschedulable): reclaim's reclaimers
+        are among them."""
         self._claims: dict[str, set[PodKey]] = {}
         """DaemonSet UID -> the pods whose controller reference names it."""
 
@@ -253,18 +262,23 @@ class PodStore(KindStore[PodKey, PodRecord]):
         if old is not None:
             self._ledger.remove(old.share)
             self._unplace(old)
-            self._held.pop(PodKey(old.share.namespace, old.share.name), None)
-            self._unbound.pop(PodKey(old.share.namespace, old.share.name), None)
+            key = PodKey(old.share.namespace, old.share.name)
+            self._held.pop(key, None)
+            self._unbound.pop(key, None)
+            self._unscheduled.pop(key, None)
             self._unclaim(old)
         if new is not None:
             self._ledger.add(new.share)
             self._place(new)
+            key = PodKey(new.share.namespace, new.share.name)
             if new.share.admission == "held" and not new.share.terminal:
-                self._held[PodKey(new.share.namespace, new.share.name)] = new.share
+                self._held[key] = new.share
             elif new.share.admission == "admitted" and new.share.pending:
-                self._unbound[PodKey(new.share.namespace, new.share.name)] = new.share
+                self._unbound[key] = new.share
+            if isinstance(new, WaitingPodRecord):
+                self._unscheduled[key] = new
             self._claim(new)
-        if old is None or new is None or old.share != new.share:
+        if old is None or new is None or old.share != new.share or _waits(old) != _waits(new):
             self._on_change()
 
     def _claim(self, record: PodRecord) -> None:
@@ -328,6 +342,12 @@ class PodStore(KindStore[PodKey, PodRecord]):
         out against ``bindTimeoutSeconds`` (never every pod)."""
         return list(self._unbound.values())
 
+    def unscheduled(self) -> list[WaitingPodRecord]:
+        """The pods that wait to be scheduled: held by the admission gate, or found
+        Unschedulable, each with its node constraints. Called from the round's worker thread:
+        one C-level copy."""
+        return list(self._unscheduled.values())
+
     def on_node(self, node: str) -> list[PodRecord]:
         """The non-terminal pods bound to ``node``."""
         return list(self._by_node.get(node, {}).values())
@@ -342,6 +362,13 @@ class PodStore(KindStore[PodKey, PodRecord]):
 
     def qos_views_on(self, node: str) -> list[qos.QosPod]:
         return [record.qos for record in self.on_node(node) if record.qos is not None]
+
+
+def _waits(record: PodRecord) -> tuple[object, ...] | None:
+    """What reclaim reads of a waiting pod beyond its share view (None: it does not wait)."""
+    if not isinstance(record, WaitingPodRecord):
+        return None
+    return (record.constraints, record.unschedulable_since)
 
 
 class PodGroupStore(KindStore[GroupKey, PodGroupSnapshot]):

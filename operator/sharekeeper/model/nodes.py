@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sharekeeper.engine.admission import NodeAdmission
+from sharekeeper.engine.node_constraints import SCHEDULING_EFFECTS, Taint
 from sharekeeper.engine.overcommit import factor_number
 from sharekeeper.engine.shares import ShareNode
 from sharekeeper.engine.shares.snapshot import NodeName
@@ -46,7 +47,28 @@ def node_snapshot(obj: Obj) -> ShareNode:
         name=NodeName(name_of(obj)),
         labels=labels_of(obj),
         allocatable=resources_at(obj, "status.allocatable"),
+        taints=scheduling_taints(obj),
     )
+
+
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+"""What a cordoned node (``spec.unschedulable``) keeps off: the node controller puts it on as
+a taint too, and kube-scheduler's NodeUnschedulable filter reads it as one."""
+
+
+def scheduling_taints(obj: Obj) -> tuple[Taint, ...]:
+    """The node's taints that keep pods off (``NoSchedule``, ``NoExecute``), an entry that is
+    not a taint skipped; a cordoned node's unschedulable taint among them."""
+    found: list[Taint] = []
+    taints = at(obj, "spec.taints")
+    for taint in taints if isinstance(taints, list) else ():
+        if isinstance(taint, Mapping) and taint.get("effect") in SCHEDULING_EFFECTS:
+            found.append(
+                Taint(str(taint.get("key") or ""), str(taint.get("value") or ""), taint["effect"])
+            )
+    if at(obj, "spec.unschedulable") is True and UNSCHEDULABLE_TAINT not in found:
+        found.append(UNSCHEDULABLE_TAINT)
+    return tuple(found)
 
 
 PREFIX = "sharekeeper.io/"

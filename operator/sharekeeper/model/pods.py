@@ -9,9 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
+from sharekeeper.engine.node_constraints import (
+    ANY_NODE,
+    NAME_FIELD,
+    NO_NODE,
+    Comparison,
+    NodeConstraints,
+    NodeRequirement,
+    NodeSelectorTerm,
+    Toleration,
+)
 from sharekeeper.engine.resources import add, at_least
+from sharekeeper.engine.selectors import Requirement
 from sharekeeper.engine.shares import PodGroupSnapshot, PodSnapshot
 from sharekeeper.engine.shares.snapshot import DEFAULT_SCHEDULER, PodGroupPhase
 from sharekeeper.model import qos
@@ -29,7 +40,7 @@ from sharekeeper.model.objects import (
     resources_at,
     timestamp_at,
 )
-from sharekeeper.model.records import PodRecord
+from sharekeeper.model.records import PodRecord, WaitingPodRecord
 
 QUEUE_LABEL = "sharekeeper.io/queue"
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
@@ -48,12 +59,18 @@ def pod_record(obj: Obj) -> PodRecord:
     ``sharekeeper.io/cpu-throttle`` annotation, say) keeps its share view (it still counts in
     its queue) and carries the problem instead of a QoS view."""
     try:
-        share = pod_snapshot(obj)
+        share, since = _pod_snapshot(obj)
     except ObjectError as error:
         raise of_kind("Pod", error) from None
     if not share.allocated:
-        waiting = share.admission == "admitted" and share.pending
-        return PodRecord(share, unscheduled=scheduler_message(obj) if waiting else None)
+        released = share.admission == "admitted" and share.pending
+        unscheduled = scheduler_message(obj) if released else None
+        if share.pending and (share.admission == "held" or since is not None):
+            return WaitingPodRecord(
+                share, unscheduled=unscheduled, constraints=node_constraints(obj),
+                unschedulable_since=since,
+            )  # fmt: skip
+        return PodRecord(share, unscheduled=unscheduled)
     try:
         limits = qos.container_cpu_limits(obj)
         return PodRecord(share, qos.pod_view(obj, limits), limits)
@@ -62,6 +79,12 @@ def pod_record(obj: Obj) -> PodRecord:
 
 
 def pod_snapshot(obj: Obj) -> PodSnapshot:
+    return _pod_snapshot(obj)[0]
+
+
+def _pod_snapshot(obj: Obj) -> tuple[PodSnapshot, float | None]:
+    """The pod's share view, and since when it is Unschedulable (None: it is not, or it is
+    held by the admission gate, or bound or finished)."""
     labels = mapping_at(obj, "metadata.labels")
     annotations = mapping_at(obj, "metadata.annotations")
     gates = at(obj, "spec.schedulingGates")
@@ -69,6 +92,8 @@ def pod_snapshot(obj: Obj) -> PodSnapshot:
     node_name = at(obj, "spec.nodeName") or None
     terminal = at(obj, "status.phase") in ("Succeeded", "Failed")
     released = not held and ADMITTED_ANNOTATION in annotations
+    since = None if held or node_name or terminal else unschedulable_since(obj)
+    waits = held or since is not None
     return PodSnapshot(
         namespace=str(at(obj, "metadata.namespace") or "default"),
         name=name_of(obj),
@@ -81,13 +106,108 @@ def pod_snapshot(obj: Obj) -> PodSnapshot:
         group_name=annotations.get(GROUP_ANNOTATION),
         scheduler_name=str(at(obj, "spec.schedulerName") or DEFAULT_SCHEDULER),
         admission="held" if held else "admitted" if released else "none",
-        # Only a held pod is ordered: the others keep the shared defaults (no memory per pod).
-        # The effective priority: a system class named outside kube-system counts as 0.
-        priority=_admission_priority(obj) if held else 0,
-        created_seconds=timestamp_at(obj, "metadata.creationTimestamp") if held else 0.0,
+        # Only a pod that waits (held, or Unschedulable) is ordered: the others keep the shared
+        # defaults (no memory per pod). The effective priority: a system class named outside
+        # kube-system counts as 0.
+        priority=_admission_priority(obj) if waits else 0,
+        created_seconds=timestamp_at(obj, "metadata.creationTimestamp") if waits else 0.0,
         # Only a released pod not bound yet may outstay bindTimeoutSeconds.
         admitted_seconds=admitted_at(annotations) if released and not node_name else 0.0,
-    )
+    ), since
+
+
+def unschedulable_since(obj: Obj) -> float | None:
+    """Since when the scheduler has found no node for the pod: its ``PodScheduled`` condition is
+    False for ``Unschedulable`` since its ``lastTransitionTime`` (the pod's creation when that
+    is missing or unreadable); None when it is not. Read for unbound pods only."""
+    conditions = at(obj, "status.conditions")
+    for entry in conditions if isinstance(conditions, list) else ():
+        if isinstance(entry, Mapping) and entry.get("type") == "PodScheduled":
+            if entry.get("status") != "False" or entry.get("reason") != "Unschedulable":
+                return None
+            try:
+                since = timestamp_at(entry, "lastTransitionTime")
+            except ObjectError:
+                since = 0.0
+            return since or timestamp_at(obj, "metadata.creationTimestamp")
+    return None
+
+
+def node_constraints(obj: Obj) -> NodeConstraints:
+    """The pod's node selector, required node affinity and tolerations (read only for a pod
+    that waits). The API server validates them; one that cannot be read anyway is taken for
+    constraints no node meets (such a pod is planned nowhere), never for none."""
+    try:
+        selector = mapping_at(obj, "spec.nodeSelector")
+        terms_at = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        required = at(obj, terms_at)
+        terms = None if required is None else _terms(obj, required)
+        tolerations = tuple(_toleration(obj, entry) for entry in _list(obj, "spec.tolerations"))
+    except (ObjectError, KeyError, TypeError, ValueError):
+        return NO_NODE
+    if not selector and terms is None and not tolerations:
+        return ANY_NODE
+    pairs = tuple(sorted((str(key), str(value)) for key, value in selector.items()))
+    return NodeConstraints(pairs, terms, tolerations)
+
+
+def _list(obj: Obj, path: str, value: Any = None) -> list[Any]:
+    found = at(obj, path) if value is None else value
+    if found is None:
+        return []
+    if not isinstance(found, list):
+        raise fail(obj, path, "must be a list", found)
+    return found
+
+
+def _terms(obj: Obj, required: Any) -> tuple[NodeSelectorTerm, ...]:
+    if not isinstance(required, Mapping):
+        raise fail(obj, "spec.affinity.nodeAffinity", "must be a mapping", required)
+    terms = []
+    for term in _list(obj, "nodeSelectorTerms", required.get("nodeSelectorTerms")):
+        if not isinstance(term, Mapping):
+            raise ValueError("a node selector term must be a mapping")
+        expressions = tuple(
+            _requirement(entry, comparisons=True)
+            for entry in _list(obj, "matchExpressions", term.get("matchExpressions"))
+        )
+        fields = tuple(
+            _field(_requirement(entry, comparisons=False))
+            for entry in _list(obj, "matchFields", term.get("matchFields"))
+        )
+        terms.append(NodeSelectorTerm(expressions, fields))
+    return tuple(terms)
+
+
+def _requirement(entry: Any, *, comparisons: bool) -> NodeRequirement:
+    if not isinstance(entry, Mapping):
+        raise ValueError("a node selector requirement must be a mapping")
+    key, operator = str(entry["key"]), entry["operator"]
+    values = [str(value) for value in entry.get("values") or ()]
+    if operator in ("In", "NotIn", "Exists", "DoesNotExist"):
+        return Requirement(key, operator, frozenset(values))
+    if comparisons and operator in ("Gt", "Lt") and len(values) == 1:
+        return Comparison(key, operator, int(values[0]))
+    raise ValueError(f"node selector operator {operator!r}")
+
+
+def _field(requirement: NodeRequirement) -> Requirement:
+    if not isinstance(requirement, Requirement) or requirement.key != NAME_FIELD:
+        raise ValueError(f"node selector field {requirement.key!r}")
+    return requirement
+
+
+def _toleration(obj: Obj, entry: Any) -> Toleration:
+    if not isinstance(entry, Mapping):
+        raise fail(obj, "spec.tolerations", "must hold mappings", entry)
+    given = entry.get("operator")
+    if given not in (None, "", "Equal", "Exists"):
+        raise ValueError(f"toleration operator {given!r}")
+    operator: Literal["Equal", "Exists"] = "Exists" if given == "Exists" else "Equal"
+    return Toleration(
+        str(entry.get("key") or ""), operator, str(entry.get("value") or ""),
+        str(entry.get("effect") or ""),
+    )  # fmt: skip
 
 
 def admitted_at(annotations: Obj) -> float:

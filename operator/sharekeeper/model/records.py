@@ -10,6 +10,7 @@ from typing import Generic, TypeVar
 
 from sharekeeper.engine import qos
 from sharekeeper.engine.admission import NodePolicy
+from sharekeeper.engine.node_constraints import NodeConstraints
 from sharekeeper.engine.shares import PodSnapshot, PolicySnapshot, QueueSnapshot, ShareNode
 from sharekeeper.model.objects import Obj, ObjectError
 
@@ -90,3 +91,17 @@ class PodRecord:
     unscheduled: str | None = None
     """For a pod released by the admission gate and not bound yet: why the scheduler could not
     place it (its PodScheduled condition's message), when it said."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WaitingPodRecord(PodRecord):
+    """A pod that waits to be scheduled and may reclaim: unbound and not finished, and held by
+    the admission gate or found Unschedulable by the scheduler. Only these pods carry the two
+    fields below: every other pod's record stays as small as it was."""
+
+    constraints: NodeConstraints
+    """Its node selector, required node affinity and tolerations."""
+    unschedulable_since: float | None
+    """Its ``PodScheduled`` condition is False for ``Unschedulable``: since when (the
+    condition's ``lastTransitionTime``, else the pod's creation), Unix seconds. None: it is
+    not (a held pod)."""

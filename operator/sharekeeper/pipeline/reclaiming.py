@@ -5,11 +5,17 @@ as ``status.reclaim``).
 What the inputs come from:
 
 - queues: the share result (deserved, allocated, guarantee, parent) and ``spec.reclaimable``;
-- nodes: the policy's governed nodes, their allocatable and the ledger's per-node totals;
+- nodes: the policy's governed nodes, their allocatable and the ledger's per-node totals (Σ
+  requests, and ``pods``: how many are bound);
 - waiting: the pods the admission gate holds and keeps held this round for want of room
-  (``QuotaExceeded``, ``OvercommitHeadroomExceeded``, ``NoNodeFits``, ``BehindOthers``), in
-  the admission order (lowest queue share first, then priority, age, name), each having
-  waited ``now`` - its creation;
+  (``QuotaExceeded``, ``OvercommitHeadroomExceeded``, ``NoNodeFits``, ``BehindOthers``), each
+  having waited ``now`` - its creation; and the pods outside the gate that the scheduler finds
+  Unschedulable (their ``PodScheduled`` condition), that name a queue (label, Volcano
+  annotation or PodGroup) which admits their namespace and is an Open leaf of the policy, each
+  having waited since the condition's ``lastTransitionTime``. Together, in the admission order
+  (lowest queue share first, then priority, age, name), each with the nodes of its policy its
+  own node selector, required node affinity and tolerations let it use (``_Eligible``, once
+  per distinct constraints);
 - running: the bound pods of the leaf queues that are overused (allocated > deserved in some
   dimension), read from the pod store's per-claim index: the cost is that of what is
   overused, never of every pod. A terminating pod (an accepted eviction, ours or anyone's),
@@ -18,20 +24,20 @@ What the inputs come from:
   node's used.
 
 Not built yet: the proportional reservation on accelerator nodes (``NodeState.reserved`` is
-empty: a reclaimer is placed as if nodes kept nothing idle for accelerators), and a held
-pod's node selector, affinity and tolerations (``Waiting.nodes`` is None: any node of its
-policy). Pods of a PodGroup are placed one by one.
+empty: a reclaimer is placed as if nodes kept nothing idle for accelerators). Pods of a
+PodGroup are placed one by one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from sharekeeper.engine.admission import AdmissionResult, NodePolicy, ReclaimMode
-from sharekeeper.engine.gates import GateDecisions
+from sharekeeper.engine.gates import GateDecisions, not_offered
 from sharekeeper.engine.keys import PodKey
+from sharekeeper.engine.node_constraints import ANY_NODE, NodeConstraints
 from sharekeeper.engine.qos.candidates import protected
 from sharekeeper.engine.reclaim import (
     Gang,
@@ -45,9 +51,10 @@ from sharekeeper.engine.reclaim import (
     plan_reclaim,
 )
 from sharekeeper.engine.resources import Amounts, add, exceeded_part
-from sharekeeper.engine.shares import PodSnapshot, ShareResult, ShareSnapshot
+from sharekeeper.engine.shares import PodSnapshot, ShareNode, ShareResult, ShareSnapshot
+from sharekeeper.engine.shares.accounting import pod_claim
 from sharekeeper.engine.shares.snapshot import DEFAULT_QUEUE, PODS, PolicyName, QueueName
-from sharekeeper.model.records import PodRecord
+from sharekeeper.model.records import PodRecord, WaitingPodRecord
 
 WAITING_FOR_ROOM = frozenset(
     {"QuotaExceeded", "OvercommitHeadroomExceeded", "NoNodeFits", "BehindOthers"}
@@ -57,9 +64,12 @@ queue, an incomplete gang, a resource no node offers...) are not helped by evict
 
 
 class BoundPods(Protocol):
-    """The pod store's per-claim index (``cluster.store.PodStore``)."""
+    """The pod store's indexes reclaim reads (``cluster.store.PodStore``): the bound pods per
+    claim, and the pods that wait to be scheduled."""
 
     def bound_claiming(self, claim: Hashable) -> list[PodRecord]: ...
+
+    def unscheduled(self) -> list[WaitingPodRecord]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +102,10 @@ def reclaim_rounds(
     }
     if pods is None or not wanted:
         return {}
-    waiting_by_policy = _waiting(shares, gates, held, now, wanted.keys())
+    waiting_by_policy = _waiting(
+        snapshot, shares, facts, gates, held=held, unscheduled=pods.unscheduled(), now=now,
+        policies=wanted.keys(),
+    )  # fmt: skip
     rounds = {}
     for policy, config in sorted(wanted.items()):
         inputs = reclaim_inputs(
@@ -104,41 +117,162 @@ def reclaim_rounds(
 
 
 def _waiting(
+    snapshot: ShareSnapshot,
     shares: ShareResult,
+    facts: AdmissionResult,
     gates: GateDecisions,
+    *,
     held: Iterable[PodSnapshot],
+    unscheduled: Sequence[WaitingPodRecord],
     now: float,
     policies: Collection[PolicyName],
 ) -> dict[PolicyName, list[Waiting]]:
-    """The held pods that wait for room under ``policies``, each with its place in the
-    admission order (numbered across policies: only the order within one matters)."""
-    ordered = []
+    """The pods that wait for room under ``policies``, each with its place in the admission
+    order (numbered across policies: only the order within one matters) and the nodes of its
+    policy it could use: the held pods the gate keeps waiting for room, and the pods the
+    scheduler finds Unschedulable (``_unschedulable``). A pod is listed once."""
+    records = {PodKey(r.share.namespace, r.share.name): r for r in unscheduled}
+    ordered: list[tuple[tuple[float, int, float, str], _Reclaimer]] = []
+    listed: set[PodKey] = set()
     for pod in held:
         key = PodKey(pod.namespace, pod.name)
         why = gates.waiting.get(key)
-        if why is None or why.reason not in WAITING_FOR_ROOM:
+        if why is None or why.reason not in WAITING_FOR_ROOM or key in listed:
             continue
         share = shares.queues.get(QueueName(why.queue))
         if share is None or share.policy is None or share.policy not in policies:
             continue
+        record = records.get(key)
+        constraints = record.constraints if record is not None else ANY_NODE
         order = (share.share, -pod.priority, pod.created_seconds, f"{pod.namespace}/{pod.name}")
-        ordered.append((order, pod, why.queue, share.policy))
+        ordered.append(
+            (order, _Reclaimer(pod, why.queue, share.policy, constraints, pod.created_seconds))
+        )
+        listed.add(key)
+    for reclaimer in _unschedulable(snapshot, shares, unscheduled, policies):
+        pod = reclaimer.pod
+        if PodKey(pod.namespace, pod.name) in listed:
+            continue
+        share = shares.queues[QueueName(reclaimer.queue)]
+        order = (share.share, -pod.priority, pod.created_seconds, f"{pod.namespace}/{pod.name}")
+        ordered.append((order, reclaimer))
     ordered.sort(key=lambda entry: entry[0])
     by_policy: dict[PolicyName, list[Waiting]] = {}
-    for index, (_, pod, queue, policy) in enumerate(ordered):
+    eligible: dict[PolicyName, _Eligible] = {}
+    for index, (_, reclaimer) in enumerate(ordered):
+        pod, policy = reclaimer.pod, reclaimer.policy
+        if policy not in eligible:
+            eligible[policy] = _Eligible(
+                [n for n in snapshot.nodes if (f := facts.nodes.get(n.name)) and f.policy == policy]
+            )
         dimensions = shares.policies[policy].dimensions
         by_policy.setdefault(policy, []).append(
             Waiting(
                 namespace=pod.namespace,
                 name=pod.name,
-                queue=queue,
+                queue=reclaimer.queue,
                 request=_within(pod.request, dimensions),
-                waited_seconds=max(now - pod.created_seconds, 0.0),
+                waited_seconds=max(now - reclaimer.since, 0.0),
                 order=index,
-                nodes=None,
+                nodes=eligible[policy].nodes_for(reclaimer.constraints),
             )
         )
     return by_policy
+
+
+@dataclass(frozen=True, slots=True)
+class _Reclaimer:
+    pod: PodSnapshot
+    queue: str
+    policy: PolicyName
+    constraints: NodeConstraints
+    since: float
+    """What it has waited since: its creation (held) or since it was found Unschedulable."""
+
+
+def _unschedulable(
+    snapshot: ShareSnapshot,
+    shares: ShareResult,
+    unscheduled: Iterable[WaitingPodRecord],
+    policies: Collection[PolicyName],
+) -> Iterator[_Reclaimer]:
+    """The pods the scheduler finds Unschedulable (outside the admission gate) that name a
+    queue, by label, Volcano annotation or PodGroup (``accounting.pod_claim``: a PodGroup that
+    names none charges the default queue), and that room could help: the queue exists, admits
+    the pod's namespace, is an Open leaf governed by one of ``policies``, and its nodes offer
+    every resource the pod asks for."""
+    groups: dict[tuple[str, str], str | None] | None = None
+    for record in unscheduled:
+        pod = record.share
+        if record.unschedulable_since is None or pod.admission == "held" or not pod.pending:
+            continue
+        claim = pod_claim(pod)
+        if claim[0] == "named":
+            queue = claim[1]
+        elif claim[0] == "grouped":
+            if groups is None:
+                groups = {(g.namespace, g.name): g.queue for g in snapshot.pod_groups}
+            queue = groups.get(claim[1]) or DEFAULT_QUEUE
+        else:
+            continue
+        share = shares.queues.get(QueueName(queue))
+        if (
+            share is None
+            or share.policy is None
+            or share.policy not in policies
+            or pod.namespace in shares.refused.get(QueueName(queue), {})
+            or share.state != "Open"
+            or not share.leaf
+            or not_offered(pod.request, shares.policies[share.policy].offered)
+        ):
+            continue
+        yield _Reclaimer(pod, queue, share.policy, record.constraints, record.unschedulable_since)
+
+
+class _Eligible:
+    """A policy's nodes, and which of them a pod's own constraints let it use: computed once per
+    distinct constraints in a round (the replicas of one workload share theirs)."""
+
+    def __init__(self, nodes: Sequence[ShareNode]) -> None:
+        self.nodes = nodes
+        self.tainted = [node for node in nodes if node.taints]
+        self.found: dict[NodeConstraints, frozenset[str] | None] = {}
+        self._by_label: dict[tuple[str, str], list[ShareNode]] | None = None
+
+    def nodes_for(self, constraints: NodeConstraints) -> frozenset[str] | None:
+        """The names of the nodes it may use; None: every node of the policy."""
+        if constraints is ANY_NODE and not self.tainted:
+            return None
+        if constraints in self.found:
+            return self.found[constraints]
+        if not constraints.by_labels:
+            # Only taints can refuse it: O(tainted nodes).
+            refused = {
+                node.name
+                for node in self.tainted
+                if not all(constraints.tolerates(taint) for taint in node.taints)
+            }
+            names = frozenset(n.name for n in self.nodes if n.name not in refused)
+        else:
+            names = frozenset(
+                node.name
+                for node in self._candidates(constraints)
+                if constraints.allows(node.name, node.labels, node.taints)
+            )
+        found = self.found[constraints] = None if len(names) == len(self.nodes) else names
+        return found
+
+    def _candidates(self, constraints: NodeConstraints) -> Sequence[ShareNode]:
+        """The nodes that carry its node selector's rarest label (all, without one)."""
+        if not constraints.selector:
+            return self.nodes
+        if self._by_label is None:
+            self._by_label = {}
+            for node in self.nodes:
+                for pair in node.labels.items():
+                    self._by_label.setdefault(pair, []).append(node)
+        by_label = self._by_label
+        return min((by_label.get(pair, []) for pair in constraints.selector), key=len)
 
 
 def reclaim_inputs(
@@ -223,13 +357,17 @@ def reclaim_inputs(
         )
         for name, share in sorted(governed.items())
     )
-    used = snapshot.totals.node_used
+    used, counts = snapshot.totals.node_used, snapshot.totals.node_pods
     nodes = tuple(
         NodeState(
             name=node.name,
             policy=policy,
             allocatable=node.allocatable,
-            used=exceeded_part(used.get(node.name, {}), gone_by_node.get(node.name, {})),
+            # With ``pods``, their count: a node full by pod count has no room.
+            used=exceeded_part(
+                {**used.get(node.name, {}), PODS: counts.get(node.name, 0)},
+                gone_by_node.get(node.name, {}),
+            ),
             # The proportional reservation is not read yet: nodes keep nothing idle here.
             reserved={},
             reserved_for=frozenset(),

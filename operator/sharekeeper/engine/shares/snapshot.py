@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, NewType
 
+from sharekeeper.engine.node_constraints import Taint
 from sharekeeper.engine.resources import Amounts
 from sharekeeper.engine.selectors import LabelSelector
 
@@ -102,6 +103,9 @@ class ShareNode:
     name: NodeName
     labels: Mapping[str, str] = field(default_factory=dict)
     allocatable: Amounts = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    """Those that keep pods off (``NoSchedule``, ``NoExecute``): not the share engine's, but
+    read in the same round (reclaim plans a pod only on nodes it tolerates)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +210,8 @@ class PodTotals:
     """Every pod of a PodGroup, whatever queue it names, by PodGroup."""
     node_used: Mapping[str, Amounts] = field(default_factory=dict)
     """Node name -> Σ requests of the pods bound to it."""
+    node_pods: Mapping[str, int] = field(default_factory=dict)
+    """Node name -> how many pods are bound to it (what its ``pods`` allocatable bounds)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,155 @@
+"""Reclaim for pods outside admission, on a whole cluster in a box: queue a, of a namespace that
+opted in to admission, borrows both fake nodes (``admission.borrow``); queue b, of equal
+weight, runs a Job in a namespace that did not opt in, so nothing gates its pods: the real
+scheduler finds no room and marks them Unschedulable. Under Preview the plan shows and nothing
+is evicted; under On exactly enough of a's pods are evicted for b's pods to run, and no more.
+
+a's replacements are held by the gate (a is at its deserved share), so the room the evictions
+free goes to b's pods, not back to a. Two fake nodes of 4 cpu; the overcommit factor is 1."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import objects
+from admitting import QUEUE_LABEL, admitting_operator, held, opted_in_namespace, pods_of
+from clusters import Installed
+from fakenodes import job
+from operating import Operator, eventually
+
+POLICY = "all"
+
+
+def reclaim_policy(mode: str) -> dict[str, Any]:
+    return objects.policy(
+        POLICY,
+        admission={"borrow": True},
+        overcommit={"factor": 1},
+        reclaim={"mode": mode, "afterSeconds": 2, "maxEvictionsPerRound": 10},
+    )
+
+
+@pytest.fixture(scope="module")
+def admitting(
+    full_installed: Installed, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Installed, Operator]]:
+    with admitting_operator(
+        full_installed,
+        tmp_path_factory.mktemp("reclaiming-unscheduled") / "operator.log",
+        apply=[reclaim_policy("Off")],
+    ) as operator:
+        yield full_installed, operator
+
+
+@pytest.fixture
+def spaces(
+    admitting: tuple[Installed, Operator], request: pytest.FixtureRequest
+) -> Iterator[tuple[str, str]]:
+    """An opted-in namespace (for a) and one beside it that did not opt in (for b)."""
+    cluster = admitting[0].cluster
+    try:
+        with opted_in_namespace(cluster, request) as name:
+            plain = f"{name[:50]}-plain"
+            cluster.kubectl("create", "namespace", plain)
+            try:
+                yield name, plain
+            finally:
+                cluster.kubectl("delete", "namespace", plain, "--wait=true", "--timeout=60s")
+    finally:
+        cluster.apply(reclaim_policy("Off"))
+
+
+def running(installed: Installed, *namespaces: str) -> Counter[str]:
+    """Bound, not terminating, not finished pods, by queue."""
+    return Counter(
+        pod["metadata"]["labels"][QUEUE_LABEL]
+        for namespace in namespaces
+        for pod in pods_of(installed, namespace)
+        if pod["spec"].get("nodeName")
+        and not pod["metadata"].get("deletionTimestamp")
+        and pod["status"].get("phase") not in ("Succeeded", "Failed")
+    )
+
+
+def unschedulable(pod: dict[str, Any]) -> bool:
+    return any(
+        c["type"] == "PodScheduled"
+        and c["status"] == "False"
+        and c.get("reason") == "Unschedulable"
+        for c in pod["status"].get("conditions") or []
+    )
+
+
+def events(installed: Installed, namespace: str, reason: str) -> list[dict[str, Any]]:
+    found = installed.cluster.get("events", "-n", namespace, "--field-selector", f"reason={reason}")
+    items: list[dict[str, Any]] = found["items"]
+    return items
+
+
+def test_unschedulable_pods_outside_admission_reclaim_just_enough(
+    admitting: tuple[Installed, Operator], spaces: tuple[str, str]
+) -> None:
+    installed, operator = admitting
+    cluster = installed.cluster
+    borrower, plain = spaces
+    cluster.apply(reclaim_policy("Preview"), objects.queue("a"), objects.queue("b"))
+    labels = lambda q: {QUEUE_LABEL: q}  # noqa: E731
+    cluster.apply(
+        job("fill", borrower, completions=8, parallelism=8, cpu="1", memory="64Mi",
+            run_for="600s", labels=labels("a")),
+    )  # fmt: skip
+    eventually(lambda: running(installed, borrower) == Counter({"a": 8}), timeout=60)
+    cluster.apply(
+        job("want", plain, completions=2, parallelism=2, cpu="1", memory="64Mi",
+            run_for="600s", labels=labels("b")),
+    )  # fmt: skip
+
+    # Nothing gates b's pods: the scheduler finds no room for them.
+    def stuck() -> list[dict[str, Any]]:
+        pods = pods_of(installed, plain)
+        assert len(pods) == 2
+        assert all(unschedulable(p) and not held(p) for p in pods), [p["status"] for p in pods]
+        return pods
+
+    eventually(stuck, timeout=30)
+
+    # Preview: b deserves 2 of the 8 cpu, a 6; the plan evicts two of a's pods, nothing goes.
+    def planned() -> dict[str, Any]:
+        section: dict[str, Any] = objects.status(cluster, "schedulerpolicy", POLICY)["reclaim"]
+        assert section["mode"] == "Preview", section
+        assert section["waiting"] == 2, section
+        assert section["evictions"] == 2, section
+        return section
+
+    section = eventually(planned, timeout=30)
+    assert {entry["reclaimer"].split("/")[0] for entry in section["reclaims"]} == {plain}
+    victims = [v for entry in section["reclaims"] for v in entry["victims"]]
+    assert {v["queue"] for v in victims} == {"a"}
+    assert running(installed, borrower, plain) == Counter({"a": 8})
+    assert events(installed, borrower, "Reclaimed") == []
+
+    # On: exactly two of a's pods are evicted, and b's two pods run.
+    cluster.apply(reclaim_policy("On"))
+    eventually(lambda: running(installed, plain)["b"] == 2, timeout=90)
+    evicted = events(installed, borrower, "Reclaimed")
+    assert len(evicted) == 2, [e["message"] for e in evicted]
+    assert all("queue a holds cpu" in e["message"] for e in evicted)
+    # a's Job makes new pods: the gate holds them (a is at its deserved share); they reclaim
+    # nothing.
+    eventually(lambda: running(installed, borrower, plain) == Counter({"a": 6, "b": 2}), timeout=30)
+    # Rounds later (each woken by a new, empty queue), still nothing more evicted: no loop.
+    for idle in ("c", "d", "e"):
+        done = int(operator.health().get("recomputeRounds", 0))
+        cluster.apply(objects.queue(idle))
+        operator.wait_rounds(done + 1)
+    assert objects.status(cluster, "schedulerpolicy", POLICY)["reclaim"]["evictions"] == 0
+    assert len(events(installed, borrower, "Reclaimed")) == 2
+    assert running(installed, borrower, plain) == Counter({"a": 6, "b": 2})
+    replacements = [p for p in pods_of(installed, borrower) if not p["spec"].get("nodeName")]
+    assert replacements
+    assert all(held(p) for p in replacements)
+    assert len(events(installed, plain, "ReclaimedFor")) == 2
