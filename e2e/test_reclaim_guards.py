@@ -1,6 +1,7 @@
 """Reclaim's guarantees on a whole cluster in a box (``docs/reclaim.md``, "Guarantees"): a
 PodDisruptionBudget that refuses an eviction sends the plan to the next victim and nothing is
-deleted; a Volcano PodGroup at its ``minMember`` goes whole or not at all.
+deleted; a Volcano PodGroup at its ``minMember`` goes whole or not at all; a plan a budget
+refuses whole is not sent again round after round.
 
 Two fake nodes of 4 cpu (``admitting.kwok_nodes``), queues ``a`` and ``b`` of equal weight under
 the policy ``all`` (``admission.borrow``, overcommit factor 1, reclaim after 2 s, at most 10
@@ -33,6 +34,7 @@ GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 JOB_LABEL = "batch.kubernetes.io/job-name"
 GUARDED = {"guarded": "yes"}
 REFUSED_METRIC = "sharekeeper_reclaim_evictions_refused_total"
+REFUSAL_WINDOW = 10  # seconds watched while a budget refuses every victim
 
 
 def reclaim_policy(mode: str) -> dict[str, Any]:
@@ -337,3 +339,31 @@ def test_a_gang_goes_whole_or_not_at_all(admitting: tuple[Installed, Operator], 
     assert {e.pod for e in tried if not e.accepted} == singles, tried
     assert pod_deletions(cluster, since) == []
     refusals_counted(operator, refused_before, cluster, space, since)
+
+
+def test_a_refused_plan_is_not_sent_again_round_after_round(
+    admitting: tuple[Installed, Operator], space: str
+) -> None:
+    """Every pod of a is under a budget that allows no disruption, and b's pod waits for one
+    of them. Nothing changes in the cluster, so each round would plan the same evictions and be
+    refused the same way: after a round whose evictions were all refused the operator pauses
+    (``error_backoff_seconds``, 5 s) instead of planning and sending them again at once."""
+    installed, _ = admitting
+    cluster = installed.cluster
+    since = audit_mark(cluster)
+    cluster.apply(budget("keep-all", space, 8),
+                  a_job("all", space, 8, labels={QUEUE_LABEL: "a", **GUARDED}))  # fmt: skip
+    eventually(lambda: live_by_job(installed, space) == Counter({"all": 8}), timeout=60)
+    wait_budget(cluster, space, "keep-all", healthy=8)
+    cluster.apply(b_job("one", space, 1))
+    eventually(lambda: evictions(cluster, space, since), timeout=60)
+    start = len(evictions(cluster, space, since))
+    time.sleep(REFUSAL_WINDOW)
+    tried = evictions(cluster, space, since)
+    assert not any(e.accepted for e in tried), tried
+    assert live_by_job(installed, space) == Counter({"all": 8})
+    # A round tries each of the 8 pods once. Five such rounds in 10 s (the rest of the first,
+    # one every 5 s, and a spare one or two for other events) at most; round after round,
+    # about three a second, it was more than 200.
+    again = len(tried) - start
+    assert again <= 5 * 8, f"{again} refused evictions sent again in {REFUSAL_WINDOW} s"
