@@ -1,7 +1,8 @@
 """Reclaim's guarantees on a whole cluster in a box (``docs/reclaim.md``, "Guarantees"): a
 PodDisruptionBudget that refuses an eviction sends the plan to the next victim and nothing is
 deleted; a Volcano PodGroup at its ``minMember`` goes whole or not at all; a plan a budget
-refuses whole is not sent again round after round.
+refuses whole is not sent again round after round; once a reclaim has settled, nothing more is
+evicted for two minutes.
 
 Two fake nodes of 4 cpu (``admitting.kwok_nodes``), queues ``a`` and ``b`` of equal weight under
 the policy ``all`` (``admission.borrow``, overcommit factor 1, reclaim after 2 s, at most 10
@@ -34,6 +35,7 @@ GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 JOB_LABEL = "batch.kubernetes.io/job-name"
 GUARDED = {"guarded": "yes"}
 REFUSED_METRIC = "sharekeeper_reclaim_evictions_refused_total"
+QUIET_SECONDS = 120  # issue 24: no eviction for two minutes once a reclaim has settled
 REFUSAL_WINDOW = 10  # seconds watched while a budget refuses every victim
 
 
@@ -367,3 +369,38 @@ def test_a_refused_plan_is_not_sent_again_round_after_round(
     # about three a second, it was more than 200.
     again = len(tried) - start
     assert again <= 5 * 8, f"{again} refused evictions sent again in {REFUSAL_WINDOW} s"
+
+
+def test_a_settled_reclaim_evicts_nothing_more_for_two_minutes(
+    admitting: tuple[Installed, Operator], space: str
+) -> None:
+    """a fills the nodes, b asks for 2 cpu: two of a's pods are evicted and b's two run. a's
+    Job makes two new pods, which wait behind the gate (a is at its deserved share) and reclaim
+    nothing. Then for two minutes, with a share round every few seconds (a weight change of a
+    queue without pods, which changes no one's share): no eviction at all."""
+    installed, operator = admitting
+    cluster = installed.cluster
+    since = audit_mark(cluster)
+    cluster.apply(objects.queue("idle"))
+    cluster.apply(a_job("fill", space, 8))
+    eventually(lambda: live_by_job(installed, space) == Counter({"fill": 8}), timeout=60)
+    cluster.apply(b_job("want", space, 2))
+    eventually(lambda: live_by_job(installed, space)["want"] == 2, timeout=90)
+    eventually(lambda: sum(held(p) for p in pods_of(installed, space)) == 2, timeout=60)
+    settled = evictions(cluster, space, since)
+    assert [e.accepted for e in settled] == [True, True], settled
+    assert live_by_job(installed, space) == Counter({"fill": 6, "want": 2})
+
+    deadline = time.monotonic() + QUIET_SECONDS
+    pokes = 0
+    while time.monotonic() < deadline:
+        done = int(operator.health().get("recomputeRounds", 0))
+        pokes += 1
+        cluster.apply(objects.queue("idle", weight=1 + pokes % 2))
+        operator.wait_rounds(done + 1)
+        time.sleep(5)
+        assert evictions(cluster, space, since) == settled
+    assert pokes >= 10
+    assert live_by_job(installed, space) == Counter({"fill": 6, "want": 2})
+    assert sum(held(p) for p in pods_of(installed, space)) == 2
+    assert pod_deletions(cluster, since) == []
