@@ -309,14 +309,19 @@ class Recompute:
         return asyncio.get_running_loop().call_later(delay, self.wake)
 
     async def _evict(self, round_: PolicyReclaim) -> None:
+        evicted: list[PodKey] = []
         try:
-            await carry_out(round_, self._writer, self._evicting, clock=time.monotonic)
+            evicted = await carry_out(round_, self._writer, self._evicting, clock=time.monotonic)
         except Exception:
             logger.exception("policy %s: reclaim evictions failed; next round", round_.policy)
-            self._retry_later()
         finally:
             self._reclaiming.discard(round_.policy)
+        if evicted:
             self.wake()  # the next round sees what was evicted, and releases the reclaimers
+        else:
+            # Every eviction refused (or failed): planned again at once, the cluster unchanged,
+            # the same evictions would be sent and refused again, round after round.
+            self._retry_later()
 
     def _forget_releases(self, held: Iterable[PodSnapshot]) -> None:
         """Releases the watch has shown (the pod is no longer held, or gone), and those it has
