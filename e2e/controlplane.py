@@ -603,8 +603,14 @@ class ControlPlane:
         return bool(self.pids) and all(_pid_alive(pid) for pid in self.pids.values())
 
     def stop(self) -> None:
-        """Stop the processes in the reverse of their start order (the apiserver before etcd),
-        then remove every file. Safe to call twice."""
+        """Stop a real node started next to it (``realnode.py``: its containers, mounts and
+        changes to the host go first), then the processes in the reverse of their start order
+        (the apiserver before etcd), then remove every file. Safe to call twice."""
+        node_dir = self.workdir / "node"
+        if node_dir.exists():
+            import realnode  # realnode imports this module: imported here, when needed
+
+            realnode.cleanup_orphans(node_dir)
         for name in reversed(PROCESSES):
             pid = self.pids.pop(name, None)
             if pid is not None:
