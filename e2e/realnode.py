@@ -128,7 +128,11 @@ METRICS_APISERVICE = "v1beta1.metrics.k8s.io"
 METRICS_SERVICE = ("kube-system", "metrics-server")
 METRIC_RESOLUTION = "15s"  # metrics-server refuses less
 
-PROCESSES = ("containerd", "kubelet", "metrics-server")
+PROCESSES = ("node", "containerd", "kubelet", "metrics-server")
+# The node's cgroup weighs as much as eight busy processes of the host's root cgroup: its pods
+# get the CPU their limits allow while a few other processes compete (the default, 1024, would
+# weigh as one).
+NODE_CPU_SHARES = 8192
 
 
 def _log(message: str) -> None:
@@ -665,7 +669,24 @@ def _kubectl(
     return result
 
 
-def _spawn(node: RealNode, name: str, argv: list[str], detached: bool) -> None:
+def _spawn(
+    node: RealNode, name: str, argv: list[str], detached: bool, *, in_node: bool = True
+) -> None:
+    """Start ``name``; ``in_node``: in the node's cgroup and in the holder's mount and cgroup
+    namespaces, where that cgroup is the root (see ``_start_holder``); the holder itself is in
+    the cgroup, not yet in the namespaces."""
+    joins = in_node or name == "node"
+    if in_node:
+        argv = ["nsenter", f"--target={node.pids['node']}", "--mount", "--cgroup", "--", *argv]
+    hierarchies = _cgroup_hierarchies(unified=True)
+    cgroup = node.cgroup
+
+    def before_exec() -> None:
+        for hierarchy in hierarchies if joins else ():
+            (hierarchy / cgroup / "cgroup.procs").write_text("0")
+        if not detached:
+            controlplane._die_with_parent()
+
     with node.log(name).open("ab") as out:
         proc = subprocess.Popen(
             argv,
@@ -673,11 +694,43 @@ def _spawn(node: RealNode, name: str, argv: list[str], detached: bool) -> None:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            # Runs only async-signal-safe prctl(2) between fork and exec.
-            preexec_fn=None if detached else controlplane._die_with_parent,  # noqa: PLW1509
+            preexec_fn=before_exec,  # noqa: PLW1509
         )
     node.pids[name] = proc.pid
     node.children[name] = proc
+
+
+def _cgroup_mounts() -> list[tuple[str, str, str]]:
+    """(fstype, options, mount point) of every cgroup hierarchy mounted on the host."""
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        fstype, _, options = right.split()[:3]
+        if fstype in ("cgroup", "cgroup2"):
+            wanted = [o for o in options.split(",") if o not in ("rw", "ro")]
+            if fstype == "cgroup" and all(o.startswith("name=") for o in wanted):
+                wanted.insert(0, "none")  # a named hierarchy without controllers
+            found.append((fstype, ",".join(wanted), _unescape(left.split()[4])))
+    return found
+
+
+def _start_holder(node: RealNode, detached: bool, timeout: float) -> None:
+    """The node's namespaces: a process in our cgroup that unshares a mount and a cgroup
+    namespace, mounts every cgroup hierarchy afresh there (so that our cgroup is their root),
+    and sleeps. containerd and the kubelet join it, so the kubelet's node usage (the root
+    cgroup's, as cAdvisor reads it) is the node's own, not the whole machine's; and every mount
+    they make stays in that namespace (``--propagation slave``) and goes with it."""
+    ready = node.state_dir / "namespaces-ready"
+    lines = ["set -e", "umount --recursive --lazy /sys/fs/cgroup",
+             "mount -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup"]  # fmt: skip
+    for fstype, options, point in _cgroup_mounts():
+        lines += [f"mkdir -p {point}", f"mount -t {fstype} -o {options or 'rw'} {fstype} {point}"]
+    lines += [f"touch {ready}", "exec sleep infinity"]
+    script = node.state_dir / "namespaces.sh"
+    script.write_text("\n".join(lines) + "\n")
+    _spawn(node, "node", ["unshare", "--mount", "--cgroup", "--propagation", "slave", "--",
+                          "sh", str(script)], detached, in_node=False)  # fmt: skip
+    _wait(node, "node", "its namespaces", ready.exists, timeout)
 
 
 def _wait(node: RealNode, name: str, what: str, ready: object, timeout: float) -> None:
@@ -707,14 +760,17 @@ def _https_ok(url: str, ca: Path) -> bool:
 
 
 def _make_cgroups(name: str) -> None:
-    """Our cgroup root in every v1 hierarchy (the kubelet checks that its cgroupRoot exists); in
-    cpuset, with its parent's CPUs and memory nodes, without which no task may join it."""
-    for hierarchy in _cgroup_hierarchies():
+    """Our cgroup in every hierarchy, the root of the node's (see ``_start_holder``); in cpuset,
+    with its parent's CPUs and memory nodes, without which no task may join it. Its CPU weight
+    is NODE_CPU_SHARES."""
+    for hierarchy in _cgroup_hierarchies(unified=True):
         path = hierarchy / name
         path.mkdir(exist_ok=True)
         if (hierarchy / "cpuset.cpus").exists():
             for knob in ("cpuset.cpus", "cpuset.mems"):
                 (path / knob).write_text((hierarchy / knob).read_text())
+        if (path / "cpu.shares").exists():
+            (path / "cpu.shares").write_text(str(NODE_CPU_SHARES))
 
 
 def _containerd_config(state: Path) -> str:
@@ -783,7 +839,6 @@ def _kubelet_config(node: RealNode, certs: tuple[Path, Path]) -> str:
             "authorization": {"mode": "Webhook"},
             "containerRuntimeEndpoint": f"unix://{node.socket}",
             "cgroupDriver": "cgroupfs",
-            "cgroupRoot": f"/{node.cgroup}",
             "failCgroupV1": False,
             "failSwapOn": False,
             # No iptables chains of the kubelet's on the host.
@@ -832,6 +887,7 @@ def start(
 def _start(node: RealNode, binaries: Path, images: Path, detached: bool, timeout: float) -> None:
     plane, state = node.plane, node.state_dir
     _make_cgroups(node.cgroup)
+    _start_holder(node, detached, timeout)
     ca = controlplane.openssl_ca(state, "node-ca")
     kubelet_cert = controlplane.openssl_cert(
         state, "kubelet", ca, usage="serverAuth", hosts=("127.0.0.1", "localhost")
@@ -914,6 +970,7 @@ def _start(node: RealNode, binaries: Path, images: Path, detached: bool, timeout
             "--v=1",
         ],
         detached,
+        in_node=False,  # a cluster add-on: its CPU is not the node's
     )
     # Not /readyz: it waits for pod metrics too, which a node without pods never has.
     _wait(node, "metrics-server", "/livez",

@@ -72,13 +72,14 @@ def test_a_pod_runs_is_resized_in_place_and_measured(real_node: NodeCluster, pod
 
 
 def test_a_stopped_node_leaves_the_host_as_it_was(real_node_box: RealNodeBox) -> None:
-    """With a pod running the host has changed (mounts, cgroups, processes, sysctls); once the
-    node is stopped, nothing of it is left (the next test to ask gets a new node)."""
+    """With a pod running the host has changed (processes, cgroups, sysctls, the bridge and the
+    pod's veth, its network namespace; the mounts are in the node's own mount namespace); once
+    the node is stopped, nothing of it is left (the next test to ask gets a new node)."""
     running = real_node_box.get()
     running.cluster.apply(busybox_pod("sleeper", NAMESPACE, "sleep 3600"))
     wait_running(running.cluster, NAMESPACE, "sleeper")
     during = realnode.host_changes(real_node_box.before, realnode.host_snapshot())
-    assert {"processes", "mounts", "cgroups"} <= during.keys(), during
+    assert {"processes", "cgroups", "sysctls", "links", "netns"} <= during.keys(), during
     stopped = time.monotonic()
     changes = real_node_box.close()
     print(f"\nnode and control plane stopped in {time.monotonic() - stopped:.1f}s")
@@ -87,8 +88,9 @@ def test_a_stopped_node_leaves_the_host_as_it_was(real_node_box: RealNodeBox) ->
 
 def test_a_crashed_node_is_cleaned_up(real_node_box: RealNodeBox) -> None:
     """containerd, the kubelet and metrics-server are killed (as when the test run dies), which
-    leaves the shim and the containers running, their mounts, cgroups and the kubelet's
-    sysctls; ``cleanup_orphans`` of the node's state directory removes all of it."""
+    leaves the node's namespaces, the shim and the containers running, their cgroups, network
+    and the kubelet's sysctls; ``cleanup_orphans`` of the node's state directory removes all of
+    it."""
     running = real_node_box.get()
     node = running.node
     running.cluster.apply(busybox_pod("sleeper", NAMESPACE, "sleep 3600"))
