@@ -3,6 +3,15 @@ and metrics-server reads their usage from the kubelet, all on 127.0.0.1.
 
 ``start(plane)`` runs, as plain processes with every file under ``<plane.workdir>/node``:
 
+- a holder process in the node's cgroup (``/sharekeeper-node-<hash>`` in every hierarchy) that
+  unshares a mount and a cgroup namespace, mounts every cgroup hierarchy afresh there, so that
+  the node's cgroup is their root, and sleeps. containerd and the kubelet join its namespaces:
+  the kubelet's node usage (cAdvisor's root cgroup) is then the node's own (containerd, the
+  kubelet, the pods), not the whole machine's, and every mount they make stays there
+  (``--propagation slave``) and goes when its last process does. The node's cgroup weighs
+  NODE_CPU_SHARES, so its pods get what their limits allow while a few other processes
+  compete;
+
 - containerd (Debian's package, with runc and the CNI plugins: ``make node-packages``), its own
   socket, root, state and runc root there. Its images are built here, not pulled: BUSYBOX_IMAGE,
   a busybox root filesystem from Debian's ``busybox-static``, and PAUSE_IMAGE, the same layer
@@ -19,8 +28,8 @@ and metrics-server reads their usage from the kubelet, all on 127.0.0.1.
   server's aggregation layer, as the stand-in ``metrics_server.py`` is.
 
 The API server's node proxy refuses loopback node addresses (``address not allowed``), so
-``kubectl logs``, ``exec`` and ``top node`` through the API server's proxy do not work here; read
-the kubelet (``kubelet_url``) or metrics-server directly.
+``kubectl logs``, ``exec`` and ``port-forward`` do not work here; read the kubelet
+(``kubelet_get``) instead. ``kubectl top`` works (metrics.k8s.io is not the node proxy).
 
 What it changes on the host, and how ``stop()`` undoes it (``cleanup_orphans(state_dir)`` does
 the same after a crash, from the record ``start`` writes first, ``host.json``):
@@ -28,15 +37,16 @@ the same after a crash, from the record ``start`` writes first, ``host.json``):
 - sysctls: the kubelet sets ``vm.overcommit_memory``, ``vm.panic_on_oom``, ``kernel.panic``,
   ``kernel.panic_on_oops`` and ``kernel.keys.root_max*``; every one in SYSCTLS is recorded before
   and written back if it changed;
-- cgroups: the kubelet's pods go under a cgroup root of ours in every v1 hierarchy
-  (``/sharekeeper-node-<hash>``, created before it starts; the kubelet adds it to the unified
-  hierarchy of a hybrid host too); its processes are killed and the tree removed;
-- processes: containerd, the kubelet, metrics-server, and the containerd shims (which outlive
-  containerd), found by the state directory in their command lines, and the containers, found by
-  cgroup. Process state is read from ``/proc``: a zombie counts as gone (PID 1 may reap late);
-- mounts: the kubelet's root directory (bind-mounted onto itself), pod volumes, container root
-  filesystems and the network namespaces in ``/run/netns``: unmounted, deepest first;
-- the bridge BRIDGE: deleted;
+- cgroups: the node's cgroup and everything the kubelet and runc create below it
+  (``kubepods/...``); its processes are killed and the tree removed;
+- processes: the kubelet first (SIGTERM), then everything in the node's cgroup (the holder,
+  containerd, the shims, which outlive containerd, and the containers), then whatever names the
+  state directory in its command line (metrics-server). Process state is read from ``/proc``: a
+  zombie counts as gone (PID 1 may reap late);
+- mounts: none on the host (they are in the node's mount namespace); any found under the state
+  directory or the paths below are unmounted, deepest first;
+- network: the bridge BRIDGE (deleted; the pods' veths go with their network namespaces) and
+  the namespaces' files in ``/run/netns`` (removed);
 - directories outside the state directory that the kubelet and containerd hard-code
   (HOST_PATHS: ``/var/lib/kubelet/device-plugins``, ``/var/lib/cni``, ``/run/containerd``, ...):
   those that did not exist before are removed.
