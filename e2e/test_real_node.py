@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +31,7 @@ from nodepods import (
 from operating import eventually
 
 NAMESPACE = "default"
+LOCAL_CLUSTER = Path(__file__).parent / "local-cluster"
 
 
 @pytest.fixture
@@ -105,3 +109,33 @@ def test_a_crashed_node_is_cleaned_up(real_node_box: RealNodeBox) -> None:
     assert not node.state_dir.exists()
     assert realnode.host_changes(real_node_box.before, realnode.host_snapshot()) == {}
     assert real_node_box.close() == {}
+
+
+def test_local_cluster_up_node_and_down(real_node_box: RealNodeBox, tmp_path: Path) -> None:
+    """``e2e/local-cluster up --node`` (the session's node stopped first: one node per host)
+    starts a plain control plane with a Ready node, ``up --node`` again reuses both, and
+    ``down`` leaves the host as it was."""
+    assert real_node_box.close() == {}
+    before = realnode.host_snapshot()
+    env = {**os.environ, "SHAREKEEPER_LOCAL_CLUSTER_DIR": str(tmp_path / "lc")}
+
+    def local_cluster(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, str(LOCAL_CLUSTER), *args], check=False, env=env,
+                              capture_output=True, text=True, timeout=180)  # fmt: skip
+
+    try:
+        started = local_cluster("up", "--node")
+        assert started.returncode == 0, started.stderr
+        assert "real node 127.0.0.1 Ready" in started.stderr
+        again = local_cluster("up", "--node")
+        assert "reusing the real node" in again.stderr, again.stderr
+        assert local_cluster("status").stdout.endswith("node=127.0.0.1\n")
+        shell = f'eval "{started.stdout}" && kubectl get node 127.0.0.1 --no-headers'
+        listed = subprocess.run(["bash", "-c", shell], check=False, env=env,
+                                capture_output=True, text=True)  # fmt: skip
+        assert listed.stdout.split()[:2] == ["127.0.0.1", "Ready"], listed.stderr
+    finally:
+        stopped = local_cluster("down")
+    assert stopped.returncode == 0, stopped.stderr
+    assert not (tmp_path / "lc").exists()
+    assert realnode.host_changes(before, realnode.host_snapshot()) == {}
