@@ -9,7 +9,7 @@ PIP_TOOLS := pip-tools==7.6.2
 COMPILE = .venv-lock/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
 	--all-build-deps --no-emit-index-url --no-emit-find-links $(if $(UPGRADE),--upgrade)
 
-.PHONY: demo demo-full test test-latest lint unit e2e bench venv binaries clean crds lock
+.PHONY: demo demo-full test test-latest lint unit e2e bench venv binaries node-packages clean crds lock
 
 # The venv holds exactly the lock: nothing is resolved here, and a package missing from the lock
 # fails the install (hash-checking mode) instead of being fetched at whatever version is newest.
@@ -24,6 +24,11 @@ venv: $(BIN)/.installed
 binaries: venv
 	$(BIN)/python e2e/local-cluster build
 
+# Debian's containerd, runc, CNI plugins and busybox-static for the real node
+# (`e2e/local-cluster up --node`, e2e/realnode.py): only the missing ones, `apt-get update` once.
+node-packages:
+	scripts/node-packages.sh
+
 demo: binaries
 	VENV=$(VENV) scripts/demo.sh
 
@@ -32,6 +37,7 @@ demo-full: binaries
 	VENV=$(VENV) scripts/demo-full.sh
 
 test: binaries lint
+	scripts/node-packages.sh --if-root
 	$(BIN)/pytest
 
 lint: venv
@@ -63,6 +69,7 @@ lock:
 	cd e2e/k8sbins && go mod tidy
 
 e2e: binaries
+	scripts/node-packages.sh --if-root
 	$(BIN)/pytest e2e
 
 # crds/ is generated from the models in operator/sharekeeper/api/ (tests/api/test_generated_crds.py fails

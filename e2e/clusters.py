@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 import controlplane
+import realnode
 from objects import NAMESPACE
 
 REPO = Path(__file__).resolve().parent.parent
@@ -87,3 +88,61 @@ def install_sharekeeper(cluster: Cluster, directory: Path) -> Installed:
         cluster.plane, directory / "operator.kubeconfig", token, "sharekeeper"
     )
     return Installed(cluster, kubeconfig)
+
+
+@dataclass(frozen=True)
+class NodeCluster:
+    """A plain control plane of its own with a real node (``realnode.py``) next to it."""
+
+    cluster: Cluster
+    node: realnode.RealNode
+
+
+class RealNodeBox:
+    """The session's control plane with a real node: started when a test first asks for it
+    (``get``), stopped at the end of the session or when a test closes it, and started anew if a
+    test asks after that. It is a control plane of its own: the plain one's tests list nodes,
+    and their stand-in metrics-server holds ``v1beta1.metrics.k8s.io``. Only one node runs on a
+    host at a time (see ``realnode.py``)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.running: NodeCluster | None = None
+        # The host as it was before the node started, and Sharekeeper installed on the plane.
+        self.before: dict[str, list[str]] = {}
+        self._installed: Installed | None = None
+
+    def get(self) -> NodeCluster:
+        if self.running is None:
+            self.before = realnode.host_snapshot()
+            plane = controlplane.start()
+            try:
+                node = realnode.start(plane)
+            except BaseException:
+                plane.stop()
+                raise
+            cluster = Cluster(kubeconfig=plane.kubeconfig, kubectl_path=str(plane.kubectl),
+                              plane=plane)  # fmt: skip
+            self.running = NodeCluster(cluster, node)
+            self._installed = None
+        return self.running
+
+    def installed(self) -> Installed:
+        """The running node's control plane with Sharekeeper's CRDs and manifests."""
+        running = self.get()
+        if self._installed is None:
+            directory = self.directory / f"installed-{running.node.kubelet_port}"
+            directory.mkdir(parents=True)
+            self._installed = install_sharekeeper(running.cluster, directory)
+        return self._installed
+
+    def close(self) -> dict[str, dict[str, list[str]]]:
+        """Stop the node and its control plane; return how the host differs from before the
+        node started (``realnode.host_changes``: empty when it is as it was)."""
+        if self.running is None:
+            return {}
+        running, self.running = self.running, None
+        running.node.stop()
+        assert running.cluster.plane is not None
+        running.cluster.plane.stop()
+        return realnode.host_changes(self.before, realnode.host_snapshot())

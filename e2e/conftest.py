@@ -17,7 +17,17 @@ import pytest
 
 import controlplane
 import objects
-from clusters import CRDS, MANIFESTS, TARGET, Cluster, Installed, install_sharekeeper
+import realnode
+from clusters import (
+    CRDS,
+    MANIFESTS,
+    TARGET,
+    Cluster,
+    Installed,
+    NodeCluster,
+    RealNodeBox,
+    install_sharekeeper,
+)
 from metrics_api import METRICS_SERVICE, register_metrics_api, unregister_metrics_api
 from metrics_server import MetricsServer
 from operating import Operator, start_operator
@@ -59,6 +69,30 @@ def full_installed(full_cluster: Cluster, tmp_path_factory: pytest.TempPathFacto
     """The full control plane with Sharekeeper's CRDs and manifests, and the operator's
     kubeconfig."""
     return install_sharekeeper(full_cluster, tmp_path_factory.mktemp("full-installed"))
+
+
+@pytest.fixture(scope="session")
+def real_node_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNodeBox]:
+    """The session's control plane with a real node (``realnode.py``), started when a test
+    first asks for it (``real_node``). Skips where a node cannot run (not root, no containerd:
+    ``realnode.unavailable`` says why). At the end the node is stopped, and the host must be as
+    it was before it started: no process, mount, cgroup, iptables rule, sysctl, link, network
+    namespace or directory of the node's left."""
+    if TARGET != "local":
+        pytest.skip("the real node runs next to the local control plane only")
+    reason = realnode.unavailable()
+    if reason:
+        pytest.skip(reason)
+    box = RealNodeBox(tmp_path_factory.mktemp("real-node"))
+    yield box
+    changes = box.close()
+    assert not changes, f"the real node left the host changed: {changes}"
+
+
+@pytest.fixture
+def real_node(real_node_box: RealNodeBox) -> NodeCluster:
+    """The real node and its control plane (started at the first test that asks)."""
+    return real_node_box.get()
 
 
 @pytest.fixture(scope="session")

@@ -5,11 +5,12 @@ pods are created already bound. That is all Sharekeeper needs, since it only rea
 pods and writes custom-resource status, node annotations, taints, evictions and resizes.
 
 kube-apiserver is not packaged anywhere we can install from, so the binaries (kube-apiserver,
-kubectl and etcd; kube-controller-manager and kube-scheduler for the full mode) are built from
-the Go module proxy by the wrapper module committed in ``e2e/k8sbins`` (its go.mod pins every
-module, its go.sum every module's hash, and the build may not change either), and cached outside
-the repository, keyed by those pins: the first build takes a while, later runs reuse it. kwok is
-installed at its release, with its own go.sum, into the same directory.
+kubectl and etcd; kube-controller-manager and kube-scheduler for the full mode; the kubelet for a
+real node, ``realnode.py``) are built from the Go module proxy by the wrapper module committed in
+``e2e/k8sbins`` (its go.mod pins every module, its go.sum every module's hash, and the build may
+not change either), and cached outside the repository, keyed by those pins: the first build takes
+a while, later runs reuse it. kwok and metrics-server are installed at their releases, each with
+its own go.sum, into the same directory.
 
 The full mode (``start(full=True)``) is a whole cluster in a box: kube-controller-manager,
 kube-scheduler and kwok run next to the pair, so Jobs and Deployments create pods, the real
@@ -82,10 +83,16 @@ BINARIES = ("kube-apiserver", "kubectl", "etcd")
 # The rest of a cluster, for the full mode (see ``start``): built only when asked for, so that a
 # cache holding BINARIES gains these without rebuilding those.
 FULL_BINARIES = ("kube-controller-manager", "kube-scheduler", "kwok")
+# A real node (``realnode.py``): the kubelet, from the wrapper like the control plane, and
+# metrics-server; built only when asked for, as FULL_BINARIES are.
+NODE_BINARIES = ("kubelet", "metrics-server")
 
 # kwok is a module of its own, installed at its release (checked against its own go.sum and the
 # checksum database) rather than built from the wrapper, whose dependency versions it would move.
 KWOK_VERSION = "0.7.0"
+# metrics-server likewise, at its release, with its own go.sum: it requires newer k8s.io
+# libraries than the Kubernetes version the wrapper pins.
+METRICS_SERVER_VERSION = "0.9.0"
 
 # The packages the wrapper module builds (every binary but kwok). etcd is built at the version
 # kube-apiserver's own go.mod requires: the pairing Kubernetes was released and tested with.
@@ -95,6 +102,7 @@ _WRAPPER_PACKAGES = {
     "etcd": "./cmd/etcd",
     "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
     "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+    "kubelet": "k8s.io/kubernetes/cmd/kubelet",
 }
 
 # Every write by a service account, one JSON line each: tests count the operator's writes
@@ -349,9 +357,10 @@ def cache_root() -> Path:
 
 
 def bin_dir() -> Path:
-    """The cache directory of this checkout's pins: a change to go.mod, go.sum or the kwok
-    version builds anew instead of reusing binaries built from other pins."""
+    """The cache directory of this checkout's pins: a change to go.mod, go.sum or the kwok or
+    metrics-server version builds anew instead of reusing binaries built from other pins."""
     pins = hashlib.sha256(KWOK_VERSION.encode())
+    pins.update(METRICS_SERVER_VERSION.encode())
     for name in ("go.mod", "go.sum"):
         pins.update((WRAPPER_MODULE / name).read_bytes())
     return cache_root() / f"kubernetes-v{KUBERNETES_VERSION}-{pins.hexdigest()[:12]}" / "bin"
@@ -361,11 +370,11 @@ def _log(message: str) -> None:
     print(f"[local-cluster] {message}", file=sys.stderr, flush=True)
 
 
-def ensure_binaries(*, full: bool = False) -> Path:
-    """Return the directory holding BINARIES, and FULL_BINARIES too when ``full``; build only
-    the ones missing from it."""
+def ensure_binaries(*, full: bool = False, node: bool = False) -> Path:
+    """Return the directory holding BINARIES, FULL_BINARIES too when ``full`` and NODE_BINARIES
+    when ``node``; build only the ones missing from it."""
     target = bin_dir()
-    wanted = BINARIES + FULL_BINARIES if full else BINARIES
+    wanted = BINARIES + (FULL_BINARIES if full else ()) + (NODE_BINARIES if node else ())
     missing = [name for name in wanted if not (target / name).is_file()]
     if not missing:
         return target
@@ -394,6 +403,13 @@ def ensure_binaries(*, full: bool = False) -> Path:
             kwok = f"sigs.k8s.io/kwok/cmd/kwok@v{KWOK_VERSION}"
             _run_go([go, "install", "-v", "-ldflags=-s -w", kwok], workdir,
                     {**env, "GOBIN": str(staging)}, "compiling kwok")  # fmt: skip
+        if "metrics-server" in missing:
+            # Its release's version, where its own Makefile writes it.
+            version = f"-X k8s.io/client-go/pkg/version.gitVersion=v{METRICS_SERVER_VERSION}"
+            metrics_server = "sigs.k8s.io/metrics-server/cmd/metrics-server"
+            metrics_server += f"@v{METRICS_SERVER_VERSION}"
+            _run_go([go, "install", "-v", f"-ldflags=-s -w {version}", metrics_server], workdir,
+                    {**env, "GOBIN": str(staging)}, "compiling metrics-server")  # fmt: skip
         target.mkdir(parents=True, exist_ok=True)
         for name in missing:
             os.replace(staging / name, target / name)
@@ -587,8 +603,14 @@ class ControlPlane:
         return bool(self.pids) and all(_pid_alive(pid) for pid in self.pids.values())
 
     def stop(self) -> None:
-        """Stop the processes in the reverse of their start order (the apiserver before etcd),
-        then remove every file. Safe to call twice."""
+        """Stop a real node started next to it (``realnode.py``: its containers, mounts and
+        changes to the host go first), then the processes in the reverse of their start order
+        (the apiserver before etcd), then remove every file. Safe to call twice."""
+        node_dir = self.workdir / "node"
+        if node_dir.exists():
+            import realnode  # realnode imports this module: imported here, when needed
+
+            realnode.cleanup_orphans(node_dir)
         for name in reversed(PROCESSES):
             pid = self.pids.pop(name, None)
             if pid is not None:
