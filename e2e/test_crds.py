@@ -368,9 +368,9 @@ def test_get_queues_prints_the_contract_columns(crds: Cluster) -> None:
         "SHARE", "GATED", "PARENT", "AGE",
     ]  # fmt: skip
     wide = crds.kubectl("get", "skq", "-o", "wide").stdout.splitlines()[0].split()
-    assert wide[-11:] == [
-        "GATED", "ADMITTED", "DESERVED-GPU", "ALLOC-GPU", "REQUEST", "GUARANTEE", "CAPABILITY",
-        "PARENT", "POLICY", "OVERUSED", "AGE",
+    assert wide[-12:] == [
+        "GATED", "ADMITTED", "NOT-BOUND", "DESERVED-GPU", "ALLOC-GPU", "REQUEST", "GUARANTEE",
+        "CAPABILITY", "PARENT", "POLICY", "OVERUSED", "AGE",
     ]  # fmt: skip
 
 
