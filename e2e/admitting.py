@@ -224,3 +224,19 @@ def opted_in_namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iter
 def pods_of(installed: Installed, namespace: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = installed.cluster.get("pods", "-n", namespace)["items"]
     return items
+
+
+RECLAIM_POLICY = "all"
+"""The one SchedulerPolicy of the reclaim modules."""
+
+
+def reclaim_policy(mode: str, max_evictions: int = 10) -> dict[str, Any]:
+    """Every queue under one policy that borrows (queues may fill what others leave idle), at
+    an overcommit factor of 1 (the gate holds pods until evicted ones are gone), reclaiming in
+    ``mode`` for pods that have waited 2 s."""
+    return objects.policy(
+        RECLAIM_POLICY,
+        admission={"borrow": True},
+        overcommit={"factor": 1},
+        reclaim={"mode": mode, "afterSeconds": 2, "maxEvictionsPerRound": max_evictions},
+    )

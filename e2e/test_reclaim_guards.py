@@ -24,12 +24,20 @@ from typing import Any
 import pytest
 
 import objects
-from admitting import QUEUE_LABEL, admitting_operator, held, opted_in_namespace, pods_of
+from admitting import (
+    QUEUE_LABEL,
+    RECLAIM_POLICY,
+    admitting_operator,
+    held,
+    opted_in_namespace,
+    pods_of,
+    reclaim_policy,
+)
 from clusters import Cluster, Installed
 from fakenodes import job
 from operating import Operator, eventually, operator_writes
 
-POLICY = "all"
+POLICY = RECLAIM_POLICY
 PODGROUP_CRD = Path(__file__).parent / "volcano" / "podgroups.yaml"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 JOB_LABEL = "batch.kubernetes.io/job-name"
@@ -37,15 +45,6 @@ GUARDED = {"guarded": "yes"}
 REFUSED_METRIC = "sharekeeper_reclaim_evictions_refused_total"
 QUIET_SECONDS = 120  # issue 24: no eviction for two minutes once a reclaim has settled
 REFUSAL_WINDOW = 10  # seconds watched while a budget refuses every victim
-
-
-def reclaim_policy(mode: str) -> dict[str, Any]:
-    return objects.policy(
-        POLICY,
-        admission={"borrow": True},
-        overcommit={"factor": 1},
-        reclaim={"mode": mode, "afterSeconds": 2, "maxEvictionsPerRound": 10},
-    )
 
 
 @pytest.fixture(scope="module")

@@ -16,21 +16,20 @@ from typing import Any
 import pytest
 
 import objects
-from admitting import QUEUE_LABEL, admitting_operator, held, opted_in_namespace, pods_of
+from admitting import (
+    QUEUE_LABEL,
+    RECLAIM_POLICY,
+    admitting_operator,
+    held,
+    opted_in_namespace,
+    pods_of,
+    reclaim_policy,
+)
 from clusters import Installed
 from fakenodes import job
 from operating import Operator, eventually
 
-POLICY = "all"
-
-
-def reclaim_policy(mode: str) -> dict[str, Any]:
-    return objects.policy(
-        POLICY,
-        admission={"borrow": True},
-        overcommit={"factor": 1},
-        reclaim={"mode": mode, "afterSeconds": 2, "maxEvictionsPerRound": 10},
-    )
+POLICY = RECLAIM_POLICY
 
 
 @pytest.fixture(scope="module")
