@@ -116,21 +116,27 @@ def _pod_snapshot(obj: Obj) -> tuple[PodSnapshot, float | None]:
     ), since
 
 
+def pod_scheduled(obj: Obj) -> Mapping[str, Any] | None:
+    """The pod's ``PodScheduled`` condition, if it has one."""
+    conditions = at(obj, "status.conditions")
+    for entry in conditions if isinstance(conditions, list) else ():
+        if isinstance(entry, Mapping) and entry.get("type") == "PodScheduled":
+            return entry
+    return None
+
+
 def unschedulable_since(obj: Obj) -> float | None:
     """Since when the scheduler has found no node for the pod: its ``PodScheduled`` condition is
     False for ``Unschedulable`` since its ``lastTransitionTime`` (the pod's creation when that
     is missing or unreadable); None when it is not. Read for unbound pods only."""
-    conditions = at(obj, "status.conditions")
-    for entry in conditions if isinstance(conditions, list) else ():
-        if isinstance(entry, Mapping) and entry.get("type") == "PodScheduled":
-            if entry.get("status") != "False" or entry.get("reason") != "Unschedulable":
-                return None
-            try:
-                since = timestamp_at(entry, "lastTransitionTime")
-            except ObjectError:
-                since = 0.0
-            return since or timestamp_at(obj, "metadata.creationTimestamp")
-    return None
+    entry = pod_scheduled(obj)
+    if entry is None or entry.get("status") != "False" or entry.get("reason") != "Unschedulable":
+        return None
+    try:
+        since = timestamp_at(entry, "lastTransitionTime")
+    except ObjectError:
+        since = 0.0
+    return since or timestamp_at(obj, "metadata.creationTimestamp")
 
 
 def node_constraints(obj: Obj) -> NodeConstraints:
@@ -223,13 +229,11 @@ def admitted_at(annotations: Obj) -> float:
 def scheduler_message(obj: Obj) -> str | None:
     """What the scheduler said of a pod it could not place: the message of its PodScheduled
     condition when False; None otherwise."""
-    conditions = at(obj, "status.conditions")
-    for entry in conditions if isinstance(conditions, list) else ():
-        if isinstance(entry, Mapping) and entry.get("type") == "PodScheduled":
-            message = entry.get("message")
-            if entry.get("status") == "False" and isinstance(message, str) and message:
-                return message
-    return None
+    entry = pod_scheduled(obj)
+    message = entry.get("message") if entry is not None else None
+    if entry is None or entry.get("status") != "False" or not isinstance(message, str):
+        return None
+    return message or None
 
 
 def _admission_priority(obj: Obj) -> int:
