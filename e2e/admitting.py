@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -240,3 +241,29 @@ def reclaim_policy(mode: str, max_evictions: int = 10) -> dict[str, Any]:
         overcommit={"factor": 1},
         reclaim={"mode": mode, "afterSeconds": 2, "maxEvictionsPerRound": max_evictions},
     )
+
+
+def live(pod: dict[str, Any]) -> bool:
+    """Bound, not terminating, not finished."""
+    return bool(
+        pod["spec"].get("nodeName")
+        and not pod["metadata"].get("deletionTimestamp")
+        and pod["status"].get("phase") not in ("Succeeded", "Failed")
+    )
+
+
+def live_by_queue(installed: Installed, *namespaces: str) -> Counter[str]:
+    """The live pods of ``namespaces``, counted by the queue they name."""
+    return Counter(
+        pod["metadata"]["labels"][QUEUE_LABEL]
+        for namespace in namespaces
+        for pod in pods_of(installed, namespace)
+        if live(pod)
+    )
+
+
+def events_of(installed: Installed, namespace: str, reason: str) -> list[dict[str, Any]]:
+    """The Events of ``namespace`` with ``reason``."""
+    found = installed.cluster.get("events", "-n", namespace, "--field-selector", f"reason={reason}")
+    items: list[dict[str, Any]] = found["items"]
+    return items

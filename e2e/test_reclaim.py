@@ -18,7 +18,9 @@ import objects
 from admitting import (
     RECLAIM_POLICY,
     admitting_operator,
+    events_of,
     held,
+    live_by_queue,
     opted_in_namespace,
     pods_of,
     reclaim_policy,
@@ -52,25 +54,6 @@ def space(admitting: tuple[Installed, Operator], request: pytest.FixtureRequest)
         cluster.apply(reclaim_policy("Off"))
 
 
-def running(installed: Installed, namespace: str) -> Counter[str]:
-    """Bound, not terminating, not finished pods, by queue."""
-    return Counter(
-        pod["metadata"]["labels"]["sharekeeper.io/queue"]
-        for pod in pods_of(installed, namespace)
-        if pod["spec"].get("nodeName")
-        and not pod["metadata"].get("deletionTimestamp")
-        and pod["status"].get("phase") not in ("Succeeded", "Failed")
-    )
-
-
-def reclaimed(installed: Installed, namespace: str) -> list[dict[str, Any]]:
-    events = installed.cluster.get(
-        "events", "-n", namespace, "--field-selector", "reason=Reclaimed"
-    )
-    items: list[dict[str, Any]] = events["items"]
-    return items
-
-
 def test_preview_shows_the_plan_and_on_evicts_just_enough(
     admitting: tuple[Installed, Operator], space: str
 ) -> None:
@@ -82,7 +65,7 @@ def test_preview_shows_the_plan_and_on_evicts_just_enough(
         job("fill", space, completions=8, parallelism=8, cpu="1", memory="64Mi",
             run_for="600s", labels=labels("a")),
     )  # fmt: skip
-    eventually(lambda: running(installed, space) == Counter({"a": 8}), timeout=60)
+    eventually(lambda: live_by_queue(installed, space) == Counter({"a": 8}), timeout=60)
     cluster.apply(
         job("want", space, completions=2, parallelism=2, cpu="1", memory="64Mi",
             run_for="600s", labels=labels("b")),
@@ -100,8 +83,8 @@ def test_preview_shows_the_plan_and_on_evicts_just_enough(
     victims = [v for entry in section["reclaims"] for v in entry["victims"]]
     assert {v["queue"] for v in victims} == {"a"}
     assert {entry["queue"] for entry in section["reclaims"]} == {"b"}
-    assert running(installed, space) == Counter({"a": 8})
-    assert reclaimed(installed, space) == []
+    assert live_by_queue(installed, space) == Counter({"a": 8})
+    assert events_of(installed, space, "Reclaimed") == []
     b_pods = [p for p in pods_of(installed, space) if p["metadata"]["labels"].get(
         "sharekeeper.io/queue") == "b"]  # fmt: skip
     assert len(b_pods) == 2
@@ -109,12 +92,12 @@ def test_preview_shows_the_plan_and_on_evicts_just_enough(
 
     # On: exactly two of a's pods are evicted, and b's two pods run.
     cluster.apply(reclaim_policy("On"))
-    eventually(lambda: running(installed, space)["b"] == 2, timeout=90)
-    events = reclaimed(installed, space)
+    eventually(lambda: live_by_queue(installed, space)["b"] == 2, timeout=90)
+    events = events_of(installed, space, "Reclaimed")
     assert len(events) == 2, [e["message"] for e in events]
     assert all("queue a holds cpu" in e["message"] for e in events)
     # a's Job makes new pods: they wait (a is at its deserved share) and reclaim nothing.
-    eventually(lambda: running(installed, space) == Counter({"a": 6, "b": 2}), timeout=30)
+    eventually(lambda: live_by_queue(installed, space) == Counter({"a": 6, "b": 2}), timeout=30)
     # Three rounds later, still nothing more evicted: no loop. Rounds follow changes, and a
     # settled cluster makes none: each is woken by a change of the bound, which moves no share.
     for bound in (11, 12, 13):
@@ -122,8 +105,8 @@ def test_preview_shows_the_plan_and_on_evicts_just_enough(
         cluster.apply(reclaim_policy("On", max_evictions=bound))
         operator.wait_rounds(done + 1)
     assert objects.status(cluster, "schedulerpolicy", POLICY)["reclaim"]["evictions"] == 0
-    assert len(reclaimed(installed, space)) == 2
-    assert running(installed, space) == Counter({"a": 6, "b": 2})
+    assert len(events_of(installed, space, "Reclaimed")) == 2
+    assert live_by_queue(installed, space) == Counter({"a": 6, "b": 2})
     freed = installed.cluster.get("events", "-n", space, "--field-selector", "reason=ReclaimedFor")[
         "items"
     ]

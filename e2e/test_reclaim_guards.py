@@ -29,6 +29,7 @@ from admitting import (
     RECLAIM_POLICY,
     admitting_operator,
     held,
+    live,
     opted_in_namespace,
     pods_of,
     reclaim_policy,
@@ -77,15 +78,6 @@ def space(admitting: tuple[Installed, Operator], request: pytest.FixtureRequest)
 
 
 # --- what the cluster shows ----------------------------------------------------------------
-
-
-def live(pod: dict[str, Any]) -> bool:
-    """Bound, not terminating, not finished."""
-    return bool(
-        pod["spec"].get("nodeName")
-        and not pod["metadata"].get("deletionTimestamp")
-        and pod["status"].get("phase") not in ("Succeeded", "Failed")
-    )
 
 
 def live_by_job(installed: Installed, namespace: str) -> Counter[str]:

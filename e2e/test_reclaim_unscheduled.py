@@ -20,7 +20,9 @@ from admitting import (
     QUEUE_LABEL,
     RECLAIM_POLICY,
     admitting_operator,
+    events_of,
     held,
+    live_by_queue,
     opted_in_namespace,
     pods_of,
     reclaim_policy,
@@ -62,18 +64,6 @@ def spaces(
         cluster.apply(reclaim_policy("Off"))
 
 
-def running(installed: Installed, *namespaces: str) -> Counter[str]:
-    """Bound, not terminating, not finished pods, by queue."""
-    return Counter(
-        pod["metadata"]["labels"][QUEUE_LABEL]
-        for namespace in namespaces
-        for pod in pods_of(installed, namespace)
-        if pod["spec"].get("nodeName")
-        and not pod["metadata"].get("deletionTimestamp")
-        and pod["status"].get("phase") not in ("Succeeded", "Failed")
-    )
-
-
 def unschedulable(pod: dict[str, Any]) -> bool:
     return any(
         c["type"] == "PodScheduled"
@@ -81,12 +71,6 @@ def unschedulable(pod: dict[str, Any]) -> bool:
         and c.get("reason") == "Unschedulable"
         for c in pod["status"].get("conditions") or []
     )
-
-
-def events(installed: Installed, namespace: str, reason: str) -> list[dict[str, Any]]:
-    found = installed.cluster.get("events", "-n", namespace, "--field-selector", f"reason={reason}")
-    items: list[dict[str, Any]] = found["items"]
-    return items
 
 
 def test_unschedulable_pods_outside_admission_reclaim_just_enough(
@@ -101,7 +85,7 @@ def test_unschedulable_pods_outside_admission_reclaim_just_enough(
         job("fill", borrower, completions=8, parallelism=8, cpu="1", memory="64Mi",
             run_for="600s", labels=labels("a")),
     )  # fmt: skip
-    eventually(lambda: running(installed, borrower) == Counter({"a": 8}), timeout=60)
+    eventually(lambda: live_by_queue(installed, borrower) == Counter({"a": 8}), timeout=60)
     cluster.apply(
         job("want", plain, completions=2, parallelism=2, cpu="1", memory="64Mi",
             run_for="600s", labels=labels("b")),
@@ -128,27 +112,29 @@ def test_unschedulable_pods_outside_admission_reclaim_just_enough(
     assert {entry["reclaimer"].split("/")[0] for entry in section["reclaims"]} == {plain}
     victims = [v for entry in section["reclaims"] for v in entry["victims"]]
     assert {v["queue"] for v in victims} == {"a"}
-    assert running(installed, borrower, plain) == Counter({"a": 8})
-    assert events(installed, borrower, "Reclaimed") == []
+    assert live_by_queue(installed, borrower, plain) == Counter({"a": 8})
+    assert events_of(installed, borrower, "Reclaimed") == []
 
     # On: exactly two of a's pods are evicted, and b's two pods run.
     cluster.apply(reclaim_policy("On"))
-    eventually(lambda: running(installed, plain)["b"] == 2, timeout=90)
-    evicted = events(installed, borrower, "Reclaimed")
+    eventually(lambda: live_by_queue(installed, plain)["b"] == 2, timeout=90)
+    evicted = events_of(installed, borrower, "Reclaimed")
     assert len(evicted) == 2, [e["message"] for e in evicted]
     assert all("queue a holds cpu" in e["message"] for e in evicted)
     # a's Job makes new pods: the gate holds them (a is at its deserved share); they reclaim
     # nothing.
-    eventually(lambda: running(installed, borrower, plain) == Counter({"a": 6, "b": 2}), timeout=30)
+    eventually(
+        lambda: live_by_queue(installed, borrower, plain) == Counter({"a": 6, "b": 2}), timeout=30
+    )
     # Rounds later (each woken by a new, empty queue), still nothing more evicted: no loop.
     for idle in ("c", "d", "e"):
         done = int(operator.health().get("recomputeRounds", 0))
         cluster.apply(objects.queue(idle))
         operator.wait_rounds(done + 1)
     assert objects.status(cluster, "schedulerpolicy", POLICY)["reclaim"]["evictions"] == 0
-    assert len(events(installed, borrower, "Reclaimed")) == 2
-    assert running(installed, borrower, plain) == Counter({"a": 6, "b": 2})
+    assert len(events_of(installed, borrower, "Reclaimed")) == 2
+    assert live_by_queue(installed, borrower, plain) == Counter({"a": 6, "b": 2})
     replacements = [p for p in pods_of(installed, borrower) if not p["spec"].get("nodeName")]
     assert replacements
     assert all(held(p) for p in replacements)
-    assert len(events(installed, plain, "ReclaimedFor")) == 2
+    assert len(events_of(installed, plain, "ReclaimedFor")) == 2
