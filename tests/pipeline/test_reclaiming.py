@@ -328,3 +328,49 @@ def test_a_reclaimer_is_planned_only_on_nodes_whose_taints_it_tolerates() -> Non
     assert result.policies["p"]["reclaim"]["reclaims"][0]["node"] == "n2"
     named(objects, "b0")["spec"]["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
     assert inputs_of(published(*objects)).waiting[0].nodes is None  # every node of the policy
+
+
+# --- the proportional reservation -----------------------------------------------------------
+
+
+def gpu_cluster(*, reserving: bool) -> list[dict[str, Any]]:
+    """n1 has an idle GPU, n2 none; queue a holds 4 cpu over its share, two pods of 4 cpu on
+    each node, the younger ones on n1; b's held pod of 4 cpu asks for no GPU. With the
+    reservation on, n1 keeps 2 cpu idle for its GPU."""
+    obj = reclaiming()
+    if reserving:
+        obj["spec"]["proportional"] = {
+            "enable": True, "resources": {"nvidia.com/gpu": {"cpu": "2", "memory": "1Gi"}},
+        }  # fmt: skip
+    running = []
+    for i, (where, started) in enumerate((("n1", "05"), ("n1", "05"), ("n2", "01"), ("n2", "01"))):
+        running.append(pod(f"a{i}", "a", node=where, cpu=4, memory="1Gi"))
+        running[-1]["status"]["startTime"] = f"2026-01-01T00:{started}:00Z"
+    return [
+        obj,
+        node("n1", cpu=8, memory="64Gi", gpu=1),
+        node("n2", cpu=8, memory="64Gi"),
+        queue("a"),
+        queue("b"),
+        *running,
+        pod("b0", "b", held=True, created=CREATED, cpu=4, memory="1Gi", namespace="other"),
+    ]
+
+
+def test_a_reclaimer_without_accelerators_leaves_what_idle_ones_reserve() -> None:
+    """Evicting one of a's younger pods on n1 would free 4 cpu, but 2 of them stay idle for
+    n1's GPU: b0 would not fit there. The plan frees a node where it does."""
+    plain = published(*gpu_cluster(reserving=False))
+    [reclaim] = plain.reclaims["p"].plan.reclaims  # type: ignore[index]
+    assert reclaim.node == "n1"  # the younger pods go first, when nothing is reserved
+
+    result = published(*gpu_cluster(reserving=True))
+    reserved = {n.name: (n.reserved, n.reserved_for) for n in inputs_of(result).nodes}
+    assert reserved == {
+        "n1": ({"cpu": 2000, "memory": 2**30}, frozenset({"nvidia.com/gpu"})),
+        "n2": ({}, frozenset()),
+    }
+    [reclaim] = result.reclaims["p"].plan.reclaims  # type: ignore[index]
+    assert reclaim.node == "n2"
+    assert len(reclaim.victims) == 1
+    assert reclaim.frees["cpu"] == 4000

@@ -23,9 +23,11 @@ What the inputs come from:
   is gone for the engine: left out of the candidates and out of its queue's allocated and its
   node's used.
 
-Not built yet: the proportional reservation on accelerator nodes (``NodeState.reserved`` is
-empty: a reclaimer is placed as if nodes kept nothing idle for accelerators). Pods of a
-PodGroup are placed one by one.
+- the proportional reservation: with the policy's proportions, each node's reservation for its
+  idle accelerators, from what it uses once the gone pods are gone (their accelerators are
+  idle, so they keep their share idle too).
+
+Not built yet: pods of a PodGroup are placed one by one.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from sharekeeper.engine.admission import AdmissionResult, NodePolicy, ReclaimMod
 from sharekeeper.engine.gates import GateDecisions, not_offered
 from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.node_constraints import ANY_NODE, NodeConstraints
+from sharekeeper.engine.proportional import NodeUsage, Proportion, proportional_reservation
 from sharekeeper.engine.qos.candidates import protected
 from sharekeeper.engine.reclaim import (
     Gang,
@@ -111,6 +114,7 @@ def reclaim_rounds(
         inputs = reclaim_inputs(
             policy, snapshot, shares, facts, waiting=waiting_by_policy.get(policy, ()),
             pods=pods, settings=config.settings, evicting=evicting,
+            proportions=node_policies[policy].proportions,
         )  # fmt: skip
         rounds[policy] = PolicyReclaim(policy, config.mode, inputs, plan_reclaim(inputs))
     return rounds
@@ -275,6 +279,27 @@ class _Eligible:
         return min((by_label.get(pair, []) for pair in constraints.selector), key=len)
 
 
+def _node_state(
+    node: ShareNode, policy: PolicyName, used: Amounts, proportions: Mapping[str, Proportion]
+) -> NodeState:
+    """The node as the engine plans on it, keeping idle what its idle accelerators reserve."""
+    reservation = (
+        proportional_reservation(NodeUsage(node.name, node.allocatable, used), proportions)
+        if proportions
+        else None
+    )
+    return NodeState(
+        name=node.name,
+        policy=policy,
+        allocatable=node.allocatable,
+        used=used,
+        reserved=dict(reservation.reserved) if reservation is not None else {},
+        reserved_for=frozenset(r for r in proportions if r in node.allocatable)
+        if reservation is not None
+        else frozenset(),
+    )
+
+
 def reclaim_inputs(
     policy: PolicyName,
     snapshot: ShareSnapshot,
@@ -284,6 +309,7 @@ def reclaim_inputs(
     waiting: Sequence[Waiting],
     pods: BoundPods,
     settings: ReclaimSettings,
+    proportions: Mapping[str, Proportion],
     evicting: Collection[PodKey] = frozenset(),
 ) -> ReclaimInputs:
     """One policy's ``ReclaimInputs``. O(the policy's queues and nodes + the pods of its
@@ -359,18 +385,15 @@ def reclaim_inputs(
     )
     used, counts = snapshot.totals.node_used, snapshot.totals.node_pods
     nodes = tuple(
-        NodeState(
-            name=node.name,
-            policy=policy,
-            allocatable=node.allocatable,
+        _node_state(
+            node,
+            policy,
             # With ``pods``, their count: a node full by pod count has no room.
-            used=exceeded_part(
+            exceeded_part(
                 {**used.get(node.name, {}), PODS: counts.get(node.name, 0)},
                 gone_by_node.get(node.name, {}),
             ),
-            # The proportional reservation is not read yet: nodes keep nothing idle here.
-            reserved={},
-            reserved_for=frozenset(),
+            proportions,
         )
         for node in snapshot.nodes
         if (admitted := facts.nodes.get(node.name)) is not None and admitted.policy == policy
