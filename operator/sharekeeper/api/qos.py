@@ -142,8 +142,9 @@ class CpuThrottleSpec(ApiModel):
         ge=1,
         le=100,
         alias="stepCPURatio",
-        description="Each throttle or restore step changes the CPU limit by this percent of the "
-        "original.",
+        description="Each throttle step sets the CPU limit this percent below the lower of the "
+        "pod's limit and its usage; each restore step raises the limit this percent above its "
+        "current value, up to the original.",
     )
 
 
