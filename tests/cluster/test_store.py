@@ -491,3 +491,22 @@ def test_pods_that_wait_to_be_scheduled_are_indexed_until_they_are_bound_or_gone
     pods.event("DELETED", held)
     assert waiting() == []
     assert [p.name for p in pods.held()] == []
+
+
+def test_a_pods_uid_is_known_while_it_is_bound_or_waits_and_not_once_it_is_gone() -> None:
+    """Events about a pod name its UID (``kubectl describe pod`` asks for that UID's)."""
+    store = ClusterStore(Listeners(change=lambda: None))
+    objects = {
+        "bound": pod("bound", "q", node="n", cpu="1"),
+        "held": pod("held", "q", held=True, cpu="1"),
+        "released": pod("released", "q", admitted=True, cpu="1"),
+        "done": pod("done", "q", phase="Succeeded", cpu="1"),
+    }
+    for name, obj in objects.items():
+        obj["metadata"]["uid"] = f"uid-{name}"
+        store.pods.event("ADDED", obj)
+    uids = {name: store.pods.uid(("ns", name)) for name in objects}
+    assert uids == {"bound": "uid-bound", "held": "uid-held", "released": "uid-released",
+                    "done": ""}  # fmt: skip
+    store.pods.event("DELETED", objects["held"])
+    assert store.pods.uid(("ns", "held")) == ""

@@ -35,6 +35,7 @@ class Recorder:
         self.annotation_patches: list[tuple[str, dict[str, str | None]]] = []
         self.taints: list[tuple[str, bool]] = []
         self.events: list[str] = []
+        self.uids: dict[str, str] = {}
 
     async def evict_pod(
         self, namespace: str, name: str, *, grace_period_seconds: int | None = None
@@ -53,6 +54,7 @@ class Recorder:
 
     async def event(self, target: Any, reason: str, message: str, *, warning: bool = False) -> None:
         self.events.append(f"{target['kind']}/{target['name']}: {reason}")
+        self.uids[f"{target['kind']}/{target['name']}"] = target.get("uid", "")
 
     async def patch_status(self, kind: Any, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         self.status_patches += 1
@@ -101,7 +103,11 @@ def loop_for(
 
 def test_a_blocked_eviction_stops_there_and_does_not_count() -> None:
     recorder = Recorder(refuse={"batch/batch-0"})
-    asyncio.run(loop_for(example(), recorder).check())
+    docs = example()
+    for doc in docs:
+        if doc["kind"] == "Pod":
+            doc["metadata"]["uid"] = f"uid-{doc['metadata']['name']}"
+    asyncio.run(loop_for(docs, recorder).check())
     # batch-0 (900m) is protected by its budget: batch-2 (600m), ranked after it, is not
     # evicted in its place, and the release that never happened is not counted.
     assert recorder.evicted == []
@@ -112,6 +118,8 @@ def test_a_blocked_eviction_stops_there_and_does_not_count() -> None:
     assert "Pod/batch-0: EvictionBlocked" in recorder.events
     assert "Node/worker-1: EvictionBlocked" in recorder.events
     assert "NodeQosEnsurancePolicy/cpu-guard: EvictionBlocked" in recorder.events
+    # The pod's Event names its UID: `kubectl describe pod` asks for the Events of that UID.
+    assert recorder.uids["Pod/batch-0"] == "uid-batch-0"
     assert recorder.taints == [("worker-1", True)]
 
 

@@ -59,6 +59,7 @@ class FakeEvictions:
         self.blocked = set(blocked)
         self.asked: list[tuple[str, str]] = []
         self.pod_events: list[tuple[str, str, str, bool]] = []
+        self.uids: dict[str, str] = {}
 
     async def evict_pod(
         self, namespace: str, name: str, *, grace_period_seconds: int | None = None
@@ -74,6 +75,7 @@ class FakeEvictions:
         if target["kind"] == "Pod":
             pod = f"{target['namespace']}/{target['name']}"
             self.pod_events.append((pod, reason, message, warning))
+            self.uids[pod] = target.get("uid", "")
 
     # The rest of the recompute loop's writer.
     async def patch_status(self, kind: Kind, name: str, patch: MutableObj) -> MutableObj | None:
@@ -99,7 +101,9 @@ def test_the_victims_are_evicted_in_order_and_told_why() -> None:
     fake = FakeEvictions()
     before = counter("sharekeeper_reclaim_evictions_total")
     evicting: dict[tuple[str, str], float] = {}
-    evicted = asyncio.run(carry_out(round_, fake, evicting, clock=lambda: 1.0))
+    evicted = asyncio.run(
+        carry_out(round_, fake, evicting, clock=lambda: 1.0, uid_of=lambda key: f"uid-{key[1]}")
+    )
     assert evicted == victims == fake.asked
     assert set(evicting) == set(victims)
     assert counter("sharekeeper_reclaim_evictions_total") == before + 1
@@ -113,6 +117,9 @@ def test_the_victims_are_evicted_in_order_and_told_why() -> None:
     assert "1 pod of other namespaces (queue a, above its deserved share)" in message2
     assert "ns/" not in message2
     assert "cpu 4" in message2
+    # Each Event names its pod's UID: `kubectl describe pod` asks for the Events of that UID.
+    assert fake.uids == {f"{victims[0][0]}/{victims[0][1]}": f"uid-{victims[0][1]}",
+                         "other/b0": "uid-b0"}  # fmt: skip
 
 
 def test_a_refused_eviction_is_planned_again_without_it() -> None:
@@ -121,7 +128,7 @@ def test_a_refused_eviction_is_planned_again_without_it() -> None:
     fake = FakeEvictions(blocked={first})
     refused = counter("sharekeeper_reclaim_evictions_refused_total")
     evicting: dict[tuple[str, str], float] = {}
-    evicted = asyncio.run(carry_out(round_, fake, evicting, clock=lambda: 1.0))
+    evicted = asyncio.run(carry_out(round_, fake, evicting, clock=lambda: 1.0, uid_of=lambda _: ""))
     assert fake.asked[0] == first
     assert len(evicted) == 1
     assert evicted[0] != first
@@ -133,7 +140,7 @@ def test_a_refused_eviction_is_planned_again_without_it() -> None:
 def test_every_eviction_refused_stops_within_the_bound() -> None:
     round_ = planned(cluster(bound=2))
     fake = FakeEvictions(blocked={("ns", f"a{i}") for i in range(4)})
-    evicted = asyncio.run(carry_out(round_, fake, {}, clock=lambda: 1.0))
+    evicted = asyncio.run(carry_out(round_, fake, {}, clock=lambda: 1.0, uid_of=lambda _: ""))
     assert evicted == []
     assert len(fake.asked) == 2  # maxEvictionsPerRound tries, then the next round
 
@@ -145,7 +152,9 @@ def test_the_round_bound_holds() -> None:
     reasons = sorted(n.reason.value for n in round_.plan.not_served)
     assert reasons == ["RoundBound", "RoundBound"]
     fake = FakeEvictions()
-    assert len(asyncio.run(carry_out(round_, fake, {}, clock=lambda: 1.0))) == 1
+    assert (
+        len(asyncio.run(carry_out(round_, fake, {}, clock=lambda: 1.0, uid_of=lambda _: ""))) == 1
+    )
 
 
 def test_the_loop_evicts_once_and_not_again_while_the_eviction_is_in_flight() -> None:

@@ -333,6 +333,14 @@ class PodStore(KindStore[PodKey, PodRecord]):
         if not on_node:
             del self._by_node[node]
 
+    def uid(self, key: PodKey) -> str:
+        """The pod's UID ("" once it is gone): an Event about a pod names it, so that
+        ``kubectl describe pod``, which asks for the Events of that UID, shows ours."""
+        record = self.records.get(key)
+        if record is None:
+            return ""
+        return record.qos.uid if record.qos is not None else record.uid
+
     def held(self) -> list[PodSnapshot]:
         """The pods the admission gate holds: what a round decides on (never every pod)."""
         return list(self._held.values())

@@ -253,8 +253,16 @@ class QosLoop:
         reason = verb if outcome is Outcome.ACCEPTED else f"{verb}Refused"
         message = f"{action.kind} {action.pod} on {action.node} for {action.metric}: {detail}"
         warning = outcome is not Outcome.ACCEPTED or action.kind == "evict"
-        for target in _pod_and_node(action):
+        for target in self._pod_and_node(action):
             await self.writer.event(target, reason, message, warning=warning)
+
+    def _pod_and_node(self, action: QosAction) -> list[dict[str, str]]:
+        """The references an action's Events go to: its pod, then its node."""
+        pod = action.pod
+        return [
+            reference("Pod", pod.name, namespace=pod.namespace, uid=self.store.pods.uid(pod)),
+            reference("Node", action.node),
+        ]
 
     async def _announce_blocked(self, action: QosAction, detail: str) -> None:
         """``EvictionBlocked`` Warnings on the pod, its node and the policies behind the
@@ -265,7 +273,7 @@ class QosLoop:
             f"PodDisruptionBudget ({detail}); no pod ranked after it is evicted in its place"
         )
         policies = self.store.qos_policies.records
-        targets = _pod_and_node(action)
+        targets = self._pod_and_node(action)
         for name in action.policies:
             record = policies.get(name)
             uid = record.uid if record is not None else ""
@@ -295,11 +303,3 @@ class QosLoop:
                 await self.writer.set_taints(
                     name, [*taints, TAINT] if want else taints, record.resource_version
                 )
-
-
-def _pod_and_node(action: QosAction) -> list[dict[str, str]]:
-    """The references an action's Events go to: its pod, then its node."""
-    return [
-        reference("Pod", action.pod.name, namespace=action.pod.namespace),
-        reference("Node", action.node),
-    ]

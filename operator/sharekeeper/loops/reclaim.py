@@ -39,10 +39,17 @@ async def carry_out(
     evicting: MutableMapping[PodKey, float],
     *,
     clock: Callable[[], float],
+    uid_of: Callable[[PodKey], str],
 ) -> list[PodKey]:
     """Evict ``round_``'s plan, planning again after each refusal; the pods evicted, in
     order. ``evicting`` gets each pod whose eviction is sent (kept when accepted, dropped
-    when refused): the next rounds treat them as gone until the watch shows them so."""
+    when refused): the next rounds treat them as gone until the watch shows them so. Events
+    name their pod with its UID (``uid_of``)."""
+
+    def pod(key: PodKey) -> dict[str, str]:
+        namespace, name = key
+        return reference("Pod", name, namespace=namespace, uid=uid_of(key))
+
     inputs, plan = round_.inputs, round_.plan
     policy = round_.policy
     evicted: list[PodKey] = []
@@ -74,10 +81,10 @@ async def carry_out(
                         policy, *victim.pod, victim.queue, *reclaim.reclaimer, reclaim.queue,
                     )  # fmt: skip
                     text = victim_text(victim, reclaim, waiting.get(reclaim.reclaimer))
-                    await writer.event(_pod(victim.pod), "Reclaimed", text, warning=True)
+                    await writer.event(pod(victim.pod), "Reclaimed", text, warning=True)
             if done and len(done) == len(reclaim.victims):
                 text = reclaimer_text(reclaim)
-                await writer.event(_pod(reclaim.reclaimer), "ReclaimedFor", text, warning=False)
+                await writer.event(pod(reclaim.reclaimer), "ReclaimedFor", text, warning=False)
             if refused is not None:
                 break
         evicted += since_plan
@@ -88,11 +95,6 @@ async def carry_out(
         plan = plan_reclaim(inputs)
         if not plan.evictions:
             return evicted
-
-
-def _pod(key: PodKey) -> dict[str, str]:
-    namespace, name = key
-    return reference("Pod", name, namespace=namespace)
 
 
 def amounts_text(amounts: Amounts) -> str:

@@ -311,7 +311,10 @@ class Recompute:
     async def _evict(self, round_: PolicyReclaim) -> None:
         evicted: list[PodKey] = []
         try:
-            evicted = await carry_out(round_, self._writer, self._evicting, clock=time.monotonic)
+            evicted = await carry_out(
+                round_, self._writer, self._evicting, clock=time.monotonic,
+                uid_of=self._store.pods.uid,
+            )  # fmt: skip
         except Exception:
             logger.exception("policy %s: reclaim evictions failed; next round", round_.policy)
         finally:
@@ -384,7 +387,7 @@ class Recompute:
 
     async def _pod_event(self, pod: PodKey, reason: str, message: str, *, warning: bool) -> None:
         namespace, name = pod
-        target = reference("Pod", name, namespace=namespace)
+        target = reference("Pod", name, namespace=namespace, uid=self._store.pods.uid(pod))
         await self._writer.event(target, reason, message, warning=warning)
 
     async def _transition_event(self, write: StatusWrite, transition: Transition) -> None:

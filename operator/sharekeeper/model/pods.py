@@ -65,12 +65,13 @@ def pod_record(obj: Obj) -> PodRecord:
     if not share.allocated:
         released = share.admission == "admitted" and share.pending
         unscheduled = scheduler_message(obj) if released else None
+        uid = str(at(obj, "metadata.uid") or "") if share.pending else ""
         if share.pending and (share.admission == "held" or since is not None):
             return WaitingPodRecord(
-                share, unscheduled=unscheduled, constraints=node_constraints(obj),
+                share, unscheduled=unscheduled, uid=uid, constraints=node_constraints(obj),
                 unschedulable_since=since,
             )  # fmt: skip
-        return PodRecord(share, unscheduled=unscheduled)
+        return PodRecord(share, unscheduled=unscheduled, uid=uid)
     try:
         limits = qos.container_cpu_limits(obj)
         return PodRecord(share, qos.pod_view(obj, limits), limits)

@@ -91,6 +91,9 @@ class PodRecord:
     unscheduled: str | None = None
     """For a pod released by the admission gate and not bound yet: why the scheduler could not
     place it (its PodScheduled condition's message), when it said."""
+    uid: str = ""
+    """For a pod that is not bound and not finished: its UID, which Events about it name (a
+    bound pod's is its QoS view's; a finished one gets no Events)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
