@@ -9,7 +9,7 @@ PIP_TOOLS := pip-tools==7.6.2
 COMPILE = .venv-lock/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
 	--all-build-deps --no-emit-index-url --no-emit-find-links $(if $(UPGRADE),--upgrade)
 
-.PHONY: demo demo-full test test-latest lint unit e2e bench venv binaries node-packages clean crds lock
+.PHONY: demo demo-full demo-qos test test-latest lint unit e2e bench venv binaries node-packages clean crds lock
 
 # The venv holds exactly the lock: nothing is resolved here, and a package missing from the lock
 # fails the install (hash-checking mode) instead of being fetched at whatever version is newest.
@@ -35,6 +35,10 @@ demo: binaries
 # Admission through scheduling gates on a whole cluster in a box (scheduler, controllers, kwok).
 demo-full: binaries
 	VENV=$(VENV) scripts/demo-full.sh
+
+# Node QoS on a real node (root): two pods burn real CPU, the operator throttles one back under.
+demo-qos: binaries node-packages
+	VENV=$(VENV) scripts/demo-qos.sh
 
 test: binaries lint
 	scripts/node-packages.sh --if-root

@@ -92,7 +92,8 @@ def install_sharekeeper(cluster: Cluster, directory: Path) -> Installed:
 
 @dataclass(frozen=True)
 class NodeCluster:
-    """A plain control plane of its own with a real node (``realnode.py``) next to it."""
+    """A full control plane of its own (kube-scheduler and kube-controller-manager too) with a
+    real node (``realnode.py``) next to it."""
 
     cluster: Cluster
     node: realnode.RealNode
@@ -115,7 +116,8 @@ class RealNodeBox:
     def get(self) -> NodeCluster:
         if self.running is None:
             self.before = realnode.host_snapshot()
-            plane = controlplane.start()
+            # Full: kube-scheduler binds the pods the admission gate releases to the node.
+            plane = controlplane.start(full=True)
             try:
                 node = realnode.start(plane)
             except BaseException:
@@ -134,6 +136,11 @@ class RealNodeBox:
             directory = self.directory / f"installed-{running.node.kubelet_port}"
             directory.mkdir(parents=True)
             self._installed = install_sharekeeper(running.cluster, directory)
+            # The tests run the operator as a process; the Deployment's pod would only sit on
+            # the node without its image.
+            running.cluster.kubectl(
+                "scale", "deployment/sharekeeper", "-n", "sharekeeper", "--replicas=0"
+            )
         return self._installed
 
     def close(self) -> dict[str, dict[str, list[str]]]:

@@ -13,6 +13,14 @@ from clusters import Cluster
 from operating import eventually
 
 BURN = "while :; do :; done"
+STOP_DIR = "/control"
+
+
+def burn_until_stopped() -> str:
+    """Burn a core until ``STOP_DIR/stop`` exists (``host_dir`` mounted there), then idle."""
+    return f"while [ ! -e {STOP_DIR}/stop ]; do :; done; exec sleep 86400"
+
+
 CPU_HIERARCHY = Path("/sys/fs/cgroup/cpu")
 
 
@@ -24,9 +32,11 @@ def busybox_pod(
     cpu_request: str | None = None,
     cpu_limit: str | None = None,
     priority_class: str | None = None,
+    host_dir: Path | None = None,
 ) -> dict[str, Any]:
     """A pod bound to the real node running ``sh -c command`` in the local busybox image, with
-    32Mi of memory requested and limited and the CPU given, labelled ``app: <name>``."""
+    32Mi of memory requested and limited and the CPU given, labelled ``app: <name>``;
+    ``host_dir`` (a directory of the host) is mounted at ``STOP_DIR``."""
     requests: dict[str, str] = {"memory": "32Mi"}
     limits: dict[str, str] = {"memory": "32Mi"}
     if cpu_request:
@@ -45,6 +55,11 @@ def busybox_pod(
     }  # fmt: skip
     if priority_class:
         spec["priorityClassName"] = priority_class
+    if host_dir is not None:
+        spec["volumes"] = [
+            {"name": "control", "hostPath": {"path": str(host_dir), "type": "Directory"}}
+        ]
+        spec["containers"][0]["volumeMounts"] = [{"name": "control", "mountPath": STOP_DIR}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -9,7 +9,11 @@ the machine's, so other processes on it move the waterline's reach only by takin
 burners. The burners are below a core each so that the machine's 2 cores keep room for
 everything else while they run: together they are above WATERLINE, and throttling ``low``
 alone, in steps of STEP percent, brings the node back under. The figures (time from crossing
-to under, the steps, CPU released against the gap) are printed."""
+to under, the steps, CPU released against the gap) are printed.
+
+The throttle test goes on when ``low`` stops burning (a file it polls, in a host directory it
+mounts): the operator is restarted, restores ``low``'s limit step by step to what it was, and
+untaints the node after the cool-down. A second test evicts ``low`` instead."""
 
 from __future__ import annotations
 
@@ -24,7 +28,15 @@ import pytest
 
 import realnode
 from clusters import Cluster, Installed, RealNodeBox
-from nodepods import BURN, busybox_pod, cfs_quota_cores, container_cgroup, cores, node_usage
+from nodepods import (
+    BURN,
+    burn_until_stopped,
+    busybox_pod,
+    cfs_quota_cores,
+    container_cgroup,
+    cores,
+    node_usage,
+)
 from operating import Operator, eventually, start_operator
 
 NAMESPACE = "burners"
@@ -36,6 +48,8 @@ CHECK_SECONDS = 15
 BURNER_LIMIT = "700m"
 WATERLINE = 1.1  # cores: high's 0.7, what the node itself uses, and room for low's last step
 PRIORITIES = {"qos-low": 100, "qos-high": 1_000_000}
+COOL_DOWN = 15  # seconds the node stays tainted after the rule restored
+TAINT_KEY = "sharekeeper.io/interference"
 
 
 @dataclass
@@ -65,30 +79,57 @@ def burners(installed: Installed) -> Iterator[Cluster]:
     try:
         yield cluster
     finally:
-        # No namespace controller runs on this control plane: the namespace and the classes
-        # stay (applied again by the next test), the pods go (the kubelet stops them).
+        # The namespace and the classes stay (applied again by the next test), the pods go
+        # (the kubelet stops them).
         cluster.kubectl("delete", "nodeqosensurancepolicy", POLICY, "--ignore-not-found")
         cluster.kubectl("delete", "pods", "--all", "-n", NAMESPACE, "--timeout=60s", check=False)
 
 
-@pytest.fixture
-def operator(installed: Installed, tmp_path: Any) -> Iterator[Operator]:
-    running = start_operator(installed.operator_kubeconfig, tmp_path / "operator.log")
-    try:
+class Operators:
+    """The operator, started again by ``restart``; every one started is stopped at the end."""
+
+    def __init__(self, installed: Installed, directory: Any) -> None:
+        self.installed, self.directory = installed, directory
+        self.started: list[Operator] = []
+        self.restart()
+
+    def restart(self) -> Operator:
+        if self.started:
+            self.started[-1].stop()
+        running = start_operator(
+            self.installed.operator_kubeconfig, self.directory / f"operator-{len(self.started)}.log"
+        )
+        self.started.append(running)
         running.wait_rounds(0)
-        yield running
+        return running
+
+    def stop(self) -> None:
+        for running in self.started:
+            running.stop()
+        print(f"\noperator log tail:\n{self.started[-1].tail(15)}")
+
+
+@pytest.fixture
+def operator(installed: Installed, tmp_path: Any) -> Iterator[Operators]:
+    operators = Operators(installed, tmp_path)
+    try:
+        yield operators
     finally:
-        running.stop()
-        print(f"\noperator log tail:\n{running.tail(15)}")
+        operators.stop()
 
 
-def policy(waterline: str) -> dict[str, Any]:
-    """Throttle (never evict) above ``waterline`` cores at the first hot check; restore only
-    after 1000 calm checks, i.e. not during the test."""
-    throttle = {
+def policy(waterline: str, *, restore_threshold: int = 1000, evict: bool = False) -> dict[str, Any]:
+    """Throttle (or evict) above ``waterline`` cores at the first hot check, and taint the node
+    while the rule is triggered; restore after ``restore_threshold`` calm checks (the default:
+    not while the burners burn)."""
+    action: dict[str, Any] = {
         "name": "throttle",
+        "disableScheduling": True,
+        "coolDownSeconds": COOL_DOWN,
         "throttle": {"cpuThrottle": {"minCPURatio": MIN_RATIO, "stepCPURatio": STEP}},
     }
+    if evict:
+        action = {"name": "evict", "eviction": {"terminationGracePeriodSeconds": 1}}
     return {
         "apiVersion": "ensurance.sharekeeper.io/v1alpha1",
         "kind": "NodeQosEnsurancePolicy",
@@ -98,8 +139,9 @@ def policy(waterline: str) -> dict[str, Any]:
             "checkIntervalSeconds": CHECK_SECONDS,
             "objectiveEnsurances": [
                 {"name": "cpu", "metricRule": {"name": "cpu_total_usage", "value": waterline},
-                 "avoidanceThreshold": 1, "restoreThreshold": 1000, "actionName": "throttle"}],
-            "actions": [throttle],
+                 "avoidanceThreshold": 1, "restoreThreshold": restore_threshold,
+                 "actionName": action["name"]}],
+            "actions": [action],
         },
     }  # fmt: skip
 
@@ -120,48 +162,92 @@ def limit_of(cluster: Cluster, name: str) -> str:
     return str(pod["spec"]["containers"][0]["resources"]["limits"]["cpu"])
 
 
-def test_the_low_priority_burner_is_throttled_under_the_waterline(
-    burners: Cluster, operator: Operator, real_node_box: RealNodeBox
-) -> None:
-    cluster = burners
-    node = real_node_box.get().node
-    _, stamp = node_usage(cluster)
-    baseline, stamp = next_sample(cluster, stamp)  # a window without the test's pods
-    waterline = WATERLINE
-    assert baseline + cores(BURNER_LIMIT) + 0.15 < waterline, (
-        f"the node uses {baseline:.2f} cores without the burners: no room under the waterline"
-    )
-    cluster.apply(policy(f"{waterline:g}"))
-    for name in ("high", "low"):
-        cluster.apply(busybox_pod(name, NAMESPACE, BURN, cpu_request="100m",
-                                  cpu_limit=BURNER_LIMIT,
-                                  priority_class=f"qos-{name}"))  # fmt: skip
+def node_entry(cluster: Cluster) -> dict[str, Any]:
+    """The real node's entry in the policy's status ({} when it has none)."""
+    status = cluster.get("nodeqosensurancepolicy", POLICY).get("status", {})
+    entries = [n for n in status.get("nodes", []) if n["name"] == realnode.NODE_NAME]
+    return entries[0] if entries else {}
+
+
+def tainted(cluster: Cluster) -> bool:
+    taints = cluster.get("node", realnode.NODE_NAME)["spec"].get("taints", [])
+    return any(t["key"] == TAINT_KEY for t in taints)
+
+
+def actions_on(cluster: Cluster, name: str, reason: str) -> int:
+    """How many times ``reason`` was announced on pod ``name`` (repeats are one Event's count;
+    an operator started anew posts a new Event)."""
+    selector = f"--field-selector=involvedObject.name={name},reason={reason}"
+    events = cluster.get("events", "-n", NAMESPACE, selector)["items"]
+    return sum(int(e.get("count") or 1) for e in events)
+
+
+def steps(samples: list[Sample], start: str = BURNER_LIMIT) -> list[float]:
+    """low's limits in cores as they changed, from ``start`` on."""
+    limits = [cores(start)]
+    for sample in samples:
+        if cores(sample.low_limit) != limits[-1]:
+            limits.append(cores(sample.low_limit))
+    return limits
+
+
+def start_burners(cluster: Cluster, control: Any) -> None:
+    """``high`` burns for good; ``low`` until ``control/stop`` exists."""
+    control.mkdir(exist_ok=True)
+    for name, command, mounted in (("high", BURN, None), ("low", burn_until_stopped(), control)):
+        cluster.apply(busybox_pod(name, NAMESPACE, command, cpu_request="100m",
+                                  cpu_limit=BURNER_LIMIT, priority_class=f"qos-{name}",
+                                  host_dir=mounted))  # fmt: skip
     for name in ("high", "low"):
         cluster.kubectl("wait", "--for=condition=Ready", f"pod/{name}", "-n", NAMESPACE,
                         "--timeout=60s")  # fmt: skip
+
+
+def quiet_baseline(cluster: Cluster) -> float:
+    """The node's usage in a window without the test's pods; fails if it leaves no room under
+    WATERLINE for high's limit and low's last step."""
+    _, stamp = node_usage(cluster)
+    baseline, _ = next_sample(cluster, stamp)
+    assert baseline + cores(BURNER_LIMIT) + 0.15 < WATERLINE, (
+        f"the node uses {baseline:.2f} cores without the burners: no room under the waterline"
+    )
+    return baseline
+
+
+def test_the_low_priority_burner_is_throttled_under_the_waterline_and_restored_when_it_calms(
+    burners: Cluster, operator: Operators, real_node_box: RealNodeBox, tmp_path: Any
+) -> None:
+    cluster = burners
+    node = real_node_box.get().node
+    baseline = quiet_baseline(cluster)
+    cluster.apply(policy(f"{WATERLINE:g}"))
+    control = tmp_path / "control"
+    start_burners(cluster, control)
     high_before = cluster.get("pod", "high", "-n", NAMESPACE)
 
     def throttle_gap() -> str:
-        status = cluster.get("nodeqosensurancepolicy", POLICY).get("status", {})
-        entries = [n for n in status.get("nodes", []) if n["name"] == realnode.NODE_NAME]
-        gaps = [g for e in entries for g in e.get("gaps", []) if g.get("class") == "throttleDown"]
+        gaps = [g for g in node_entry(cluster).get("gaps", []) if g.get("class") == "throttleDown"]
         return json.dumps(gaps[0]) if gaps else ""
 
     # Follow metrics-server's samples and low's limit until the node is back under.
     samples: list[Sample] = []
     crossed: Sample | None = None
 
-    def under_again() -> bool:
-        nonlocal crossed
+    def sample() -> Sample:
         usage, stamp = node_usage(cluster)
         low_limit = limit_of(cluster, "low")
         if not samples or (samples[-1].stamp, samples[-1].low_limit) != (stamp, low_limit):
             samples.append(Sample(time.monotonic(), usage, stamp, low_limit, throttle_gap()))
-        if crossed is None and usage > waterline:
-            crossed = samples[-1]
-        assert crossed is not None, f"the node is not above {waterline} yet ({usage:.2f})"
-        assert low_limit != BURNER_LIMIT, f"low not throttled yet, node at {usage:.2f}"
-        assert usage < waterline, f"node at {usage:.2f}, low limited to {low_limit}"
+        return samples[-1]
+
+    def under_again() -> bool:
+        nonlocal crossed
+        last = sample()
+        if crossed is None and last.node > WATERLINE:
+            crossed = last
+        assert crossed is not None, f"the node is not above {WATERLINE} yet ({last.node:.2f})"
+        assert last.low_limit != BURNER_LIMIT, f"low not throttled yet, node at {last.node:.2f}"
+        assert last.node < WATERLINE, f"node at {last.node:.2f}, low limited to {last.low_limit}"
         return True
 
     eventually(under_again, timeout=200, interval=0.5)
@@ -169,16 +255,17 @@ def test_the_low_priority_burner_is_throttled_under_the_waterline(
     under = samples[-1]
 
     # Precise steps: each new limit is STEP % below the lower of the last limit and the usage.
-    limits = [cores(BURNER_LIMIT)]
-    for sample in samples:
-        if cores(sample.low_limit) != limits[-1]:
-            limits.append(cores(sample.low_limit))
+    limits = steps(samples)
     for before, after in itertools.pairwise(limits):
         assert after <= before * (1 - STEP / 100) + 0.001, limits
         assert after >= max(0.1, MIN_RATIO / 100) - 0.001, limits
-    # runc enforces the last one.
+    # runc enforces the last one; each step was taken once; the node is tainted meanwhile.
     low_quota = cfs_quota_cores(container_cgroup(cluster, node, NAMESPACE, "low"))
     assert low_quota == pytest.approx(limits[-1], abs=0.001)
+    assert actions_on(cluster, "low", "Throttled") == len(limits) - 1
+    assert tainted(cluster)
+    # Where a person looks: the Events name the pod's UID, which `kubectl describe` asks for.
+    assert "Throttled" in cluster.kubectl("describe", "pod", "low", "-n", NAMESPACE).stdout
 
     # high was never touched: the same limits, no record, no Event, no restart.
     high = cluster.get("pod", "high", "-n", NAMESPACE)
@@ -189,9 +276,7 @@ def test_the_low_priority_burner_is_throttled_under_the_waterline(
     assert high["status"]["containerStatuses"][0]["restartCount"] == 0
     high_quota = cfs_quota_cores(container_cgroup(cluster, node, NAMESPACE, "high"))
     assert high_quota == pytest.approx(cores(BURNER_LIMIT))
-    status = cluster.get("nodeqosensurancepolicy", POLICY)["status"]
-    (entry,) = [n for n in status.get("nodes", []) if n["name"] == realnode.NODE_NAME]
-    records = {t["pod"]: t for t in entry.get("throttled", [])}
+    records = {t["pod"]: t for t in node_entry(cluster).get("throttled", [])}
     assert set(records) == {f"{NAMESPACE}/low"}, records
     assert records[f"{NAMESPACE}/low"]["originalLimit"] == BURNER_LIMIT
     events = cluster.get("events", "-n", NAMESPACE,
@@ -201,7 +286,7 @@ def test_the_low_priority_burner_is_throttled_under_the_waterline(
     peak = max(s.node for s in samples)
     gaps = [s.gap for s in samples if s.gap]
     print(
-        f"\nbaseline {baseline:.2f} cores, waterline {waterline:g}, node peak {peak:.2f}\n"
+        f"\nbaseline {baseline:.2f} cores, waterline {WATERLINE:g}, node peak {peak:.2f}\n"
         f"crossing to under: {under.at - crossed.at:.0f}s "
         f"(samples {crossed.stamp} -> {under.stamp}, node {crossed.node:.2f} -> {under.node:.2f})\n"
         f"low's limit in {len(limits) - 1} steps: {' -> '.join(f'{x:g}' for x in limits)}\n"
@@ -209,3 +294,82 @@ def test_the_low_priority_burner_is_throttled_under_the_waterline(
         f"{peak - under.node:.2f}; throttleDown gaps seen: {gaps[0] if gaps else 'none'} first, "
         f"{gaps[-1] if gaps else 'none'} last"
     )
+
+    # low stops burning; the rule may now restore after two calm checks (lowered only now, so
+    # that the restore does not race the burn).
+    (control / "stop").touch()
+    stopped = time.monotonic()
+    cluster.apply(policy(f"{WATERLINE:g}", restore_threshold=2))
+    throttled_at = len(samples)
+
+    def restored_once() -> bool:
+        assert sample().low_limit != under.low_limit, f"low still at {under.low_limit}"
+        return True
+
+    eventually(restored_once, timeout=120, interval=0.5)
+    # Restarted in the middle of the restore: the next steps go on from the status's record.
+    operator.restart()
+
+    def back_to_original() -> bool:
+        last = sample()
+        assert last.low_limit == BURNER_LIMIT, f"low at {last.low_limit}"
+        assert not node_entry(cluster).get("throttled"), node_entry(cluster)
+        return True
+
+    eventually(back_to_original, timeout=240, interval=0.5)
+    restored = time.monotonic()
+    ups = steps(samples[throttled_at:], start=under.low_limit)
+    # Up by STEP % of the current limit each check, never above the original.
+    for before, after in itertools.pairwise(ups):
+        assert before < after <= min(before * (1 + STEP / 100), cores(BURNER_LIMIT)) + 0.001, ups
+    assert ups[-1] == cores(BURNER_LIMIT)
+    assert actions_on(cluster, "low", "Restored") == len(ups) - 1
+    assert actions_on(cluster, "low", "Throttled") == len(limits) - 1
+    low_quota = cfs_quota_cores(container_cgroup(cluster, node, NAMESPACE, "low"))
+    assert low_quota == pytest.approx(cores(BURNER_LIMIT), abs=0.001)
+
+    # The taint goes COOL_DOWN seconds after the rule restored.
+    eventually(lambda: not tainted(cluster), timeout=COOL_DOWN + 4 * CHECK_SECONDS, interval=1)
+    print(
+        f"restore: {' -> '.join(f'{x:g}' for x in ups)} in {restored - stopped:.0f}s after the "
+        f"burn stopped, across one operator restart; untainted {time.monotonic() - restored:.0f}s "
+        f"after"
+    )
+
+
+def test_the_low_priority_burner_is_evicted_above_the_eviction_waterline(
+    burners: Cluster, operator: Operators, tmp_path: Any
+) -> None:
+    cluster = burners
+    quiet_baseline(cluster)
+    cluster.apply(policy(f"{WATERLINE:g}", evict=True))
+    start_burners(cluster, tmp_path / "control")
+    started = time.monotonic()
+    low_uid = cluster.get("pod", "low", "-n", NAMESPACE)["metadata"]["uid"]
+
+    def low_gone() -> bool:
+        pods = cluster.get("pods", "-n", NAMESPACE)["items"]
+        assert [p["metadata"]["name"] for p in pods] == ["high"], [
+            (p["metadata"]["name"], p["status"].get("phase")) for p in pods
+        ]
+        return True
+
+    eventually(low_gone, timeout=120, interval=0.5)
+    evicted = time.monotonic()
+
+    def under() -> float:
+        usage, _ = node_usage(cluster)
+        assert usage < WATERLINE, f"node at {usage:.2f}"
+        return usage
+
+    usage = eventually(under, timeout=60, interval=1)
+    # One eviction, of low alone, announced on it; high still runs as it was.
+    events = cluster.get("events", "-n", NAMESPACE, "--field-selector=reason=Evicted")["items"]
+    assert [(e["involvedObject"]["name"], e["involvedObject"]["uid"]) for e in events] == [
+        ("low", low_uid)
+    ], events
+    assert sum(int(e.get("count") or 1) for e in events) == 1
+    high = cluster.get("pod", "high", "-n", NAMESPACE)
+    assert high["status"]["containerStatuses"][0]["restartCount"] == 0
+    assert high["spec"]["containers"][0]["resources"]["limits"]["cpu"] == BURNER_LIMIT
+    print(f"\nlow evicted {evicted - started:.0f}s after the burners ran; node then {usage:.2f}")

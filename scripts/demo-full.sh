@@ -14,11 +14,7 @@ step "Starting a whole cluster in a box (etcd, apiserver, controller-manager, sc
 eval "$("$VENV/bin/python" e2e/local-cluster up --full)"
 
 step "CRDs, the operator's RBAC and webhook configuration, two 4-cpu kwok nodes, three queues"
-kubectl apply -f crds/ >/dev/null
-kubectl wait --for=condition=Established --timeout=60s crd --all >/dev/null
-kubectl apply -k manifests/ >/dev/null
-# The operator runs below as a process; the Deployment's replicas would only take node room.
-kubectl scale deployment/sharekeeper -n sharekeeper --replicas=0 >/dev/null
+install_sharekeeper
 kubectl apply -f examples/admission-demo.yaml
 kubectl wait --for=condition=Ready --timeout=60s node/kwok-1 node/kwok-2 >/dev/null
 

@@ -27,3 +27,13 @@ start_operator() {
         >"$log" 2>&1 &
     OPERATOR_PID=$!
 }
+
+# install_sharekeeper: the CRDs, then the operator's RBAC and webhook configuration from
+# manifests/, its Deployment at 0 replicas: the demos run the operator as a process, and its
+# replicas would only take node room.
+install_sharekeeper() {
+    kubectl apply -f crds/ >/dev/null
+    kubectl wait --for=condition=Established --timeout=60s crd --all >/dev/null
+    kubectl apply -k manifests/ >/dev/null
+    kubectl scale deployment/sharekeeper -n sharekeeper --replicas=0 >/dev/null
+}
