@@ -279,6 +279,10 @@ def test_the_low_priority_burner_is_throttled_under_the_waterline_and_restored_w
     records = {t["pod"]: t for t in node_entry(cluster).get("throttled", [])}
     assert set(records) == {f"{NAMESPACE}/low"}, records
     assert records[f"{NAMESPACE}/low"]["originalLimit"] == BURNER_LIMIT
+    # The record is ours, in the policy's status, by UID; the pod itself is never annotated.
+    low = cluster.get("pod", "low", "-n", NAMESPACE)
+    assert records[f"{NAMESPACE}/low"]["uid"] == low["metadata"]["uid"]
+    assert "sharekeeper.io/cpu-throttle" not in low["metadata"].get("annotations", {})
     events = cluster.get("events", "-n", NAMESPACE,
                          "--field-selector=involvedObject.name=high")["items"]  # fmt: skip
     assert not [e for e in events if e["reason"].startswith(("Throttled", "Evicted"))], events
