@@ -13,6 +13,10 @@ metrics-server needs it): no kube-controller-manager aggregates ``edit`` (``make
 it as the aggregation controller would) and no disruption controller computes the budget's
 status (the test writes it as that controller would). There is no kubelet either: the test
 plays it (pod status, usage). Evictions are counted from the API server's audit log.
+
+The usage is set, not burnt on the real node: what is tested is which pod the check picks,
+which needs each pod's usage held at a chosen value (real burners drift, and a throttle moves
+them).
 """
 
 from __future__ import annotations

@@ -6,7 +6,12 @@ The tenant is a ServiceAccount bound to the built-in ClusterRole ``edit`` in its
 (``tenants.py``), impersonated through kubectl. This is the plain control plane (the stand-in
 metrics-server needs it), where no kube-controller-manager aggregates ``edit``: ``make_tenant``
 fills it as the aggregation controller would. There is no kubelet either: the test plays it
-(pod status, usage) and the DaemonSet controller (a DaemonSet's pod)."""
+(pod status, usage) and the DaemonSet controller (a DaemonSet's pod).
+
+The usage is set, not burnt on the real node: what is tested is which pod the check picks,
+which needs each pod's usage held at a chosen value (real burners drift, and a throttle moves
+them).
+"""
 
 from __future__ import annotations
 
