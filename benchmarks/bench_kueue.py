@@ -47,7 +47,9 @@ fair share at saturation
 CPU and memory
     utime + stime from ``/proc/<pid>/stat`` of the controller, and of each control-plane
     process, from the start of submission to the end of the phase; the controller's VmRSS and
-    VmHWM (peak) at the end.
+    VmHWM (peak) at the end. Also the whole machine's busy CPU seconds (``/proc/stat``) and
+    what of it none of those processes nor the benchmark spent (``everything_else``): another
+    job sharing the machine shows there.
 API requests
     the API server's audit log, with a policy (replacing the default one) that records every
     request of a ServiceAccount at the Metadata level once, when it completes: the
@@ -266,6 +268,14 @@ def cpu_seconds(pid: int) -> float:
     """utime + stime of a process so far, in seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (every core), from ``/proc/stat``."""
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (
+        int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]
+    )
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -582,13 +592,18 @@ def run_phase(bench: Bench, side: str, repetition: int) -> Json:
             threading.Thread(target=sample_until, args=(tracker, sampling), daemon=True).start()
             processes = {"controller": pid, **bench.plane.pids}
             cpu_before = {name: cpu_seconds(p) for name, p in processes.items()}
-            bench_cpu = time.process_time()
+            bench_cpu, machine = time.process_time(), machine_busy_seconds()
             requests_before = audit.writes()
             by_resource_before = Counter(audit.by_resource)
             observe(bench, side, tag, tracker, watches=watches, result=result)
             cpu_after = {name: cpu_seconds(p) for name, p in processes.items()}
             result["cpu_seconds"] = {n: round(cpu_after[n] - cpu_before[n], 2) for n in processes}
-            result["cpu_seconds"]["benchmark"] = round(time.process_time() - bench_cpu, 2)
+            spent = result["cpu_seconds"]
+            spent["benchmark"] = round(time.process_time() - bench_cpu, 2)
+            # What ran beside the cluster, the controller and us: another job on the machine.
+            spent["machine"] = round(machine_busy_seconds() - machine, 2)
+            spent["everything_else"] = round(spent["machine"] - sum(
+                v for k, v in spent.items() if k != "machine"), 2)  # fmt: skip
             result["memory"] = memory_of(pid)
             result["requests_during_phase"] = audit.writes() - requests_before
             result["requests_during_phase_by_kind"] = dict(
