@@ -802,6 +802,54 @@ def medians(phases: list[Json], side: str) -> Json:
     }
 
 
+REPORTED: tuple[tuple[str, Callable[[Json], Any]], ...] = (
+    ("time to admission, p50 (s)", lambda p: p["to_admission_seconds"].get("p50")),
+    ("time to admission, p99 (s)", lambda p: p["to_admission_seconds"].get("p99")),
+    ("time to the first pod admitted, p50 (s)",
+     lambda p: p["to_first_pod_admitted_seconds"].get("p50")),
+    ("time to all pods Running, p50 (s)", lambda p: p["to_all_running_seconds"].get("p50")),
+    ("time to all pods Running, p99 (s)", lambda p: p["to_all_running_seconds"].get("p99")),
+    ("jobs admitted per second, saturated", lambda p: p["admissions_per_second"]),
+    ("pods admitted per second, saturated", lambda p: p["pods_admitted_per_second"]),
+    ("saturation window (s)",
+     lambda p: p["saturation_window"] and round(p["saturation_window"][1]
+                                                - p["saturation_window"][0])),
+    ("running cpu / deserved: mean over queues", lambda p: p["fairness_running"].get("mean_ratio")),
+    ("  farthest queue from 1", lambda p: p["fairness_running"].get("max_distance")),
+    ("  Jain's index", lambda p: p["fairness_running"].get("jain_index")),
+    ("admitted cpu / deserved: farthest queue from 1",
+     lambda p: p["fairness_admitted"].get("max_distance")),
+    ("phase: submission start to the last job complete (s)", lambda p: p["phase_seconds"]),
+    ("controller CPU (s)", lambda p: p["cpu_seconds"]["controller"]),
+    ("controller RSS at the end, peak (MiB)", lambda p: p["memory"]["peak_rss_mib"]),
+    ("controller API requests", lambda p: p["requests_during_phase"]),
+    ("kube-apiserver + etcd CPU (s)",
+     lambda p: round(p["cpu_seconds"]["kube-apiserver"] + p["cpu_seconds"]["etcd"], 1)),
+    ("other control-plane CPU: scheduler, controllers, kwok (s)",
+     lambda p: round(sum(p["cpu_seconds"][k] for k in ("kube-scheduler", "kwok",
+                                                       "kube-controller-manager")), 1)),
+    ("CPU of nothing measured: another job on the machine (s)",
+     lambda p: p["cpu_seconds"].get("everything_else")),
+)  # fmt: skip
+
+
+def report(output: Json) -> str:
+    """One Markdown table: a row per figure, a column per phase in the order run."""
+    phases = [p for p in output["phases"] if "to_admission_seconds" in p]
+    head = [f"{'Kueue' if p['side'] == KUEUE else 'ours'} #{p['repetition']}" for p in phases]
+    lines = [f"| figure | {' | '.join(head)} |", f"|---|{'---:|' * len(phases)}"]
+    for label, pick in REPORTED:
+        cells = []
+        for phase in phases:
+            try:
+                value = pick(phase)
+            except (KeyError, TypeError):
+                value = None
+            cells.append("" if value is None else f"{value:,}")
+        lines.append(f"| {label} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     defaults = Shape()
@@ -825,7 +873,11 @@ def main() -> int:
     parser.add_argument("--log-dir", type=Path, help="the controllers' logs (default: workdir)")
     parser.add_argument("--out", type=Path, default=Path("/tmp/kueue-peer.json"))
     parser.add_argument("--plot", type=Path)
+    parser.add_argument("--report", type=Path, help="only print the table of this JSON file")
     args = parser.parse_args()
+    if args.report:
+        print(report(json.loads(args.report.read_text())))
+        return 0
     low, high = (int(x) for x in args.run_seconds.split(","))
     shape = Shape(nodes=args.nodes, queues=args.queues, jobs=args.jobs,
                   jobs_per_second=args.rate, min_run_seconds=low, max_run_seconds=high,
@@ -863,7 +915,7 @@ def main() -> int:
                 break
     finally:
         bench.plane.stop()
-    print(json.dumps(output["summary"], indent=1))
+    print(report(output))
     print(f"figures in {args.out}")
     if args.plot and output["phases"]:
         import plot_kueue
