@@ -1,0 +1,116 @@
+"""The side-by-side benchmark's workload and arithmetic (benchmarks/peers/workload.py): what the
+figures mean must not depend on a cluster, so it is checked here without one."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+from peers.workload import (
+    Shape,
+    backlog,
+    fairness,
+    jobs,
+    nearest_rank,
+    rate_in,
+    saturation_window,
+    summary,
+    unfit_jobs,
+)
+
+
+def test_a_seed_is_a_workload() -> None:
+    shape = Shape(jobs=200)
+    assert jobs(shape) == jobs(shape)
+    assert jobs(shape) != jobs(replace(shape, seed=shape.seed + 1))
+
+
+def test_jobs_stay_in_the_shape_and_arrive_at_a_fixed_rate() -> None:
+    shape = Shape(jobs=500, queues=7, max_pods=8, min_run_seconds=20, max_run_seconds=40,
+                  jobs_per_second=4.0)  # fmt: skip
+    work = jobs(shape)
+    assert [job.at for job in work] == [index / 4.0 for index in range(500)]
+    assert {job.pods for job in work} == set(range(1, 9))
+    assert all(20 <= job.run_seconds <= 40 for job in work)
+    assert {job.queue for job in work} == set(range(7))
+    assert len({job.name for job in work}) == 500
+
+
+def test_weights_cycle_through_their_range() -> None:
+    shape = Shape(queues=6, min_weight=2, max_weight=5)
+    assert [shape.weight(q) for q in range(6)] == [2, 3, 4, 5, 2, 3]
+
+
+def test_the_small_size_fits_every_job_in_its_queue_and_saturates() -> None:
+    shape = Shape()
+    weights = [shape.weight(q) for q in range(shape.queues)]
+    deserved = [shape.cluster_cpu_milli * w // sum(weights) for w in weights]
+    assert unfit_jobs(shape, jobs(shape), deserved) == []
+    assert shape.jobs_per_second > shape.jobs_per_second_at_capacity
+
+
+def test_a_job_larger_than_its_queue_is_named() -> None:
+    shape = Shape(jobs=50, queues=2, max_pods=8, pod_cpu_milli=1000)
+    work = jobs(shape)
+    unfit = unfit_jobs(shape, work, [4000, 100_000])
+    assert unfit == [job.name for job in work if job.queue == 0 and job.pods > 4]
+    assert unfit
+
+
+def test_nearest_rank_and_summary() -> None:
+    samples = [float(x) for x in range(1, 101)]
+    assert nearest_rank(samples, 0.5) == 50
+    assert nearest_rank(samples, 0.99) == 99
+    assert nearest_rank([3.0], 0.99) == 3.0
+    assert summary(samples) == {"count": 100, "mean": 50.5, "p50": 50.0, "p90": 90.0,
+                                "p99": 99.0, "max": 100.0}  # fmt: skip
+    assert summary([]) == {"count": 0}
+
+
+def test_the_backlog_counts_submissions_before_admissions_at_equal_times() -> None:
+    assert backlog([0.0, 1.0, 2.0], [1.0, 3.0, 4.0]) == [
+        (0.0, 1), (1.0, 2), (1.0, 1), (2.0, 2), (3.0, 1), (4.0, 0)
+    ]  # fmt: skip
+
+
+def test_the_saturation_window_spans_the_backlog_above_a_quarter_of_its_peak() -> None:
+    # Eight jobs at 0..7 s; nothing admitted until 8 s, then one a second.
+    submitted = [float(t) for t in range(8)]
+    admitted = [8.0 + t for t in range(8)]
+    # Peak 8; a quarter is 2: reached at 1 s, last held until the admission at 14 s.
+    assert saturation_window(submitted, admitted) == (1.0, 14.0)
+    assert rate_in(admitted, (1.0, 14.0)) == pytest.approx(7 / 13)
+
+
+def test_no_backlog_no_window() -> None:
+    assert saturation_window([], []) is None
+    assert rate_in([1.0], None) is None
+
+
+def test_fairness_of_queues_at_what_they_deserve() -> None:
+    samples = [(float(t), {0: 10.0, 1: 20.0}) for t in range(10)]
+    found = fairness(samples, {0: 10.0, 1: 20.0}, (0.0, 9.0))
+    assert found["mean_distance"] == 0
+    assert found["max_distance"] == 0
+    assert found["jain_index"] == 1
+
+
+def test_fairness_names_the_queue_farthest_from_its_share() -> None:
+    samples = [(0.0, {0: 20.0, 1: 10.0}), (1.0, {0: 20.0}), (5.0, {0: 0.0, 1: 99.0})]
+    found = fairness(samples, {0: 10.0, 1: 10.0, 2: 0.0}, (0.0, 1.0))
+    # Inside the window: queue 0 at 2x, queue 1 at 0.5x on average (absent counts as 0).
+    assert found["samples"] == 2
+    assert found["max_ratio"] == 2.0
+    assert found["min_ratio"] == 0.5
+    assert found["farthest_queue"] == 0
+    assert found["max_distance"] == 1.0
+    assert found["jain_index"] == pytest.approx(2.5**2 / (2 * (4 + 0.25)), abs=1e-4)
+
+
+def test_fairness_without_a_window_has_no_samples() -> None:
+    assert fairness([(0.0, {0: 1.0})], {0: 1.0}, None) == {"samples": 0}
