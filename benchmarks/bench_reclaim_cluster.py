@@ -41,24 +41,14 @@ sys.path.insert(0, str(REPO / "e2e"))
 import controlplane  # noqa: E402
 import kubeapi  # noqa: E402
 import objects  # noqa: E402
-from admitting import admitting_operator, held  # noqa: E402
+from admitting import admitting_operator, held, reclaim_policy  # noqa: E402
 from clusters import Cluster, Installed, install_sharekeeper  # noqa: E402
 from fakenodes import fake_node, job  # noqa: E402
 from tenants import ADMISSION_LABEL  # noqa: E402
 
-AFTER = 2  # seconds a pod waits before it may reclaim
+AFTER = reclaim_policy("On")["spec"]["reclaim"]["afterSeconds"]  # seconds a pod waits first
 POLL = 0.25  # seconds between two LISTs of the namespace's pods
-POLICY = "all"
 QUEUE_LABEL = "sharekeeper.io/queue"
-
-
-def reclaim_policy(bound: int) -> dict[str, Any]:
-    return objects.policy(
-        POLICY,
-        admission={"borrow": True},
-        overcommit={"factor": 1},
-        reclaim={"mode": "On", "afterSeconds": AFTER, "maxEvictionsPerRound": bound},
-    )
 
 
 @dataclass
@@ -131,7 +121,7 @@ def cluster_in_a_box(directory: Path, nodes: int, wanted: int) -> Iterator[Insta
             installed,
             directory / "operator.log",
             nodes=[fake_node(f"kwok-{i}", cpu="8", memory="64Gi") for i in range(nodes)],
-            apply=[reclaim_policy(wanted)],
+            apply=[reclaim_policy("On", max_evictions=wanted)],
         ):
             yield installed
 
