@@ -127,10 +127,11 @@ def guard(policy: str, *actions: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def node_entry(cluster: Cluster, policy: str) -> dict[str, Any]:
-    """w1's entry in the status of the QoS policy ``policy`` (``{}`` until there is one)."""
+def node_entry(cluster: Cluster, policy: str, node: str = NODE) -> dict[str, Any]:
+    """``node``'s entry (w1's unless told) in the status of the QoS policy ``policy`` (``{}``
+    until there is one)."""
     nodes = status(cluster, "nodeqosensurancepolicy", policy).get("nodes", [])
-    return next((n for n in nodes if n["name"] == NODE), {})
+    return next((n for n in nodes if n["name"] == node), {})
 
 
 def terminating(cluster: Cluster, *namespaces: str) -> list[str]:

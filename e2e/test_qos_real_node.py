@@ -38,6 +38,7 @@ from nodepods import (
     node_usage,
 )
 from operating import Operator, eventually, start_operator
+from qosing import node_entry
 
 NAMESPACE = "burners"
 POLICY = "real-node-cpu"
@@ -162,11 +163,9 @@ def limit_of(cluster: Cluster, name: str) -> str:
     return str(pod["spec"]["containers"][0]["resources"]["limits"]["cpu"])
 
 
-def node_entry(cluster: Cluster) -> dict[str, Any]:
+def real_node_entry(cluster: Cluster) -> dict[str, Any]:
     """The real node's entry in the policy's status ({} when it has none)."""
-    status = cluster.get("nodeqosensurancepolicy", POLICY).get("status", {})
-    entries = [n for n in status.get("nodes", []) if n["name"] == realnode.NODE_NAME]
-    return entries[0] if entries else {}
+    return node_entry(cluster, POLICY, realnode.NODE_NAME)
 
 
 def tainted(cluster: Cluster) -> bool:
@@ -232,7 +231,8 @@ def test_the_low_priority_burner_is_throttled_under_the_waterline_and_restored_w
     high_before = cluster.get("pod", "high", "-n", NAMESPACE)
 
     def throttle_gap() -> str:
-        gaps = [g for g in node_entry(cluster).get("gaps", []) if g.get("class") == "throttleDown"]
+        entry = real_node_entry(cluster)
+        gaps = [g for g in entry.get("gaps", []) if g.get("class") == "throttleDown"]
         return json.dumps(gaps[0]) if gaps else ""
 
     # Follow metrics-server's samples and low's limit until the node is back under.
@@ -282,7 +282,7 @@ def test_the_low_priority_burner_is_throttled_under_the_waterline_and_restored_w
     assert high["status"]["containerStatuses"][0]["restartCount"] == 0
     high_quota = cfs_quota_cores(container_cgroup(cluster, node, NAMESPACE, "high"))
     assert high_quota == pytest.approx(cores(BURNER_LIMIT))
-    records = {t["pod"]: t for t in node_entry(cluster).get("throttled", [])}
+    records = {t["pod"]: t for t in real_node_entry(cluster).get("throttled", [])}
     assert set(records) == {f"{NAMESPACE}/low"}, records
     assert records[f"{NAMESPACE}/low"]["originalLimit"] == BURNER_LIMIT
     # The record is ours, in the policy's status, by UID; the pod itself is never annotated.
@@ -323,7 +323,7 @@ def test_the_low_priority_burner_is_throttled_under_the_waterline_and_restored_w
     def back_to_original() -> bool:
         last = sample()
         assert last.low_limit == BURNER_LIMIT, f"low at {last.low_limit}"
-        assert not node_entry(cluster).get("throttled"), node_entry(cluster)
+        assert not real_node_entry(cluster).get("throttled"), real_node_entry(cluster)
         return True
 
     eventually(back_to_original, timeout=240, interval=0.5)
