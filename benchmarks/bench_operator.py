@@ -73,7 +73,6 @@ import contextlib
 import dataclasses
 import functools
 import json
-import math
 import os
 import platform
 import signal
@@ -96,6 +95,7 @@ sys.path.insert(0, str(REPO / "e2e"))
 import controlplane  # noqa: E402
 import kubeapi  # noqa: E402
 from clusters import CRDS, MANIFESTS, Cluster  # noqa: E402
+from figures import nearest_rank  # noqa: E402
 from metrics_api import METRICS_SERVICE, register_metrics_api  # noqa: E402
 from metrics_server import MetricsServer  # noqa: E402
 from objects import GROUP, NAMESPACE, node, pod, policy, queue  # noqa: E402
@@ -282,12 +282,6 @@ class Options:
 def progress(size: int, message: str) -> None:
     stamp = datetime.now().strftime("%H:%M:%S")
     print(f"[{stamp} bench {size}] {message}", file=sys.stderr, flush=True)
-
-
-def percentile(samples: Sequence[float], fraction: float) -> float:
-    """Nearest rank: the smallest sample with at least ``fraction`` of all samples at or below."""
-    ordered = sorted(samples)
-    return ordered[max(1, math.ceil(fraction * len(ordered))) - 1]
 
 
 def memory_of(pid: int) -> dict[str, float]:
@@ -612,8 +606,8 @@ def run_operator(
 
         figures["event_to_status"] = {
             "changes": len(latencies),
-            "p50_seconds": round(percentile(latencies, 0.5), 3),
-            "p99_seconds": round(percentile(latencies, 0.99), 3),
+            "p50_seconds": round(nearest_rank(latencies, 0.5), 3),
+            "p99_seconds": round(nearest_rank(latencies, 0.99), 3),
             "max_seconds": round(max(latencies), 3),
             "samples_seconds": [round(x, 3) for x in latencies],
         }

@@ -44,6 +44,7 @@ import objects  # noqa: E402
 from admitting import admitting_operator, held, reclaim_policy  # noqa: E402
 from clusters import Cluster, Installed, install_sharekeeper  # noqa: E402
 from fakenodes import fake_node, job  # noqa: E402
+from figures import nearest_rank  # noqa: E402
 from tenants import ADMISSION_LABEL  # noqa: E402
 
 AFTER = reclaim_policy("On")["spec"]["reclaim"]["afterSeconds"]  # seconds a pod waits first
@@ -145,10 +146,7 @@ def one_run(installed: Installed, run: int, nodes: int, wanted: int) -> dict[str
 
     def spread(values: list[float]) -> tuple[float, float]:
         """Median and 99th percentile (nearest rank)."""
-        ordered = sorted(values)
-        return statistics.median(ordered), ordered[
-            min(len(ordered) - 1, round(0.99 * len(ordered)))
-        ]
+        return statistics.median(values), nearest_rank(values, 0.99)
 
     created = [s.created for s in reclaimers]
     total = spread([s.states["running"] - (s.created + AFTER) for s in reclaimers])

@@ -11,12 +11,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
+from figures import nearest_rank
 from peers.workload import (
     Shape,
     backlog,
     fairness,
     jobs,
-    nearest_rank,
     rate_in,
     saturation_window,
     summary,

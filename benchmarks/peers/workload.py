@@ -15,11 +15,12 @@ from one ``random.Random(seed)``, so a seed is a workload.
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from figures import nearest_rank
 
 Json = dict[str, Any]
 
@@ -115,12 +116,6 @@ def unfit_jobs(
 
 
 # --- figures ------------------------------------------------------------------------------------
-
-
-def nearest_rank(samples: Sequence[float], fraction: float) -> float:
-    """The smallest sample with at least ``fraction`` of all samples at or below it."""
-    ordered = sorted(samples)
-    return ordered[max(1, math.ceil(fraction * len(ordered))) - 1]
 
 
 def summary(samples: Sequence[float]) -> Json:
