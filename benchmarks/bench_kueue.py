@@ -70,8 +70,6 @@ import asyncio
 import contextlib
 import json
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import threading
@@ -80,7 +78,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +94,7 @@ from admitting import admitting_operator  # noqa: E402
 from bench_operator import memory_of  # noqa: E402
 from clusters import Cluster, Installed, install_sharekeeper  # noqa: E402
 from fakenodes import fake_node, job, wait_nodes_ready  # noqa: E402
+from figures import provenance  # noqa: E402
 from operating import SERVICE_ACCOUNT  # noqa: E402
 from peers import kueue  # noqa: E402
 from peers.workload import (  # noqa: E402
@@ -758,17 +757,8 @@ def setup(shape: Shape, workdir: Path, logs: Path, args: argparse.Namespace) -> 
 
 
 def meta(args: argparse.Namespace) -> Json:
-    def git(*command: str) -> str:
-        done = subprocess.run(["git", *command], cwd=REPO, capture_output=True, text=True,
-                              check=False)  # fmt: skip
-        return done.stdout.strip()
-
     return {
-        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "commit": git("rev-parse", "--short", "HEAD"),
-        "dirty": bool(git("status", "--porcelain", "--", "operator")),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
+        **provenance(REPO),
         "kubernetes": controlplane.KUBERNETES_VERSION,
         "kueue": kueue.KUEUE_VERSION,
         "cohort": args.cohort,

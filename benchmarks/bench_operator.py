@@ -74,7 +74,6 @@ import dataclasses
 import functools
 import json
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -83,7 +82,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +94,7 @@ sys.path.insert(0, str(REPO / "e2e"))
 import controlplane  # noqa: E402
 import kubeapi  # noqa: E402
 from clusters import CRDS, MANIFESTS, Cluster  # noqa: E402
-from figures import nearest_rank  # noqa: E402
+from figures import nearest_rank, provenance  # noqa: E402
 from metrics_api import METRICS_SERVICE, register_metrics_api  # noqa: E402
 from metrics_server import MetricsServer  # noqa: E402
 from objects import GROUP, NAMESPACE, node, pod, policy, queue  # noqa: E402
@@ -726,16 +725,8 @@ def merged(path: Path, results: list[Json], meta: Json) -> Json:
 
 
 def run_meta(options: Options, size_list: Sequence[int]) -> Json:
-    def git(*args: str) -> str:
-        command = ["git", *args]
-        return subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False).stdout
-
     return {
-        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "commit": git("rev-parse", "--short", "HEAD").strip(),
-        "dirty": bool(git("status", "--porcelain", "--", "operator").strip()),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
+        **provenance(REPO),
         "kubernetes": controlplane.KUBERNETES_VERSION,
         "sizes_in_run": list(size_list),
         "changes": options.changes,
