@@ -36,6 +36,7 @@ from nodepods import (
     container_cgroup,
     cores,
     node_usage,
+    wait_running,
 )
 from operating import Operator, eventually, start_operator
 from qosing import node_entry
@@ -123,14 +124,16 @@ def policy(waterline: str, *, restore_threshold: int = 1000, evict: bool = False
     """Throttle (or evict) above ``waterline`` cores at the first hot check, and taint the node
     while the rule is triggered; restore after ``restore_threshold`` calm checks (the default:
     not while the burners burn)."""
-    action: dict[str, Any] = {
-        "name": "throttle",
-        "disableScheduling": True,
-        "coolDownSeconds": COOL_DOWN,
-        "throttle": {"cpuThrottle": {"minCPURatio": MIN_RATIO, "stepCPURatio": STEP}},
-    }
-    if evict:
-        action = {"name": "evict", "eviction": {"terminationGracePeriodSeconds": 1}}
+    action: dict[str, Any] = (
+        {"name": "evict", "eviction": {"terminationGracePeriodSeconds": 1}}
+        if evict
+        else {
+            "name": "throttle",
+            "disableScheduling": True,
+            "coolDownSeconds": COOL_DOWN,
+            "throttle": {"cpuThrottle": {"minCPURatio": MIN_RATIO, "stepCPURatio": STEP}},
+        }
+    )
     return {
         "apiVersion": "ensurance.sharekeeper.io/v1alpha1",
         "kind": "NodeQosEnsurancePolicy",
@@ -198,8 +201,7 @@ def start_burners(cluster: Cluster, control: Any) -> None:
                                   cpu_limit=BURNER_LIMIT, priority_class=f"qos-{name}",
                                   host_dir=mounted))  # fmt: skip
     for name in ("high", "low"):
-        cluster.kubectl("wait", "--for=condition=Ready", f"pod/{name}", "-n", NAMESPACE,
-                        "--timeout=60s")  # fmt: skip
+        wait_running(cluster, NAMESPACE, name)
 
 
 def quiet_baseline(cluster: Cluster) -> float:
