@@ -29,8 +29,9 @@ usage() {
         | "$VENV/bin/python" -c 'import json,sys; u=json.load(sys.stdin)["usage"]["cpu"]; print(f"{int(u[:-1])/1e9:.2f}" if u.endswith("n") else u)' \
         || echo "?"
 }
+# show USAGE: the node's usage as read, the pods', low's limit and the taint.
 show() {
-    printf '\n%s  node 127.0.0.1 uses %s cores (metrics-server), waterline 1.1\n' "$(date +%T)" "$(usage)"
+    printf '\n%s  node 127.0.0.1 uses %s cores (metrics-server), waterline 1.1\n' "$(date +%T)" "$1"
     kubectl top pod -n burners 2>/dev/null | sed 's/^/  /' || true
     kubectl get pods -n burners -o custom-columns='POD:.metadata.name,CPU-LIMIT:.spec.containers[0].resources.limits.cpu' | sed 's/^/  /'
     kubectl get node 127.0.0.1 \
@@ -39,8 +40,9 @@ show() {
 
 step "Every 15 s for up to 4 minutes: the node's usage, the pods', low's CPU limit"
 for _ in $(seq 16); do
-    show
-    under=$("$VENV/bin/python" -c "import sys; print(1 if sys.argv[1] != '?' and float(sys.argv[1]) < 1.1 else 0)" "$(usage)")
+    node=$(usage)
+    show "$node"
+    under=$("$VENV/bin/python" -c "import sys; print(1 if sys.argv[1] != '?' and float(sys.argv[1]) < 1.1 else 0)" "$node")
     limit=$(kubectl get pod low -n burners -o jsonpath='{.spec.containers[0].resources.limits.cpu}')
     [[ "$under" == 1 && "$limit" != 700m ]] && break
     sleep 15
