@@ -115,6 +115,7 @@ class RealNodeBox:
 
     def get(self) -> NodeCluster:
         if self.running is None:
+            realnode.cleanup_crashed()  # what a killed run left is not this session's change
             self.before = realnode.host_snapshot()
             # Full: kube-scheduler binds the pods the admission gate releases to the node.
             plane = controlplane.start(full=True)

@@ -32,7 +32,9 @@ The API server's node proxy refuses loopback node addresses (``address not allow
 (``kubelet_get``) instead. ``kubectl top`` works (metrics.k8s.io is not the node proxy).
 
 What it changes on the host, and how ``stop()`` undoes it (``cleanup_orphans(state_dir)`` does
-the same after a crash, from the record ``start`` writes first, ``host.json``):
+the same after a crash, from the record ``start`` writes first, in RECORDS; ``start`` cleans up
+first after every recorded node whose kubelet and containerd died without it, such as one of a
+test session that was killed, wherever its state directory was):
 
 - sysctls: the kubelet sets ``vm.overcommit_memory``, ``vm.panic_on_oom``, ``kernel.panic``,
   ``kernel.panic_on_oops`` and ``kernel.keys.root_max*``; every one in SYSCTLS is recorded before
@@ -131,6 +133,10 @@ HOST_PATHS = (
     "/opt/cni",
 )
 NETNS_DIR = Path("/run/netns")
+# Host-wide, one file per node ever started and not yet cleaned up: what the host was like
+# before it, and where its state is. Outside the state directory, so that the next start finds
+# a node whose run died, and in /run, which a reboot clears as it does everything recorded.
+RECORDS = Path("/run/sharekeeper-nodes")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 # metrics-server behind the aggregator, as the stand-in is registered (metrics_api.py).
@@ -299,9 +305,14 @@ def _cgroup_name(state_dir: Path) -> str:
     return f"sharekeeper-node-{hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:8]}"
 
 
+def _record_file(state_dir: Path) -> Path:
+    return RECORDS / f"{_cgroup_name(state_dir)}.json"
+
+
 def _record(state_dir: Path) -> dict[str, object]:
     """What ``cleanup_orphans`` needs to put the host back: taken before anything starts."""
     return {
+        "state_dir": str(state_dir),
         "sysctls": read_sysctls(),
         "existed": [path for path in HOST_PATHS if os.path.lexists(path)],
         "netns": sorted(os.listdir(NETNS_DIR)) if NETNS_DIR.is_dir() else [],
@@ -440,7 +451,7 @@ def cleanup_orphans(state_dir: Path) -> None:
     without one (the node never got that far), only processes naming the state directory and
     mounts under it are dealt with. Safe to call twice."""
     state_dir = state_dir.resolve()
-    record_file = state_dir / "host.json"
+    record_file = _record_file(state_dir)
     record: dict[str, object] = {}
     if record_file.is_file():
         record = json.loads(record_file.read_text())
@@ -482,6 +493,29 @@ def cleanup_orphans(state_dir: Path) -> None:
     if any(m == marker or m.startswith(marker + "/") for m in mount_points()):
         raise RuntimeError(f"mounts remain under {state_dir}; it is not removed")
     shutil.rmtree(state_dir, ignore_errors=True)
+    record_file.unlink(missing_ok=True)
+
+
+def _daemons(state_dir: Path) -> list[int]:
+    """The node's containerd and kubelet, if they run (its shims and containers outlive them)."""
+    marker = str(state_dir.resolve())
+    commands = (f"{HOST_BINARIES['containerd']} --config={marker}/", f"--root-dir={marker}/kubelet")
+    return [pid for pid in _ours(state_dir) if any(c in _cmdline(pid) for c in commands)]
+
+
+def cleanup_crashed() -> None:
+    """Put the host back after every recorded node whose containerd and kubelet are gone (its
+    run was killed before it could stop it). A recorded node that still runs is an error: one
+    node per host."""
+    for record_file in sorted(RECORDS.glob("*.json")):
+        state_dir = Path(json.loads(record_file.read_text())["state_dir"])
+        if _daemons(state_dir):
+            raise RuntimeError(
+                f"a node runs from {state_dir}; only one node runs on a host at a time: stop it"
+                " first (`e2e/local-cluster down` if it is the local cluster's)"
+            )
+        _log(f"cleaning up after a node whose run died: {state_dir}")
+        cleanup_orphans(state_dir)
 
 
 # --- checking the host ----------------------------------------------------------------------------
@@ -873,11 +907,13 @@ def start(
     binaries = controlplane.ensure_binaries(node=True)
     images = images_archive()
     state = (plane.workdir / "node").resolve()
+    cleanup_crashed()
     if state.exists():
-        cleanup_orphans(state)  # what a crashed node left
+        cleanup_orphans(state)  # what a node here left before it wrote its record
     state.mkdir(parents=True)
     # The record first: whatever happens next, cleanup_orphans can undo it.
-    (state / "host.json").write_text(json.dumps(_record(state), indent=2))
+    RECORDS.mkdir(parents=True, exist_ok=True)
+    _record_file(state).write_text(json.dumps(_record(state), indent=2))
     node = RealNode(
         plane=plane,
         state_dir=state,
