@@ -218,7 +218,7 @@ def opted_in_namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iter
     try:
         yield name
     finally:
-        cluster.kubectl("delete", "namespace", name, "--wait=true", "--timeout=60s")
+        cluster.discard_namespace(name)
         cluster.kubectl("delete", "queues", "--all", "--wait=false")
 
 

@@ -99,7 +99,7 @@ def tenant(
     try:
         yield tenant
     finally:
-        cluster.kubectl("delete", "namespace", name, "--wait=true", "--timeout=60s")
+        cluster.discard_namespace(name)
 
 
 @pytest.fixture

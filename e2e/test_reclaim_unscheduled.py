@@ -59,7 +59,7 @@ def spaces(
             try:
                 yield name, plain
             finally:
-                cluster.kubectl("delete", "namespace", plain, "--wait=true", "--timeout=60s")
+                cluster.discard_namespace(plain)
     finally:
         cluster.apply(reclaim_policy("Off"))
 

@@ -63,7 +63,7 @@ def attacked(
             yield full_installed, operator, tenant
     finally:
         for namespace in (TENANT_NAMESPACE, TEAM_NAMESPACE):
-            cluster.kubectl("delete", "namespace", namespace, "--wait=true", "--timeout=60s")
+            cluster.discard_namespace(namespace)
         cluster.kubectl("delete", "queues", *QUEUES, "--wait=false")
 
 
