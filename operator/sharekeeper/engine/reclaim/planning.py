@@ -48,8 +48,8 @@ its deserved there, and the replacement's own queue would go past its deserved. 
 deserved)⁺ by what it frees in such a dimension, and nothing raises it, so a static workload
 stops being evicted (``tests/engine/test_reclaim_properties.py``).
 
-Cost per round, with W waiting pods, N nodes, Q queues, C candidates and D dimensions: O(Q ·
-depth + N · D) to set up; O(W · depth · D) for the share checks; per pod past them, O(N · D)
+Cost per round, with W waiting pods, N nodes, Q queues, C candidates and D dimensions: O(Q +
+N · D) to set up; O(W · depth · D) for the share checks; per pod past them, O(N · D)
 in numpy for the free-fit screen (a pod of a shape seen before starts where the last one
 stopped, until something is evicted); per pod that needs victims, the giving queues are
 found by walking the queue tree, pruning subtrees that cannot give (O(queues visited)), the
@@ -71,7 +71,6 @@ from sharekeeper.engine.reclaim.state import (
     INFINITE_OVERUSE,
     Candidate,
     Round,
-    RoundQueue,
 )
 from sharekeeper.engine.reclaim.values import (
     PODS,
@@ -231,14 +230,12 @@ class _Planner:
     def _above_share_of(
         self, pod: Waiting, needed: tuple[str, ...]
     ) -> tuple[str, tuple[Shortfall, ...]] | None:
-        queues = self.round.queues
-        queue = queues.get(pod.queue)
+        state = self.round
         request = pod.request
-        if queue is None:
+        if pod.queue not in state.queues:
             return pod.queue, tuple(Shortfall(d, request[d], 0) for d in needed)
-        for name in queue.path:
-            level = queues[name]
-            allocated, deserved = level.allocated, level.state.deserved
+        for name in state.path(pod.queue):
+            allocated, deserved = state.allocated(name), state.queues[name].deserved
             for d in needed:
                 if allocated.get(d, 0) + request[d] > deserved.get(d, 0):
                     return name, tuple(
@@ -251,8 +248,7 @@ class _Planner:
     def reclaimer_of(self, pod: Waiting, needed: tuple[str, ...]) -> _Reclaimer | None:
         """None when no node of its policy offers what it requests."""
         state = self.round
-        queue = state.queues[pod.queue]
-        policy = queue.state.policy
+        policy = state.queues[pod.queue].policy
         if policy not in state.slices:
             return None
         if any(d not in state.column for d in needed):
@@ -271,7 +267,7 @@ class _Planner:
             needed,
             [state.column[d] for d in (*needed, PODS)],
             [*(pod.request[d] for d in needed), 1],
-            frozenset(queue.path),
+            frozenset(state.path(pod.queue)),
             self.held[needed],
         )
 
@@ -441,7 +437,7 @@ class _Planner:
         state = self.round
         tree = self._tree(reclaimer.policy, reclaimer.needed)
         _, places = self.order(reclaimer.policy, reclaimer.needed)
-        path = state.queues[reclaimer.queue].path
+        path = state.path(reclaimer.queue)
         found: list[str] = []
         count = 0
         for i, skip in enumerate(path):
@@ -449,8 +445,7 @@ class _Planner:
             stack = [name for name in tree.get(parent, ()) if name != skip]
             while stack:
                 name = stack.pop()
-                queue = state.queues[name]
-                if not queue.state.reclaimable or not _over(queue, reclaimer.needed):
+                if not state.queues[name].reclaimable or not state.over(name, reclaimer.needed):
                     continue
                 if name in places:
                     found.append(name)
@@ -470,7 +465,7 @@ class _Planner:
             found = {}
             seen: set[str] = set()
             for name in names:
-                path = self.round.queues[name].path
+                path = self.round.path(name)
                 for i, queue in enumerate(path):
                     if queue in seen:
                         break
@@ -491,11 +486,10 @@ class _Planner:
             own = state.queues.get(queue)
             found = reclaimer.gives[queue] = (
                 own is not None
-                and own.state.policy == reclaimer.policy
+                and own.policy == reclaimer.policy
                 and bool(branch)
                 and all(
-                    state.queues[name].state.reclaimable
-                    and _over(state.queues[name], reclaimer.needed)
+                    state.queues[name].reclaimable and state.over(name, reclaimer.needed)
                     for name in branch
                 )
             )
@@ -518,10 +512,9 @@ class _Planner:
             ranked: list[tuple[float, str]] = []
             for name in self.round.queues_with_pods():
                 queue = self.round.queues.get(name)
-                if queue is None or queue.state.policy != policy:
+                if queue is None or queue.policy != policy:
                     continue
-                allocated = self.round.initial[name]
-                deserved = queue.state.deserved
+                allocated, deserved = queue.allocated, queue.deserved
                 if not any(allocated.get(d, 0) > deserved.get(d, 0) for d in needed):
                     continue
                 ranked.append((-_overuse(allocated, deserved, needed), name))
@@ -736,9 +729,10 @@ class _Planner:
         )
 
     def _victim(self, matter: Sequence[str], member: Candidate, unit: _Unit) -> Victim:
-        queue = self.round.queues[member.pod.queue]
+        allocated = self.round.allocated(member.pod.queue)
+        deserved = self.round.queues[member.pod.queue].deserved
         overuse = tuple(
-            Overuse(d, queue.allocated.get(d, 0), queue.state.deserved.get(d, 0))
+            Overuse(d, allocated.get(d, 0), deserved.get(d, 0))
             for d in matter
             if member.request.get(d, 0) > 0
         )
@@ -860,12 +854,6 @@ def _overuse(
 def _largest_first(order: tuple[float, str, str]) -> tuple[float, str, str]:
     size, namespace, name = order
     return (-size, namespace, name)
-
-
-def _over(queue: RoundQueue, needed: Sequence[str]) -> bool:
-    """Above its deserved, as the round has left it, in one of ``needed``."""
-    allocated, deserved = queue.allocated, queue.state.deserved
-    return any(allocated.get(d, 0) > deserved.get(d, 0) for d in needed)
 
 
 def _not_served(pod: Waiting, reason: NotServedReason) -> NotServed:

@@ -5,15 +5,16 @@ Built once per ``plan_reclaim`` call from the frozen inputs and changed only thr
 Also the rules that spare a candidate (``queue_reason``, ``unit_violation``), shared by the
 planner and ``spare_reason``.
 
-Cost of building: O(queues · depth + nodes · dimensions). The candidates are indexed (by queue
-and by node, O(candidates)) only when some pod needs victims, and a candidate's size and node
-vector are computed when first needed.
+Cost of building: O(queues + nodes · dimensions). A queue's path is walked, and its allocated
+copied, only when the round first needs them; the candidates are indexed (by queue and by node,
+O(candidates)) only when some pod needs victims, and a candidate's size and node vector are
+computed when first needed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,18 +30,6 @@ from sharekeeper.engine.reclaim.values import (
 from sharekeeper.engine.resources import UNLIMITED, Vectors, dense
 
 INFINITE_OVERUSE = float("inf")
-
-
-@dataclass(slots=True)
-class RoundQueue:
-    state: QueueState
-    path: tuple[str, ...]
-    """Itself, then the queues above it, nearest first."""
-    allocated: dict[str, int]
-    """As the round has left it."""
-    candidates: list[Candidate] = field(default_factory=list)
-    listed: bool = False
-    """Whether ``candidates`` is filled yet."""
 
 
 @dataclass(slots=True, eq=False)
@@ -74,19 +63,21 @@ class GangState:
     """Pods that may still go one by one (running above ``minMember``)."""
 
 
+def queue_path(by_name: Mapping[str, QueueState], name: str) -> tuple[str, ...]:
+    """``name`` (one of ``by_name``) with the queues above it, nearest first; a cycle or an
+    unknown parent ends the walk (the share engine reports broken trees)."""
+    path = [name]
+    parent = by_name[name].parent
+    while parent is not None and parent in by_name and parent not in path:
+        path.append(parent)
+        parent = by_name[parent].parent
+    return tuple(path)
+
+
 def queue_paths(queues: Iterable[QueueState]) -> dict[str, tuple[str, ...]]:
-    """Each queue with the queues above it, nearest first; a cycle or an unknown parent ends
-    the walk (the share engine reports broken trees)."""
+    """Each queue's ``queue_path``."""
     by_name = {queue.name: queue for queue in queues}
-    paths: dict[str, tuple[str, ...]] = {}
-    for name, queue in by_name.items():
-        path = [name]
-        parent = queue.parent
-        while parent is not None and parent in by_name and parent not in path:
-            path.append(parent)
-            parent = by_name[parent].parent
-        paths[name] = tuple(path)
-    return paths
+    return {name: queue_path(by_name, name) for name in by_name}
 
 
 class Round:
@@ -98,11 +89,11 @@ class Round:
     when a group is first met; a ``Candidate`` is made once per pod, on first use."""
 
     def __init__(self, inputs: ReclaimInputs) -> None:
-        paths = queue_paths(inputs.queues)
-        self.queues: dict[str, RoundQueue] = {
-            q.name: RoundQueue(q, paths[q.name], dict(q.allocated)) for q in inputs.queues
-        }
-        self.initial: dict[str, Mapping[str, int]] = {q.name: q.allocated for q in inputs.queues}
+        self.queues: dict[str, QueueState] = {queue.name: queue for queue in inputs.queues}
+        """As the round started (``allocated``: the round's changes are in ``charged``)."""
+        self._paths: dict[str, tuple[str, ...]] = {}
+        self.charged: dict[str, dict[str, int]] = {}
+        """The allocated of the queues the round has changed, as it has left them."""
         nodes = sorted(inputs.nodes, key=lambda node: (node.policy, node.name))
         self.nodes: list[NodeState] = nodes
         self.node_index: dict[str, int] = {node.name: i for i, node in enumerate(nodes)}
@@ -164,9 +155,7 @@ class Round:
                 static = SpareReason.PROTECTED
             elif pod.key in self.excluded:
                 static = SpareReason.EVICTION_REFUSED
-            elif (
-                node_at is None or queue is None or queue.state.policy != self.nodes[node_at].policy
-            ):
+            elif node_at is None or queue is None or queue.policy != self.nodes[node_at].policy:
                 static = SpareReason.OTHER_POLICY
             gang = (pod.namespace, pod.group) if pod.group else None
             request: Mapping[str, int] = pod.request
@@ -231,14 +220,28 @@ class Round:
             found = self.gangs[key] = GangState(members, spare)
         return found
 
-    # --- candidates ----------------------------------------------------------------------
+    # --- queues --------------------------------------------------------------------------
 
-    def listed(self, queue: RoundQueue) -> list[Candidate]:
-        """The queue's candidates, in no particular order."""
-        if not queue.listed:
-            queue.candidates = [self.candidate(p) for p in self.queue_pods(queue.state.name)]
-            queue.listed = True
-        return queue.candidates
+    def path(self, queue: str) -> tuple[str, ...]:
+        """``queue`` and the queues above it, nearest first (empty: a queue not among the
+        inputs)."""
+        found = self._paths.get(queue)
+        if found is None:
+            found = queue_path(self.queues, queue) if queue in self.queues else ()
+            self._paths[queue] = found
+        return found
+
+    def allocated(self, queue: str) -> Mapping[str, int]:
+        """``queue``'s allocated as the round has left it."""
+        found = self.charged.get(queue)
+        return self.queues[queue].allocated if found is None else found
+
+    def over(self, queue: str, needed: Iterable[str]) -> bool:
+        """Above its deserved, as the round has left it, in one of ``needed``."""
+        allocated, deserved = self.allocated(queue), self.queues[queue].deserved
+        return any(allocated.get(d, 0) > deserved.get(d, 0) for d in needed)
+
+    # --- candidates ----------------------------------------------------------------------
 
     def within_tie(self, candidate: Candidate) -> tuple[float, str, str]:
         """The order among pods of one queue and tie: smallest first, then namespace/name."""
@@ -275,13 +278,11 @@ class Round:
     def branch(self, queue: str, reclaimer_path: Set[str]) -> tuple[str, ...]:
         """The victim's queue and those above it, up to (not including) the first queue the
         reclaimer's queue is under too: what an eviction takes from without giving back."""
-        found = self.queues.get(queue)
-        if found is None:
-            return ()
-        for i, name in enumerate(found.path):
+        path = self.path(queue)
+        for i, name in enumerate(path):
             if name in reclaimer_path:
-                return found.path[:i]
-        return found.path
+                return path[:i]
+        return path
 
     def queue_reason(
         self, queue: str, policy: str, needed: Sequence[str], branch: Sequence[str]
@@ -290,12 +291,11 @@ class Round:
         dimensions that matter): another policy, ``reclaimable: false`` on the branch, or no
         overuse in any of ``needed``."""
         found = self.queues.get(queue)
-        if found is None or found.state.policy != policy:
+        if found is None or found.policy != policy:
             return SpareReason.OTHER_POLICY
-        if any(not self.queues[name].state.reclaimable for name in branch):
+        if any(not self.queues[name].reclaimable for name in branch):
             return SpareReason.NOT_RECLAIMABLE
-        allocated, deserved = found.allocated, found.state.deserved
-        if not branch or not any(allocated.get(d, 0) > deserved.get(d, 0) for d in needed):
+        if not branch or not self.over(queue, needed):
             return SpareReason.QUEUE_NOT_OVERUSED
         return None
 
@@ -322,8 +322,7 @@ class Round:
                         into[dim] = into.get(dim, 0) + amount
             taken = summed
         for name, amounts in taken.items():
-            queue = self.queues[name]
-            allocated, state = queue.allocated, queue.state
+            allocated, state = self.allocated(name), self.queues[name]
             gone = removed.get(name, {})
             for dim in needed:
                 amount = amounts.get(dim, 0)
@@ -340,9 +339,16 @@ class Round:
 
     # --- changes -------------------------------------------------------------------------
 
+    def _charge(self, queue: str) -> dict[str, int]:
+        """``queue``'s allocated, to change."""
+        found = self.charged.get(queue)
+        if found is None:
+            found = self.charged[queue] = dict(self.queues[queue].allocated)
+        return found
+
     def evict(self, candidate: Candidate) -> None:
-        for name in self.queues[candidate.pod.queue].path:
-            allocated = self.queues[name].allocated
+        for name in self.path(candidate.pod.queue):
+            allocated = self._charge(name)
             for dim, amount in candidate.request.items():
                 allocated[dim] = allocated.get(dim, 0) - amount
         row = np.array(self.vector(candidate), dtype=np.int64)
@@ -358,9 +364,8 @@ class Round:
         self.freed += 1
 
     def place(self, queue: str, request: Mapping[str, int], node: int) -> None:
-        found = self.queues.get(queue)
-        for name in found.path if found is not None else ():
-            allocated = self.queues[name].allocated
+        for name in self.path(queue):
+            allocated = self._charge(name)
             for dim, amount in request.items():
                 if dim != PODS:
                     allocated[dim] = allocated.get(dim, 0) + amount
