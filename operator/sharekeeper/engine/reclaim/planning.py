@@ -55,8 +55,8 @@ stopped, until something is evicted); per pod that needs victims, the giving que
 found by walking the queue tree, pruning subtrees that cannot give (O(queues visited)), the
 candidate nodes from their pods (O(their pods), up to ``GIVERS_LISTED``; beyond, O(N · D) in
 numpy), then each node tried costs O(its candidates · D) (read from an index per node, built
-once: O(C)). A failure is remembered until the next eviction or placement, so a run of
-identical pods that cannot be served costs one search.
+once: O(C)). A pod not served is remembered by its shape (queue, request, nodes) until the next
+eviction or placement, so the other replicas of its workload cost a lookup each.
 """
 
 from __future__ import annotations
@@ -149,99 +149,105 @@ class _Try:
         return all(missing <= 0 for missing in self.need)
 
 
+Shape = tuple[str, tuple[tuple[str, int], ...], frozenset[str] | None]
+"""A waiting pod's queue, request and nodes: what its outcome depends on besides the round."""
+
+
 class _Planner:
     def __init__(self, inputs: ReclaimInputs) -> None:
         self.inputs = inputs
         self.round = Round(inputs)
+        self.evictions = 0
+        self.bounded = False
+        """Whether the round's bound is reached: every later pod that needs victims waits."""
         self.orders: dict[tuple[str, tuple[str, ...]], tuple[list[str], dict[str, int]]] = {}
-        self.failed: dict[tuple[object, ...], int] = {}
-        """A walk that found nothing, by what it depended on -> ``Round.version`` then."""
+        self.failed: dict[Shape, tuple[int, NotServed]] = {}
+        """The last pod of each shape not served, and ``Round.version`` then: until the round
+        changes (or reaches its bound), a pod of that shape is not served either, and why is
+        the same."""
         self.cursors: dict[tuple[object, ...], tuple[int, int]] = {}
         """Per pod shape: ``Round.freed`` and the first node of the policy that may hold it."""
         self.held: dict[tuple[str, ...], np.ndarray | None] = {}
-        self.refused: dict[
-            tuple[str, tuple[tuple[str, int], ...]],
-            tuple[int, tuple[str, tuple[Shortfall, ...]] | None],
-        ] = {}
-        """Per (queue, request): ``Round.version`` and the share check's answer then."""
         self.trees: dict[tuple[str, tuple[str, ...]], dict[str | None, list[str]]] = {}
         self.allowed: dict[frozenset[str], np.ndarray] = {}
 
     # --- the round -----------------------------------------------------------------------
 
     def plan(self) -> ReclaimPlan:
-        settings = self.inputs.settings
+        after = self.inputs.settings.after_seconds
         reclaims: list[Reclaim] = []
         not_served: list[NotServed] = []
-        evictions = 0
-        bounded = False
         for pod in sorted(self.inputs.waiting, key=lambda w: (w.order, w.namespace, w.name)):
-            if pod.waited_seconds < settings.after_seconds:
+            if pod.waited_seconds < after:
                 not_served.append(_not_served(pod, NotServedReason.NOT_WAITED_LONG_ENOUGH))
                 continue
-            needed = _needed(pod.request)
-            refusal = self._above_share(pod, needed)
-            if refusal is not None:
-                not_served.append(refusal)
+            # The replicas of one workload ask the same: one decision each until a change.
+            shape: Shape = (pod.queue, tuple(pod.request.items()), pod.nodes)
+            known = self.failed.get(shape)
+            if known is not None and known[0] == self.round.version:
+                like = known[1]
+                not_served.append(
+                    NotServed(pod.key, pod.queue, like.reason, like.limiting, like.shortfalls)
+                )
                 continue
-            reclaimer = self.reclaimer_of(pod, needed)
-            if reclaimer is None:
-                not_served.append(_not_served(pod, NotServedReason.NO_VICTIMS))
-                continue
-            free_fit = self._free_fit(reclaimer)
-            if free_fit is not None:
-                self.round.place(reclaimer.queue, reclaimer.request, free_fit)
-                name = self.round.nodes[free_fit].name
-                reclaims.append(Reclaim(pod.key, pod.queue, name, (), {}, ()))
-                continue
-            if bounded or evictions >= settings.max_evictions:
-                bounded = True
-                not_served.append(_not_served(pod, NotServedReason.ROUND_BOUND))
-                continue
-            found = self._victims(reclaimer)
-            if found is None:
-                not_served.append(_not_served(pod, NotServedReason.NO_VICTIMS))
-                continue
-            attempt, units = found
-            count = sum(len(unit.members) for unit in units)
-            if evictions + count > settings.max_evictions:
-                bounded = True
-                not_served.append(_not_served(pod, NotServedReason.ROUND_BOUND))
-                continue
-            reclaims.append(self._commit(reclaimer, attempt, units))
-            evictions += count
-        return ReclaimPlan(tuple(reclaims), tuple(not_served), evictions)
+            decided = self._decide(pod)
+            if isinstance(decided, Reclaim):
+                reclaims.append(decided)
+            else:
+                self.failed[shape] = (self.round.version, decided)
+                not_served.append(decided)
+        return ReclaimPlan(tuple(reclaims), tuple(not_served), self.evictions)
+
+    def _decide(self, pod: Waiting) -> Reclaim | NotServed:
+        """P's reclaim (charged to the round), or why it waits."""
+        needed = _needed(pod.request)
+        refusal = self._above_share(pod, needed)
+        if refusal is not None:
+            return refusal
+        reclaimer = self.reclaimer_of(pod, needed)
+        if reclaimer is None:
+            return _not_served(pod, NotServedReason.NO_VICTIMS)
+        free_fit = self._free_fit(reclaimer)
+        if free_fit is not None:
+            self.round.place(reclaimer.queue, reclaimer.request, free_fit)
+            return Reclaim(pod.key, pod.queue, self.round.nodes[free_fit].name, (), {}, ())
+        bound = self.inputs.settings.max_evictions
+        if self.bounded or self.evictions >= bound:
+            return self._bounded(pod)
+        found = self._victims(reclaimer)
+        if found is None:
+            return _not_served(pod, NotServedReason.NO_VICTIMS)
+        attempt, units = found
+        count = sum(len(unit.members) for unit in units)
+        if self.evictions + count > bound:
+            return self._bounded(pod)
+        self.evictions += count
+        return self._commit(reclaimer, attempt, units)
+
+    def _bounded(self, pod: Waiting) -> NotServed:
+        if not self.bounded:
+            self.bounded = True
+            self.failed.clear()  # a pod that found no victims would now wait for the bound
+        return _not_served(pod, NotServedReason.ROUND_BOUND)
 
     def _above_share(self, pod: Waiting, needed: tuple[str, ...]) -> NotServed | None:
-        """AboveShare when P would take its queue, or one above it, past its deserved. The
-        replicas of one workload ask the same: the answer is kept until the next change."""
-        key = (pod.queue, tuple(pod.request.items()))
-        known = self.refused.get(key)
-        if known is not None and known[0] == self.round.version:
-            if known[1] is None:
-                return None
-            return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, *known[1])
-        found = self._above_share_of(pod, needed)
-        self.refused[key] = (self.round.version, found)
-        if found is None:
-            return None
-        return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, *found)
-
-    def _above_share_of(
-        self, pod: Waiting, needed: tuple[str, ...]
-    ) -> tuple[str, tuple[Shortfall, ...]] | None:
+        """AboveShare when P would take its queue, or one above it, past its deserved."""
         state = self.round
         request = pod.request
         if pod.queue not in state.queues:
-            return pod.queue, tuple(Shortfall(d, request[d], 0) for d in needed)
+            shortfalls = tuple(Shortfall(d, request[d], 0) for d in needed)
+            return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, pod.queue, shortfalls)
         for name in state.path(pod.queue):
             allocated, deserved = state.allocated(name), state.queues[name].deserved
             for d in needed:
                 if allocated.get(d, 0) + request[d] > deserved.get(d, 0):
-                    return name, tuple(
+                    shortfalls = tuple(
                         Shortfall(d, request[d], deserved.get(d, 0) - allocated.get(d, 0))
                         for d in needed
                         if allocated.get(d, 0) + request[d] > deserved.get(d, 0)
+                    )
+                    return NotServed(
+                        pod.key, pod.queue, NotServedReason.ABOVE_SHARE, name, shortfalls
                     )
         return None
 
@@ -325,10 +331,6 @@ class _Planner:
 
     def _victims(self, reclaimer: _Reclaimer) -> tuple[_Try, list[_Unit]] | None:
         """The chosen node's tentative set, made minimal; None when no node can be freed."""
-        pod = reclaimer.pod
-        key = (pod.queue, tuple(sorted(reclaimer.request.items())), pod.nodes)
-        if self.failed.get(key) == self.round.version:
-            return None
         found: list[tuple[tuple[int, int, float], int, str, _Try, list[_Unit]]] = []
         for node in self._promising(reclaimer):
             attempt = self._evaluate(reclaimer, node)
@@ -341,7 +343,6 @@ class _Planner:
             if len(found) == NODES_COMPARED:
                 break
         if not found:
-            self.failed[key] = self.round.version
             return None
         _, _, _, attempt, units = min(found, key=lambda f: f[:3])
         return attempt, units
