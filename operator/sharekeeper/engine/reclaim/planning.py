@@ -511,15 +511,15 @@ class _Planner:
         found = self.orders.get(key)
         if found is None:
             ranked: list[tuple[float, str]] = []
+            queues = self.round.queues
             for name in self.round.queues_with_pods():
-                queue = self.round.queues.get(name)
-                if queue is None or queue.policy != policy:
-                    continue
-                allocated, deserved = queue.allocated, queue.deserved
-                if not any(allocated.get(d, 0) > deserved.get(d, 0) for d in needed):
-                    continue
-                ranked.append((-_overuse(allocated, deserved, needed), name))
-            names = [name for _, name in sorted(ranked)]
+                queue = queues.get(name)
+                if queue is not None and queue.policy == policy:
+                    overuse = _overuse(queue.allocated, queue.deserved, needed)
+                    if overuse is not None:
+                        ranked.append((-overuse, name))
+            ranked.sort()
+            names = [name for _, name in ranked]
             found = self.orders[key] = (names, {name: i for i, name in enumerate(names)})
         return found
 
@@ -840,16 +840,18 @@ def _shares(candidate: Candidate, needed: Sequence[str]) -> bool:
 
 def _overuse(
     allocated: Mapping[str, int], deserved: Mapping[str, int], needed: Sequence[str]
-) -> float:
-    """max over ``needed`` of allocated/deserved (deserved 0 with something allocated: ∞)."""
-    worst = 0.0
+) -> float | None:
+    """max over ``needed`` of allocated/deserved (deserved 0 with something allocated: ∞);
+    None when allocated exceeds deserved in none of ``needed``."""
+    worst, over = 0.0, False
     for d in needed:
         used, share = allocated.get(d, 0), deserved.get(d, 0)
+        over = over or used > share
         if share > 0:
             worst = max(worst, used / share)
         elif used > 0:
             return INFINITE_OVERUSE
-    return worst
+    return worst if over else None
 
 
 def _largest_first(order: tuple[float, str, str]) -> tuple[float, str, str]:

@@ -13,6 +13,7 @@ computed when first needed.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
@@ -133,7 +134,7 @@ class Round:
         self.excluded = inputs.excluded
         self.gang_specs = {(g.namespace, g.name): g for g in inputs.gangs}
         self.made: dict[tuple[str, str], Candidate] = {}
-        self._by_queue: dict[str, list[Running]] | None = None
+        self._by_queue: defaultdict[str, list[Running]] | None = None
         self._by_node: list[list[Running]] | None = None
         self._on_node: dict[int, list[Candidate]] = {}
         self._by_gang: dict[GroupKey, list[Running]] | None = None
@@ -165,44 +166,31 @@ class Round:
             found = self.made[pod.key] = Candidate(pod, node, request, gang, static)
         return found
 
-    def _index(self) -> None:
-        """The running pods by queue and by node, in one pass (O(candidates))."""
-        by_queue: dict[str, list[Running]] = {}
-        by_node: dict[str, list[Running]] = {}
-        for pod in self.running:
-            found = by_queue.get(pod.queue)
-            if found is None:
-                by_queue[pod.queue] = [pod]
-            else:
-                found.append(pod)
-            found = by_node.get(pod.node)
-            if found is None:
-                by_node[pod.node] = [pod]
-            else:
-                found.append(pod)
-        self._by_queue = by_queue
-        self._by_node = [by_node.get(node.name, []) for node in self.nodes]
+    def _pods_by_queue(self) -> dict[str, list[Running]]:
+        """The running pods by queue, built on first use (O(candidates))."""
+        if self._by_queue is None:
+            self._by_queue = defaultdict(list)
+            for pod in self.running:
+                self._by_queue[pod.queue].append(pod)
+        return self._by_queue
 
     def queue_pods(self, queue: str) -> list[Running]:
         """The running pods the inputs list for ``queue``."""
-        if self._by_queue is None:
-            self._index()
-            assert self._by_queue is not None
-        return self._by_queue.get(queue, [])
+        return self._pods_by_queue().get(queue, [])
 
     def queues_with_pods(self) -> Iterable[str]:
-        if self._by_queue is None:
-            self._index()
-            assert self._by_queue is not None
-        return self._by_queue.keys()
+        return self._pods_by_queue().keys()
 
     def on_node(self, node: int) -> list[Candidate]:
         """The candidates of ``node``."""
         found = self._on_node.get(node)
         if found is None:
             if self._by_node is None:
-                self._index()
-                assert self._by_node is not None
+                # A pass of its own: one pass filling both indexes measured slower than two.
+                by_name: defaultdict[str, list[Running]] = defaultdict(list)
+                for pod in self.running:
+                    by_name[pod.node].append(pod)
+                self._by_node = [by_name.get(node.name, []) for node in self.nodes]
             found = self._on_node[node] = [self.candidate(p) for p in self._by_node[node]]
         return found
 
