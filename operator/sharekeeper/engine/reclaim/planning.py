@@ -53,10 +53,11 @@ N · D) to set up; O(W · depth · D) for the share checks; per pod past them, O
 in numpy for the free-fit screen (a pod of a shape seen before starts where the last one
 stopped, until something is evicted); per pod that needs victims, the giving queues are
 found by walking the queue tree, pruning subtrees that cannot give (O(queues visited)), the
-candidate nodes from their pods (O(their pods), up to ``GIVERS_LISTED``; beyond, O(N · D) in
-numpy), then each node tried costs O(its candidates · D) (read from an index per node, built
-once: O(C)). A pod not served is remembered by its shape (queue, request, nodes) until the next
-eviction or placement, so the other replicas of its workload cost a lookup each.
+candidate nodes from their pods (O(their pods) in numpy, each queue's read once, up to
+``GIVERS_LISTED``; beyond, O(N · D) in numpy), then each node tried costs O(its candidates ·
+D) (read from an index per node, built once: O(C)). A pod not served is remembered by its shape
+(queue, request, nodes) until the next eviction or placement, so the other replicas of its
+workload cost a lookup each.
 """
 
 from __future__ import annotations
@@ -369,35 +370,21 @@ class _Planner:
         state = self.round
         lo, hi = state.slices[reclaimer.policy]
         columns = reclaimer.columns
-        # Straight from the inputs: most of these pods are never looked at again.
-        names = [state.dimensions[column] for column in columns[:-1]]
-        index, made, excluded = state.node_index, state.made, state.excluded
-        sums: dict[int, list[int]] = {}
-        for name in giving:
-            for pod in state.queue_pods(name):
-                node = index.get(pod.node, -1)
-                if pod.protected or not lo <= node < hi:
-                    continue
-                key = (pod.namespace, pod.name)
-                if key in excluded or (key in made and made[key].evicted):
-                    continue
-                request = pod.request
-                found = sums.get(node)
-                if found is None:
-                    sums[node] = [*(max(request.get(d, 0), 0) for d in names), 1]
-                else:
-                    for i, d in enumerate(names):
-                        found[i] += max(request.get(d, 0), 0)
-                    found[-1] += 1
-        if not sums:
+        names = tuple(state.dimensions[column] for column in columns[:-1])
+        parts = [state.freeable(name, names) for name in giving]
+        at = np.concatenate([nodes for nodes, _ in parts])
+        inside = (at >= lo) & (at < hi)
+        amounts = np.concatenate([amounts for _, amounts in parts], axis=1)[:, inside]
+        nodes, of_node = np.unique(at[inside], return_inverse=True)
+        if not nodes.size:
             return []
-        nodes = np.fromiter(sums, np.int64, len(sums))
-        freeable = np.array(list(sums.values()), dtype=np.int64).reshape(len(sums), len(columns))
+        freeable = np.zeros((len(columns), nodes.size), dtype=np.int64)
+        np.add.at(freeable.T, of_node, amounts.T)
         room = state.free[columns][:, nodes]
         if reclaimer.held is not None:
             room = np.where(reclaimer.held[nodes], state.free_held[columns][:, nodes], room)
         want = np.array(reclaimer.want, dtype=np.int64)[:, None]
-        fits = np.all(room + freeable.T >= want, axis=0)
+        fits = np.all(room + freeable >= want, axis=0)
         if reclaimer.pod.nodes is not None:
             fits &= self._allowed(reclaimer.pod.nodes)[nodes]
         capacity = np.maximum(state.capacity[columns][:, nodes], 1)

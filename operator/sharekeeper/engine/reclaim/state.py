@@ -87,7 +87,8 @@ class Round:
     Node amounts are kept column-major (dimension x node), so that screening every node of a
     policy for one pod compares a few contiguous rows. Candidates are indexed lazily: by queue
     when a walk first needs the order, by node when a chosen node's pods are read, by PodGroup
-    when a group is first met; a ``Candidate`` is made once per pod, on first use."""
+    when a group is first met; a ``Candidate`` is made once per pod, on first use, and what a
+    queue's pods may free once per queue (``freeable``)."""
 
     def __init__(self, inputs: ReclaimInputs) -> None:
         self.queues: dict[str, QueueState] = {queue.name: queue for queue in inputs.queues}
@@ -137,6 +138,7 @@ class Round:
         self._by_queue: defaultdict[str, list[Running]] | None = None
         self._by_node: list[list[Running]] | None = None
         self._on_node: dict[int, list[Candidate]] = {}
+        self._freeable: dict[tuple[str, tuple[str, ...]], tuple[Vectors, Vectors]] = {}
         self._by_gang: dict[GroupKey, list[Running]] | None = None
         self.gangs: dict[GroupKey, GangState] = {}
         self.version = 0
@@ -165,6 +167,38 @@ class Round:
             node = -1 if node_at is None else node_at
             found = self.made[pod.key] = Candidate(pod, node, request, gang, static)
         return found
+
+    def freeable(self, queue: str, names: tuple[str, ...]) -> tuple[Vectors, Vectors]:
+        """Per pod of ``queue`` (``queue_pods``): the node it may free room on (-1: none, it is
+        protected, refused, gone, or on a node the round does not know), and what it frees
+        there, over ``names`` then ``pods``. Read from the inputs once per queue and names,
+        since most of these pods are never looked at again."""
+        pods = self.queue_pods(queue)
+        found = self._freeable.get((queue, names))
+        if found is None:
+            index, excluded = self.node_index, self.excluded
+            nodes = np.fromiter(
+                (
+                    -1
+                    if pod.protected or (excluded and pod.key in excluded)
+                    else index.get(pod.node, -1)
+                    for pod in pods
+                ),
+                np.int64,
+                len(pods),
+            )
+            amounts = np.array(
+                [[max(pod.request.get(d, 0), 0) for pod in pods] for d in names]
+                + [[1] * len(pods)],
+                dtype=np.int64,
+            ).reshape(len(names) + 1, len(pods))
+            found = self._freeable[(queue, names)] = (nodes, amounts)
+        nodes, amounts = found
+        if queue in self.charged:  # the round evicted from it, or placed into it
+            made = self.made
+            gone = [pod.key in made and made[pod.key].evicted for pod in pods]
+            nodes = np.where(gone, -1, nodes)
+        return nodes, amounts
 
     def _pods_by_queue(self) -> dict[str, list[Running]]:
         """The running pods by queue, built on first use (O(candidates))."""
