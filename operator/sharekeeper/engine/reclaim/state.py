@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
@@ -96,27 +97,29 @@ class Round:
         self._paths: dict[str, tuple[str, ...]] = {}
         self.charged: dict[str, dict[str, int]] = {}
         """The allocated of the queues the round has changed, as it has left them."""
-        nodes = sorted(inputs.nodes, key=lambda node: (node.policy, node.name))
+        nodes = sorted(inputs.nodes, key=attrgetter("policy", "name"))
         self.nodes: list[NodeState] = nodes
         self.node_index: dict[str, int] = {node.name: i for i, node in enumerate(nodes)}
         self.slices: dict[str, tuple[int, int]] = {}
-        for i, node in enumerate(nodes):
-            start, _ = self.slices.get(node.policy, (i, i))
-            self.slices[node.policy] = (start, i + 1)
+        # One pass over the nodes for all this: their amounts are mostly out of the CPU's
+        # caches when a round starts, and each pass over them pays for it again.
         names: set[str] = {PODS}
-        for node in nodes:
-            names.update(node.allocatable)
-            names.update(node.used)
-            names.update(node.reserved)
+        unlimited: list[int] = []
+        reserving: list[int] = []
+        for i, node in enumerate(nodes):
+            self.slices[node.policy] = (self.slices.get(node.policy, (i, i))[0], i + 1)
+            names.update(node.allocatable, node.used, node.reserved)
+            if PODS not in node.allocatable:
+                unlimited.append(i)
+            if node.reserved:
+                reserving.append(i)
         self.dimensions: tuple[str, ...] = tuple(sorted(names))
         self.column: dict[str, int] = {name: i for i, name in enumerate(self.dimensions)}
         allocatable = dense([node.allocatable for node in nodes], self.dimensions)
-        pods = self.column[PODS]
-        for i, node in enumerate(nodes):
-            if PODS not in node.allocatable:
-                allocatable[i, pods] = UNLIMITED
-        reserved = dense([node.reserved for node in nodes], self.dimensions)
+        allocatable[unlimited, self.column[PODS]] = UNLIMITED
         used = dense([node.used for node in nodes], self.dimensions)
+        reserved = np.zeros_like(allocatable)
+        reserved[reserving] = dense([nodes[i].reserved for i in reserving], self.dimensions)
         self.capacity: Vectors = np.ascontiguousarray(allocatable.T)
         """Allocatable (dimension x node): a node too small for a pod even empty is never worth
         a walk."""
@@ -127,7 +130,8 @@ class Round:
         """Room left for a pod held to the node's reservation."""
         self.reserving: dict[frozenset[str], np.ndarray] = {}
         """Nodes that keep something idle, by what they keep it for."""
-        for i, node in enumerate(nodes):
+        for i in reserving:
+            node = nodes[i]
             if node.reserved_for and any(node.reserved.values()):
                 mask = self.reserving.setdefault(node.reserved_for, np.zeros(len(nodes), bool))
                 mask[i] = True
@@ -208,9 +212,9 @@ class Round:
                 self._by_queue[pod.queue].append(pod)
         return self._by_queue
 
-    def queue_pods(self, queue: str) -> list[Running]:
+    def queue_pods(self, queue: str) -> Sequence[Running]:
         """The running pods the inputs list for ``queue``."""
-        return self._pods_by_queue().get(queue, [])
+        return self._pods_by_queue().get(queue, ())
 
     def queues_with_pods(self) -> Iterable[str]:
         return self._pods_by_queue().keys()
