@@ -64,6 +64,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import numpy as np
 
@@ -114,7 +115,8 @@ class _Reclaimer:
     path: frozenset[str]
     held: np.ndarray | None
     """Per node: whether P is held to the node's reservation (None: no node reserves)."""
-    branches: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    branches: dict[str, tuple[str, ...]]
+    """Per queue, its branch (``Round.branch``): shared by the pods of P's queue."""
     gives: dict[str, bool] = field(default_factory=dict)
     """Per queue: whether it may give to P at all (``_Planner.gives``)."""
     giving: frozenset[str] | None = None
@@ -171,6 +173,8 @@ class _Planner:
         self.cursors: dict[tuple[object, ...], tuple[int, int]] = {}
         """Per pod shape: ``Round.freed`` and the first node of the policy that may hold it."""
         self.held: dict[tuple[str, ...], np.ndarray | None] = {}
+        self.branches: dict[str, dict[str, tuple[str, ...]]] = {}
+        """Per reclaimer's queue: ``_Reclaimer.branches``."""
         self.trees: dict[tuple[str, tuple[str, ...]], dict[str | None, list[str]]] = {}
         self.allowed: dict[frozenset[str], np.ndarray] = {}
 
@@ -180,7 +184,7 @@ class _Planner:
         after = self.inputs.settings.after_seconds
         reclaims: list[Reclaim] = []
         not_served: list[NotServed] = []
-        for pod in sorted(self.inputs.waiting, key=lambda w: (w.order, w.namespace, w.name)):
+        for pod in sorted(self.inputs.waiting, key=attrgetter("order", "namespace", "name")):
             if pod.waited_seconds < after:
                 not_served.append(_not_served(pod, NotServedReason.NOT_WAITED_LONG_ENOUGH))
                 continue
@@ -278,6 +282,7 @@ class _Planner:
             [*(pod.request[d] for d in needed), 1],
             frozenset(state.path(pod.queue)),
             self.held[needed],
+            self.branches.setdefault(pod.queue, {}),
         )
 
     def _screen(
