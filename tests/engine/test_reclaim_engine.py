@@ -670,6 +670,29 @@ def test_each_reclaimer_sees_what_the_ones_before_took() -> None:
     assert reasons(plan) == {"w3": "AboveShare"}  # a has 4000 of its 4000 after w1 and w2
 
 
+def test_a_queue_the_round_took_down_to_its_deserved_is_no_longer_overused() -> None:
+    # w1 (kept to n1) takes b down to its deserved; for w2, b2 stays because b is no longer
+    # overused, not because it would go below its deserved.
+    queues = [
+        queue("a", {"cpu": 4000}, {}),
+        queue("b", {"cpu": 1000}, {"cpu": 2000}),
+        queue("c", {"cpu": 0}, {"cpu": 1000}),
+    ]
+    pods = [
+        running("b1", "b", "n1", cpu=1000),
+        running("b2", "b", "n2", cpu=1000),
+        running("c1", "c", "n2", cpu=1000),
+    ]
+    nodes = [cpu_node("n1", 1000, 1000, 1), cpu_node("n2", 2000, 2000, 2)]
+    reclaimers = [waiting("w1", "a", nodes=["n1"], cpu=1000), waiting("w2", "a", order=1, cpu=1000)]
+    plan = plan_reclaim(inputs(queues, nodes, pods, reclaimers))
+    assert served(plan) == {"w1": "n1", "w2": "n2"}
+    assert evicted(plan) == ["b1", "c1"]
+    assert {(s.pod[1], s.reason) for s in plan.reclaims[1].spared} == {
+        ("b2", SpareReason.QUEUE_NOT_OVERUSED)
+    }
+
+
 def test_the_round_bound_stops_evictions_in_admission_order() -> None:
     queues = [queue("a", {"cpu": 8000}, {}), queue("b", {"cpu": 0}, {"cpu": 8000})]
     pods = [running(f"b{i}", "b", f"n{i % 2}", cpu=2000, created=i) for i in range(4)]

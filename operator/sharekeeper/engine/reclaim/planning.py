@@ -662,7 +662,7 @@ class _Planner:
         return attempt.fits
 
     def _gang_reason(
-        self, reclaimer: _Reclaimer, members: Sequence[Candidate], matter: Sequence[str]
+        self, reclaimer: _Reclaimer, members: Sequence[Candidate], matter: tuple[str, ...]
     ) -> SpareReason | None:
         """A member that may not go spares the whole group."""
         state = self.round

@@ -97,6 +97,7 @@ class Round:
         self._paths: dict[str, tuple[str, ...]] = {}
         self.charged: dict[str, dict[str, int]] = {}
         """The allocated of the queues the round has changed, as it has left them."""
+        self._over_at_start: dict[tuple[str, ...], dict[str, bool]] = {}
         nodes = sorted(inputs.nodes, key=attrgetter("policy", "name"))
         self.nodes: list[NodeState] = nodes
         self.node_index: dict[str, int] = {node.name: i for i, node in enumerate(nodes)}
@@ -262,9 +263,21 @@ class Round:
         found = self.charged.get(queue)
         return self.queues[queue].allocated if found is None else found
 
-    def over(self, queue: str, needed: Iterable[str]) -> bool:
+    def over(self, queue: str, needed: tuple[str, ...]) -> bool:
         """Above its deserved, as the round has left it, in one of ``needed``."""
-        allocated, deserved = self.allocated(queue), self.queues[queue].deserved
+        if queue in self.charged:
+            return self._over(self.charged[queue], queue, needed)
+        # As the round started: the tree walks ask it of the same queues for every reclaimer.
+        known = self._over_at_start.get(needed)
+        if known is None:
+            known = self._over_at_start[needed] = {}
+        found = known.get(queue)
+        if found is None:
+            found = known[queue] = self._over(self.queues[queue].allocated, queue, needed)
+        return found
+
+    def _over(self, allocated: Mapping[str, int], queue: str, needed: tuple[str, ...]) -> bool:
+        deserved = self.queues[queue].deserved
         return any(allocated.get(d, 0) > deserved.get(d, 0) for d in needed)
 
     # --- candidates ----------------------------------------------------------------------
@@ -311,7 +324,7 @@ class Round:
         return path
 
     def queue_reason(
-        self, queue: str, policy: str, needed: Sequence[str], branch: Sequence[str]
+        self, queue: str, policy: str, needed: tuple[str, ...], branch: Sequence[str]
     ) -> SpareReason | None:
         """What spares every pod of ``queue`` for a reclaimer of ``policy`` (``needed``: the
         dimensions that matter): another policy, ``reclaimable: false`` on the branch, or no
