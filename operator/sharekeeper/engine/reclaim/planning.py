@@ -184,14 +184,26 @@ class _Planner:
         after = self.inputs.settings.after_seconds
         reclaims: list[Reclaim] = []
         not_served: list[NotServed] = []
+        state = self.round
+        last: Waiting | None = None
+        shape: Shape = ("", (), None)
         for pod in sorted(self.inputs.waiting, key=attrgetter("order", "namespace", "name")):
             if pod.waited_seconds < after:
                 not_served.append(_not_served(pod, NotServedReason.NOT_WAITED_LONG_ENOUGH))
                 continue
-            # The replicas of one workload ask the same: one decision each until a change.
-            shape: Shape = (pod.queue, tuple(pod.request.items()), pod.nodes)
+            # The replicas of one workload ask the same: one decision each until a change. They
+            # mostly come one after the other: the key is made again only for another shape
+            # (nodes by identity: comparing two sets of thousands of names is what costs).
+            if not (
+                last is not None
+                and pod.queue == last.queue
+                and pod.request == last.request
+                and pod.nodes is last.nodes
+            ):
+                shape = (pod.queue, tuple(pod.request.items()), pod.nodes)
+            last = pod
             known = self.failed.get(shape)
-            if known is not None and known[0] == self.round.version:
+            if known is not None and known[0] == state.version:
                 like = known[1]
                 not_served.append(
                     NotServed(pod.key, pod.queue, like.reason, like.limiting, like.shortfalls)
@@ -201,7 +213,7 @@ class _Planner:
             if isinstance(decided, Reclaim):
                 reclaims.append(decided)
             else:
-                self.failed[shape] = (self.round.version, decided)
+                self.failed[shape] = (state.version, decided)
                 not_served.append(decided)
         return ReclaimPlan(tuple(reclaims), tuple(not_served), self.evictions)
 
