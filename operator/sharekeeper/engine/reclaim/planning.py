@@ -73,6 +73,7 @@ from sharekeeper.engine.reclaim.state import (
     INFINITE_OVERUSE,
     Candidate,
     Round,
+    queue_path,
 )
 from sharekeeper.engine.reclaim.values import (
     PODS,
@@ -472,7 +473,8 @@ class _Planner:
             found = {}
             seen: set[str] = set()
             for name in names:
-                path = self.round.path(name)
+                # Walked, not kept (Round.path): thousands of paths, most never needed again.
+                path = queue_path(self.round.queues, name)
                 for i, queue in enumerate(path):
                     if queue in seen:
                         break
