@@ -155,7 +155,7 @@ class _Try:
         return all(missing <= 0 for missing in self.need)
 
 
-Shape = tuple[str, tuple[tuple[str, int], ...], frozenset[str] | None]
+_Shape = tuple[str, tuple[tuple[str, int], ...], frozenset[str] | None]
 """A waiting pod's queue, request and nodes: what its outcome depends on besides the round."""
 
 
@@ -167,7 +167,7 @@ class _Planner:
         self.bounded = False
         """Whether the round's bound is reached: every later pod that needs victims waits."""
         self.orders: dict[tuple[str, tuple[str, ...]], tuple[list[str], dict[str, int]]] = {}
-        self.failed: dict[Shape, tuple[int, NotServed]] = {}
+        self.failed: dict[_Shape, tuple[int, NotServed]] = {}
         """The last pod of each shape not served, and ``Round.version`` then: until the round
         changes (or reaches its bound), a pod of that shape is not served either, and why is
         the same."""
@@ -187,7 +187,7 @@ class _Planner:
         not_served: list[NotServed] = []
         state = self.round
         last: Waiting | None = None
-        shape: Shape = ("", (), None)
+        shape: _Shape = ("", (), None)
         for pod in sorted(self.inputs.waiting, key=attrgetter("order", "namespace", "name")):
             if pod.waited_seconds < after:
                 not_served.append(_not_served(pod, NotServedReason.NOT_WAITED_LONG_ENOUGH))
@@ -245,6 +245,7 @@ class _Planner:
         return self._commit(reclaimer, attempt, units)
 
     def _bounded(self, pod: Waiting) -> NotServed:
+        """RoundBound: for P, and from now on for every pod that needs victims."""
         if not self.bounded:
             self.bounded = True
             self.failed.clear()  # a pod that found no victims would now wait for the bound

@@ -98,6 +98,7 @@ class Round:
         self.charged: dict[str, dict[str, int]] = {}
         """The allocated of the queues the round has changed, as it has left them."""
         self._over_at_start: dict[tuple[str, ...], dict[str, bool]] = {}
+        """Per needed dimensions, ``over`` of the queues the round has not changed."""
         nodes = sorted(inputs.nodes, key=attrgetter("policy", "name"))
         self.nodes: list[NodeState] = nodes
         self.node_index: dict[str, int] = {node.name: i for i, node in enumerate(nodes)}
