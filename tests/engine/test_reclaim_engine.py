@@ -670,6 +670,29 @@ def test_each_reclaimer_sees_what_the_ones_before_took() -> None:
     assert reasons(plan) == {"w3": "AboveShare"}  # a has 4000 of its 4000 after w1 and w2
 
 
+def test_a_queue_the_round_took_down_to_its_deserved_is_no_longer_overused() -> None:
+    # w1 (kept to n1) takes b down to its deserved; for w2, b2 stays because b is no longer
+    # overused, not because it would go below its deserved.
+    queues = [
+        queue("a", {"cpu": 4000}, {}),
+        queue("b", {"cpu": 1000}, {"cpu": 2000}),
+        queue("c", {"cpu": 0}, {"cpu": 1000}),
+    ]
+    pods = [
+        running("b1", "b", "n1", cpu=1000),
+        running("b2", "b", "n2", cpu=1000),
+        running("c1", "c", "n2", cpu=1000),
+    ]
+    nodes = [cpu_node("n1", 1000, 1000, 1), cpu_node("n2", 2000, 2000, 2)]
+    reclaimers = [waiting("w1", "a", nodes=["n1"], cpu=1000), waiting("w2", "a", order=1, cpu=1000)]
+    plan = plan_reclaim(inputs(queues, nodes, pods, reclaimers))
+    assert served(plan) == {"w1": "n1", "w2": "n2"}
+    assert evicted(plan) == ["b1", "c1"]
+    assert {(s.pod[1], s.reason) for s in plan.reclaims[1].spared} == {
+        ("b2", SpareReason.QUEUE_NOT_OVERUSED)
+    }
+
+
 def test_the_round_bound_stops_evictions_in_admission_order() -> None:
     queues = [queue("a", {"cpu": 8000}, {}), queue("b", {"cpu": 0}, {"cpu": 8000})]
     pods = [running(f"b{i}", "b", f"n{i % 2}", cpu=2000, created=i) for i in range(4)]
@@ -689,6 +712,50 @@ def test_the_round_bound_stops_evictions_in_admission_order() -> None:
     assert reasons(plan_reclaim(inputs(queues, nodes, pods, reclaimers, max_evictions=0))) == {
         "one": "RoundBound", "two": "RoundBound", "after": "RoundBound"
     }  # fmt: skip
+
+
+def walled(v_allocated: int, v_deserved: int) -> list[QueueState]:
+    """y keeps v from outsiders (``reclaimable: false``): v gives to b, inside y, not to a."""
+    return [
+        queue("y", {"cpu": 20000}, {"cpu": v_allocated}, reclaimable=False),
+        queue("v", {"cpu": v_deserved}, {"cpu": v_allocated}, parent="y"),
+        queue("b", {"cpu": 2000}, {}, parent="y"),
+        queue("a", {"cpu": 4000}, {}),
+    ]
+
+
+def test_a_pod_like_one_not_served_is_decided_again_once_the_round_changes() -> None:
+    # a1 and a1b find no victims (y keeps v from a); b1 evicts v1 (3000) and leaves 2000 free
+    # on n1, where a2, of the same queue and request as a1, now fits.
+    pods = [
+        running("v1", "v", "n1", cpu=3000),
+        running("v2", "v", "n2", cpu=1000, protected=True),
+    ]
+    nodes = [cpu_node("n1", 3000, 3000, 1), cpu_node("n2", 1000, 1000, 1)]
+    reclaimers = [
+        waiting("a1", "a", cpu=2000),
+        waiting("a1b", "a", cpu=2000, order=1),
+        waiting("b1", "b", cpu=1000, order=2),
+        waiting("a2", "a", cpu=2000, order=3),
+    ]
+    plan = plan_reclaim(inputs(walled(4000, 1000), nodes, pods, reclaimers))
+    assert reasons(plan) == {"a1": "NoVictims", "a1b": "NoVictims"}
+    assert served(plan) == {"b1": "n1", "a2": "n1"}
+    assert evicted(plan) == ["v1"]
+
+
+def test_a_pod_like_one_that_found_no_victims_waits_for_the_bound_once_reached() -> None:
+    # b1 needs both of v's pods, one more than the bound: from then on a pod that needs victims
+    # waits for the bound, a2 too (a1, of the same queue and request, found none before).
+    pods = [running("v1", "v", "n1", cpu=1000), running("v2", "v", "n1", cpu=1000, created=1)]
+    nodes = [cpu_node("n1", 2000, 2000, 2)]
+    reclaimers = [
+        waiting("a1", "a", cpu=2000),
+        waiting("b1", "b", cpu=2000, order=1),
+        waiting("a2", "a", cpu=2000, order=2),
+    ]
+    plan = plan_reclaim(inputs(walled(2000, 0), nodes, pods, reclaimers, max_evictions=1))
+    assert reasons(plan) == {"a1": "NoVictims", "b1": "RoundBound", "a2": "RoundBound"}
 
 
 def test_a_refused_eviction_is_replaced_by_the_next_victim() -> None:

@@ -28,6 +28,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -425,3 +426,11 @@ def test_the_plan_depends_neither_on_input_order_nor_on_how_nodes_are_screened(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(planning, "GIVERS_LISTED", -1)
         assert plan_reclaim(inputs) == expected
+
+
+@given(st.lists(st.integers(0, 6).map(lambda i: i / 4), max_size=3 * planning.NODES_SORTED_FIRST))
+def test_screened_nodes_are_ranked_as_by_a_stable_sort(missing: list[float]) -> None:
+    """The nodes screened in numpy are ranked a few first, then the rest: as one stable sort
+    of what each lacks (many nodes lack the same) would rank them."""
+    values = np.array(missing, dtype=np.float64)
+    assert list(planning._ascending(values)) == np.argsort(values, kind="stable").tolist()

@@ -15,7 +15,8 @@ Complexity: every function is linear in the number of dimensions (times rows, wh
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
+from itertools import chain
 from typing import Final, NewType
 
 import numpy as np
@@ -107,14 +108,21 @@ def dimensions(vectors: Iterable[Amounts]) -> tuple[str, ...]:
 def dense(rows: Sequence[Amounts], names: Sequence[str], *, missing: int = 0) -> Vectors:
     """Sparse rows as a ``len(rows) x len(names)`` integer matrix, saturated at ``UNLIMITED``."""
     defaults = [missing] * len(names)
-    # map(dict.get, names, defaults) is the fastest per-row gather CPython offers here; most
-    # queues set no guarantee or capability, and an empty row needs no gather at all.
-    table = [list(map(amounts.get, names, defaults)) if amounts else defaults for amounts in rows]
+
+    def gathered() -> Iterator[int]:
+        # map(dict.get, names, defaults) is the fastest per-row gather CPython offers here, and
+        # numpy reads one flat run of amounts faster than a list of rows; most queues set no
+        # guarantee or capability, and an empty row needs no gather at all.
+        return chain.from_iterable(
+            map(amounts.get, names, defaults) if amounts else defaults for amounts in rows
+        )
+
+    shape = (len(rows), len(names))
     try:
-        matrix = np.array(table, dtype=np.int64).reshape(len(rows), len(names))
+        matrix = np.fromiter(gathered(), np.int64, len(rows) * len(names)).reshape(shape)
     except OverflowError:  # a sum beyond int64: saturate in Python first (never in practice)
-        table = [[min(amount, UNLIMITED) for amount in row] for row in table]
-        matrix = np.array(table, dtype=np.int64).reshape(len(rows), len(names))
+        saturated = (min(amount, UNLIMITED) for amount in gathered())
+        matrix = np.fromiter(saturated, np.int64, len(rows) * len(names)).reshape(shape)
     if matrix.size and int(matrix.max()) > UNLIMITED:
         np.minimum(matrix, UNLIMITED, out=matrix)
     return matrix

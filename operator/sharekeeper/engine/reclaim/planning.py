@@ -48,21 +48,23 @@ its deserved there, and the replacement's own queue would go past its deserved. 
 deserved)⁺ by what it frees in such a dimension, and nothing raises it, so a static workload
 stops being evicted (``tests/engine/test_reclaim_properties.py``).
 
-Cost per round, with W waiting pods, N nodes, Q queues, C candidates and D dimensions: O(Q ·
-depth + N · D) to set up; O(W · depth · D) for the share checks; per pod past them, O(N · D)
+Cost per round, with W waiting pods, N nodes, Q queues, C candidates and D dimensions: O(Q +
+N · D) to set up; O(W · depth · D) for the share checks; per pod past them, O(N · D)
 in numpy for the free-fit screen (a pod of a shape seen before starts where the last one
 stopped, until something is evicted); per pod that needs victims, the giving queues are
 found by walking the queue tree, pruning subtrees that cannot give (O(queues visited)), the
-candidate nodes from their pods (O(their pods), up to ``GIVERS_LISTED``; beyond, O(N · D) in
-numpy), then each node tried costs O(its candidates · D) (read from an index per node, built
-once: O(C)). A failure is remembered until the next eviction or placement, so a run of
-identical pods that cannot be served costs one search.
+candidate nodes from their pods (O(their pods) in numpy, each queue's read once, up to
+``GIVERS_LISTED``; beyond, O(N · D) in numpy), then each node tried costs O(its candidates ·
+D) (read from an index per node, built once: O(C)). A pod not served is remembered by its shape
+(queue, request, nodes) until the next eviction or placement, so the other replicas of its
+workload cost a lookup each.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import numpy as np
 
@@ -71,7 +73,7 @@ from sharekeeper.engine.reclaim.state import (
     INFINITE_OVERUSE,
     Candidate,
     Round,
-    RoundQueue,
+    queue_path,
 )
 from sharekeeper.engine.reclaim.values import (
     PODS,
@@ -93,6 +95,8 @@ _AFTER_SINGLES: tuple[int, int, float] = (1 << 62, 0, 0.0)
 """The position of a whole PodGroup in the eviction order: after every single pod."""
 NODES_COMPARED = 4
 """How many nodes that can be freed for a reclaimer are compared (the most promising)."""
+NODES_SORTED_FIRST = 16
+"""Nodes screened in numpy are ranked this many (and their ties) first (``_ascending``)."""
 GIVERS_LISTED = 1024
 """Up to this many candidates that may give, their nodes are found from them; beyond, every
 node with candidates is screened (in numpy)."""
@@ -112,7 +116,8 @@ class _Reclaimer:
     path: frozenset[str]
     held: np.ndarray | None
     """Per node: whether P is held to the node's reservation (None: no node reserves)."""
-    branches: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    branches: dict[str, tuple[str, ...]]
+    """Per queue, its branch (``Round.branch``): shared by the pods of P's queue."""
     gives: dict[str, bool] = field(default_factory=dict)
     """Per queue: whether it may give to P at all (``_Planner.gives``)."""
     giving: frozenset[str] | None = None
@@ -150,109 +155,127 @@ class _Try:
         return all(missing <= 0 for missing in self.need)
 
 
+_Shape = tuple[str, tuple[tuple[str, int], ...], frozenset[str] | None]
+"""A waiting pod's queue, request and nodes: what its outcome depends on besides the round."""
+
+
 class _Planner:
     def __init__(self, inputs: ReclaimInputs) -> None:
         self.inputs = inputs
         self.round = Round(inputs)
+        self.evictions = 0
+        self.bounded = False
+        """Whether the round's bound is reached: every later pod that needs victims waits."""
         self.orders: dict[tuple[str, tuple[str, ...]], tuple[list[str], dict[str, int]]] = {}
-        self.failed: dict[tuple[object, ...], int] = {}
-        """A walk that found nothing, by what it depended on -> ``Round.version`` then."""
+        self.failed: dict[_Shape, tuple[int, NotServed]] = {}
+        """The last pod of each shape not served, and ``Round.version`` then: until the round
+        changes (or reaches its bound), a pod of that shape is not served either, and why is
+        the same."""
         self.cursors: dict[tuple[object, ...], tuple[int, int]] = {}
         """Per pod shape: ``Round.freed`` and the first node of the policy that may hold it."""
         self.held: dict[tuple[str, ...], np.ndarray | None] = {}
-        self.refused: dict[
-            tuple[str, tuple[tuple[str, int], ...]],
-            tuple[int, tuple[str, tuple[Shortfall, ...]] | None],
-        ] = {}
-        """Per (queue, request): ``Round.version`` and the share check's answer then."""
+        self.branches: dict[str, dict[str, tuple[str, ...]]] = {}
+        """Per reclaimer's queue: ``_Reclaimer.branches``."""
         self.trees: dict[tuple[str, tuple[str, ...]], dict[str | None, list[str]]] = {}
         self.allowed: dict[frozenset[str], np.ndarray] = {}
 
     # --- the round -----------------------------------------------------------------------
 
     def plan(self) -> ReclaimPlan:
-        settings = self.inputs.settings
+        after = self.inputs.settings.after_seconds
         reclaims: list[Reclaim] = []
         not_served: list[NotServed] = []
-        evictions = 0
-        bounded = False
-        for pod in sorted(self.inputs.waiting, key=lambda w: (w.order, w.namespace, w.name)):
-            if pod.waited_seconds < settings.after_seconds:
+        state = self.round
+        last: Waiting | None = None
+        shape: _Shape = ("", (), None)
+        for pod in sorted(self.inputs.waiting, key=attrgetter("order", "namespace", "name")):
+            if pod.waited_seconds < after:
                 not_served.append(_not_served(pod, NotServedReason.NOT_WAITED_LONG_ENOUGH))
                 continue
-            needed = _needed(pod.request)
-            refusal = self._above_share(pod, needed)
-            if refusal is not None:
-                not_served.append(refusal)
+            # The replicas of one workload ask the same: one decision each until a change. They
+            # mostly come one after the other: the key is made again only for another shape
+            # (nodes by identity: comparing two sets of thousands of names is what costs).
+            if not (
+                last is not None
+                and pod.queue == last.queue
+                and pod.request == last.request
+                and pod.nodes is last.nodes
+            ):
+                shape = (pod.queue, tuple(pod.request.items()), pod.nodes)
+            last = pod
+            known = self.failed.get(shape)
+            if known is not None and known[0] == state.version:
+                like = known[1]
+                not_served.append(
+                    NotServed(pod.key, pod.queue, like.reason, like.limiting, like.shortfalls)
+                )
                 continue
-            reclaimer = self.reclaimer_of(pod, needed)
-            if reclaimer is None:
-                not_served.append(_not_served(pod, NotServedReason.NO_VICTIMS))
-                continue
-            free_fit = self._free_fit(reclaimer)
-            if free_fit is not None:
-                self.round.place(reclaimer.queue, reclaimer.request, free_fit)
-                name = self.round.nodes[free_fit].name
-                reclaims.append(Reclaim(pod.key, pod.queue, name, (), {}, ()))
-                continue
-            if bounded or evictions >= settings.max_evictions:
-                bounded = True
-                not_served.append(_not_served(pod, NotServedReason.ROUND_BOUND))
-                continue
-            found = self._victims(reclaimer)
-            if found is None:
-                not_served.append(_not_served(pod, NotServedReason.NO_VICTIMS))
-                continue
-            attempt, units = found
-            count = sum(len(unit.members) for unit in units)
-            if evictions + count > settings.max_evictions:
-                bounded = True
-                not_served.append(_not_served(pod, NotServedReason.ROUND_BOUND))
-                continue
-            reclaims.append(self._commit(reclaimer, attempt, units))
-            evictions += count
-        return ReclaimPlan(tuple(reclaims), tuple(not_served), evictions)
+            decided = self._decide(pod)
+            if isinstance(decided, Reclaim):
+                reclaims.append(decided)
+            else:
+                self.failed[shape] = (state.version, decided)
+                not_served.append(decided)
+        return ReclaimPlan(tuple(reclaims), tuple(not_served), self.evictions)
+
+    def _decide(self, pod: Waiting) -> Reclaim | NotServed:
+        """P's reclaim (charged to the round), or why it waits."""
+        needed = _needed(pod.request)
+        refusal = self._above_share(pod, needed)
+        if refusal is not None:
+            return refusal
+        reclaimer = self.reclaimer_of(pod, needed)
+        if reclaimer is None:
+            return _not_served(pod, NotServedReason.NO_VICTIMS)
+        free_fit = self._free_fit(reclaimer)
+        if free_fit is not None:
+            self.round.place(reclaimer.queue, reclaimer.request, free_fit)
+            return Reclaim(pod.key, pod.queue, self.round.nodes[free_fit].name, (), {}, ())
+        bound = self.inputs.settings.max_evictions
+        if self.bounded or self.evictions >= bound:
+            return self._bounded(pod)
+        found = self._victims(reclaimer)
+        if found is None:
+            return _not_served(pod, NotServedReason.NO_VICTIMS)
+        attempt, units = found
+        count = sum(len(unit.members) for unit in units)
+        if self.evictions + count > bound:
+            return self._bounded(pod)
+        self.evictions += count
+        return self._commit(reclaimer, attempt, units)
+
+    def _bounded(self, pod: Waiting) -> NotServed:
+        """RoundBound: for P, and from now on for every pod that needs victims."""
+        if not self.bounded:
+            self.bounded = True
+            self.failed.clear()  # a pod that found no victims would now wait for the bound
+        return _not_served(pod, NotServedReason.ROUND_BOUND)
 
     def _above_share(self, pod: Waiting, needed: tuple[str, ...]) -> NotServed | None:
-        """AboveShare when P would take its queue, or one above it, past its deserved. The
-        replicas of one workload ask the same: the answer is kept until the next change."""
-        key = (pod.queue, tuple(pod.request.items()))
-        known = self.refused.get(key)
-        if known is not None and known[0] == self.round.version:
-            if known[1] is None:
-                return None
-            return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, *known[1])
-        found = self._above_share_of(pod, needed)
-        self.refused[key] = (self.round.version, found)
-        if found is None:
-            return None
-        return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, *found)
-
-    def _above_share_of(
-        self, pod: Waiting, needed: tuple[str, ...]
-    ) -> tuple[str, tuple[Shortfall, ...]] | None:
-        queues = self.round.queues
-        queue = queues.get(pod.queue)
+        """AboveShare when P would take its queue, or one above it, past its deserved."""
+        state = self.round
         request = pod.request
-        if queue is None:
-            return pod.queue, tuple(Shortfall(d, request[d], 0) for d in needed)
-        for name in queue.path:
-            level = queues[name]
-            allocated, deserved = level.allocated, level.state.deserved
+        if pod.queue not in state.queues:
+            shortfalls = tuple(Shortfall(d, request[d], 0) for d in needed)
+            return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, pod.queue, shortfalls)
+        for name in state.path(pod.queue):
+            allocated, deserved = state.allocated(name), state.queues[name].deserved
             for d in needed:
                 if allocated.get(d, 0) + request[d] > deserved.get(d, 0):
-                    return name, tuple(
+                    shortfalls = tuple(
                         Shortfall(d, request[d], deserved.get(d, 0) - allocated.get(d, 0))
                         for d in needed
                         if allocated.get(d, 0) + request[d] > deserved.get(d, 0)
+                    )
+                    return NotServed(
+                        pod.key, pod.queue, NotServedReason.ABOVE_SHARE, name, shortfalls
                     )
         return None
 
     def reclaimer_of(self, pod: Waiting, needed: tuple[str, ...]) -> _Reclaimer | None:
         """None when no node of its policy offers what it requests."""
         state = self.round
-        queue = state.queues[pod.queue]
-        policy = queue.state.policy
+        policy = state.queues[pod.queue].policy
         if policy not in state.slices:
             return None
         if any(d not in state.column for d in needed):
@@ -271,8 +294,9 @@ class _Planner:
             needed,
             [state.column[d] for d in (*needed, PODS)],
             [*(pod.request[d] for d in needed), 1],
-            frozenset(queue.path),
+            frozenset(state.path(pod.queue)),
             self.held[needed],
+            self.branches.setdefault(pod.queue, {}),
         )
 
     def _screen(
@@ -329,10 +353,6 @@ class _Planner:
 
     def _victims(self, reclaimer: _Reclaimer) -> tuple[_Try, list[_Unit]] | None:
         """The chosen node's tentative set, made minimal; None when no node can be freed."""
-        pod = reclaimer.pod
-        key = (pod.queue, tuple(sorted(reclaimer.request.items())), pod.nodes)
-        if self.failed.get(key) == self.round.version:
-            return None
         found: list[tuple[tuple[int, int, float], int, str, _Try, list[_Unit]]] = []
         for node in self._promising(reclaimer):
             attempt = self._evaluate(reclaimer, node)
@@ -345,7 +365,6 @@ class _Planner:
             if len(found) == NODES_COMPARED:
                 break
         if not found:
-            self.failed[key] = self.round.version
             return None
         _, _, _, attempt, units = min(found, key=lambda f: f[:3])
         return attempt, units
@@ -370,35 +389,21 @@ class _Planner:
         state = self.round
         lo, hi = state.slices[reclaimer.policy]
         columns = reclaimer.columns
-        # Straight from the inputs: most of these pods are never looked at again.
-        names = [state.dimensions[column] for column in columns[:-1]]
-        index, made, excluded = state.node_index, state.made, state.excluded
-        sums: dict[int, list[int]] = {}
-        for name in giving:
-            for pod in state.queue_pods(name):
-                node = index.get(pod.node, -1)
-                if pod.protected or not lo <= node < hi:
-                    continue
-                key = (pod.namespace, pod.name)
-                if key in excluded or (key in made and made[key].evicted):
-                    continue
-                request = pod.request
-                found = sums.get(node)
-                if found is None:
-                    sums[node] = [*(max(request.get(d, 0), 0) for d in names), 1]
-                else:
-                    for i, d in enumerate(names):
-                        found[i] += max(request.get(d, 0), 0)
-                    found[-1] += 1
-        if not sums:
+        names = tuple(state.dimensions[column] for column in columns[:-1])
+        parts = [state.freeable(name, names) for name in giving]
+        at = np.concatenate([nodes for nodes, _ in parts])
+        inside = (at >= lo) & (at < hi)
+        amounts = np.concatenate([amounts for _, amounts in parts], axis=1)[:, inside]
+        nodes, of_node = np.unique(at[inside], return_inverse=True)
+        if not nodes.size:
             return []
-        nodes = np.fromiter(sums, np.int64, len(sums))
-        freeable = np.array(list(sums.values()), dtype=np.int64).reshape(len(sums), len(columns))
+        freeable = np.zeros((len(columns), nodes.size), dtype=np.int64)
+        np.add.at(freeable.T, of_node, amounts.T)
         room = state.free[columns][:, nodes]
         if reclaimer.held is not None:
             room = np.where(reclaimer.held[nodes], state.free_held[columns][:, nodes], room)
         want = np.array(reclaimer.want, dtype=np.int64)[:, None]
-        fits = np.all(room + freeable.T >= want, axis=0)
+        fits = np.all(room + freeable >= want, axis=0)
         if reclaimer.pod.nodes is not None:
             fits &= self._allowed(reclaimer.pod.nodes)[nodes]
         capacity = np.maximum(state.capacity[columns][:, nodes], 1)
@@ -427,8 +432,8 @@ class _Planner:
         if allowed is not None:
             fits &= self._allowed(allowed)[lo:hi]
         nodes = np.flatnonzero(fits)
-        for node in nodes[np.argsort(missing[nodes], kind="stable")]:
-            yield lo + int(node)
+        for at in _ascending(missing[nodes]):
+            yield lo + int(nodes[at])
 
     def _giving(self, reclaimer: _Reclaimer) -> list[str] | None:
         """The queues with candidates that may give to P (``gives``), or None once their
@@ -441,7 +446,7 @@ class _Planner:
         state = self.round
         tree = self._tree(reclaimer.policy, reclaimer.needed)
         _, places = self.order(reclaimer.policy, reclaimer.needed)
-        path = state.queues[reclaimer.queue].path
+        path = state.path(reclaimer.queue)
         found: list[str] = []
         count = 0
         for i, skip in enumerate(path):
@@ -449,8 +454,7 @@ class _Planner:
             stack = [name for name in tree.get(parent, ()) if name != skip]
             while stack:
                 name = stack.pop()
-                queue = state.queues[name]
-                if not queue.state.reclaimable or not _over(queue, reclaimer.needed):
+                if not state.queues[name].reclaimable or not state.over(name, reclaimer.needed):
                     continue
                 if name in places:
                     found.append(name)
@@ -470,7 +474,8 @@ class _Planner:
             found = {}
             seen: set[str] = set()
             for name in names:
-                path = self.round.queues[name].path
+                # Walked, not kept (Round.path): thousands of paths, most never needed again.
+                path = queue_path(self.round.queues, name)
                 for i, queue in enumerate(path):
                     if queue in seen:
                         break
@@ -491,11 +496,10 @@ class _Planner:
             own = state.queues.get(queue)
             found = reclaimer.gives[queue] = (
                 own is not None
-                and own.state.policy == reclaimer.policy
+                and own.policy == reclaimer.policy
                 and bool(branch)
                 and all(
-                    state.queues[name].state.reclaimable
-                    and _over(state.queues[name], reclaimer.needed)
+                    state.queues[name].reclaimable and state.over(name, reclaimer.needed)
                     for name in branch
                 )
             )
@@ -516,16 +520,15 @@ class _Planner:
         found = self.orders.get(key)
         if found is None:
             ranked: list[tuple[float, str]] = []
+            queues = self.round.queues
             for name in self.round.queues_with_pods():
-                queue = self.round.queues.get(name)
-                if queue is None or queue.state.policy != policy:
-                    continue
-                allocated = self.round.initial[name]
-                deserved = queue.state.deserved
-                if not any(allocated.get(d, 0) > deserved.get(d, 0) for d in needed):
-                    continue
-                ranked.append((-_overuse(allocated, deserved, needed), name))
-            names = [name for _, name in sorted(ranked)]
+                queue = queues.get(name)
+                if queue is not None and queue.policy == policy:
+                    overuse = _overuse(queue.allocated, queue.deserved, needed)
+                    if overuse is not None:
+                        ranked.append((-overuse, name))
+            ranked.sort()
+            names = [name for _, name in ranked]
             found = self.orders[key] = (names, {name: i for i, name in enumerate(names)})
         return found
 
@@ -674,7 +677,7 @@ class _Planner:
         return attempt.fits
 
     def _gang_reason(
-        self, reclaimer: _Reclaimer, members: Sequence[Candidate], matter: Sequence[str]
+        self, reclaimer: _Reclaimer, members: Sequence[Candidate], matter: tuple[str, ...]
     ) -> SpareReason | None:
         """A member that may not go spares the whole group."""
         state = self.round
@@ -736,9 +739,10 @@ class _Planner:
         )
 
     def _victim(self, matter: Sequence[str], member: Candidate, unit: _Unit) -> Victim:
-        queue = self.round.queues[member.pod.queue]
+        allocated = self.round.allocated(member.pod.queue)
+        deserved = self.round.queues[member.pod.queue].deserved
         overuse = tuple(
-            Overuse(d, queue.allocated.get(d, 0), queue.state.deserved.get(d, 0))
+            Overuse(d, allocated.get(d, 0), deserved.get(d, 0))
             for d in matter
             if member.request.get(d, 0) > 0
         )
@@ -845,27 +849,35 @@ def _shares(candidate: Candidate, needed: Sequence[str]) -> bool:
 
 def _overuse(
     allocated: Mapping[str, int], deserved: Mapping[str, int], needed: Sequence[str]
-) -> float:
-    """max over ``needed`` of allocated/deserved (deserved 0 with something allocated: ∞)."""
-    worst = 0.0
+) -> float | None:
+    """max over ``needed`` of allocated/deserved (deserved 0 with something allocated: ∞);
+    None when allocated exceeds deserved in none of ``needed``."""
+    worst, over = 0.0, False
     for d in needed:
         used, share = allocated.get(d, 0), deserved.get(d, 0)
+        over = over or used > share
         if share > 0:
             worst = max(worst, used / share)
         elif used > 0:
             return INFINITE_OVERUSE
-    return worst
+    return worst if over else None
+
+
+def _ascending(values: np.ndarray) -> Iterator[int]:
+    """The indices of ``values``, smallest value first, ties in index order (a stable argsort).
+    The ``NODES_SORTED_FIRST`` smallest (and their ties) are sorted first, apart from the rest,
+    since the caller mostly stops within them: O(n) instead of O(n log n)."""
+    if values.size <= NODES_SORTED_FIRST:
+        yield from np.argsort(values, kind="stable").tolist()
+        return
+    bound = np.partition(values, NODES_SORTED_FIRST - 1)[NODES_SORTED_FIRST - 1]
+    for part in (np.flatnonzero(values <= bound), np.flatnonzero(values > bound)):
+        yield from part[np.argsort(values[part], kind="stable")].tolist()
 
 
 def _largest_first(order: tuple[float, str, str]) -> tuple[float, str, str]:
     size, namespace, name = order
     return (-size, namespace, name)
-
-
-def _over(queue: RoundQueue, needed: Sequence[str]) -> bool:
-    """Above its deserved, as the round has left it, in one of ``needed``."""
-    allocated, deserved = queue.allocated, queue.state.deserved
-    return any(allocated.get(d, 0) > deserved.get(d, 0) for d in needed)
 
 
 def _not_served(pod: Waiting, reason: NotServedReason) -> NotServed:

@@ -5,15 +5,18 @@ Built once per ``plan_reclaim`` call from the frozen inputs and changed only thr
 Also the rules that spare a candidate (``queue_reason``, ``unit_violation``), shared by the
 planner and ``spare_reason``.
 
-Cost of building: O(queues · depth + nodes · dimensions). The candidates are indexed (by queue
-and by node, O(candidates)) only when some pod needs victims, and a candidate's size and node
-vector are computed when first needed.
+Cost of building: O(queues + nodes · dimensions). A queue's path is walked, and its allocated
+copied, only when the round first needs them; the candidates are indexed (by queue and by node,
+O(candidates)) only when some pod needs victims, and a candidate's size and node vector are
+computed when first needed.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
@@ -29,18 +32,6 @@ from sharekeeper.engine.reclaim.values import (
 from sharekeeper.engine.resources import UNLIMITED, Vectors, dense
 
 INFINITE_OVERUSE = float("inf")
-
-
-@dataclass(slots=True)
-class RoundQueue:
-    state: QueueState
-    path: tuple[str, ...]
-    """Itself, then the queues above it, nearest first."""
-    allocated: dict[str, int]
-    """As the round has left it."""
-    candidates: list[Candidate] = field(default_factory=list)
-    listed: bool = False
-    """Whether ``candidates`` is filled yet."""
 
 
 @dataclass(slots=True, eq=False)
@@ -74,19 +65,21 @@ class GangState:
     """Pods that may still go one by one (running above ``minMember``)."""
 
 
+def queue_path(by_name: Mapping[str, QueueState], name: str) -> tuple[str, ...]:
+    """``name`` (one of ``by_name``) with the queues above it, nearest first; a cycle or an
+    unknown parent ends the walk (the share engine reports broken trees)."""
+    path = [name]
+    parent = by_name[name].parent
+    while parent is not None and parent in by_name and parent not in path:
+        path.append(parent)
+        parent = by_name[parent].parent
+    return tuple(path)
+
+
 def queue_paths(queues: Iterable[QueueState]) -> dict[str, tuple[str, ...]]:
-    """Each queue with the queues above it, nearest first; a cycle or an unknown parent ends
-    the walk (the share engine reports broken trees)."""
+    """Each queue's ``queue_path``."""
     by_name = {queue.name: queue for queue in queues}
-    paths: dict[str, tuple[str, ...]] = {}
-    for name, queue in by_name.items():
-        path = [name]
-        parent = queue.parent
-        while parent is not None and parent in by_name and parent not in path:
-            path.append(parent)
-            parent = by_name[parent].parent
-        paths[name] = tuple(path)
-    return paths
+    return {name: queue_path(by_name, name) for name in by_name}
 
 
 class Round:
@@ -95,35 +88,40 @@ class Round:
     Node amounts are kept column-major (dimension x node), so that screening every node of a
     policy for one pod compares a few contiguous rows. Candidates are indexed lazily: by queue
     when a walk first needs the order, by node when a chosen node's pods are read, by PodGroup
-    when a group is first met; a ``Candidate`` is made once per pod, on first use."""
+    when a group is first met; a ``Candidate`` is made once per pod, on first use, and what a
+    queue's pods may free once per queue (``freeable``)."""
 
     def __init__(self, inputs: ReclaimInputs) -> None:
-        paths = queue_paths(inputs.queues)
-        self.queues: dict[str, RoundQueue] = {
-            q.name: RoundQueue(q, paths[q.name], dict(q.allocated)) for q in inputs.queues
-        }
-        self.initial: dict[str, Mapping[str, int]] = {q.name: q.allocated for q in inputs.queues}
-        nodes = sorted(inputs.nodes, key=lambda node: (node.policy, node.name))
+        self.queues: dict[str, QueueState] = {queue.name: queue for queue in inputs.queues}
+        """As the round started (``allocated``: the round's changes are in ``charged``)."""
+        self._paths: dict[str, tuple[str, ...]] = {}
+        self.charged: dict[str, dict[str, int]] = {}
+        """The allocated of the queues the round has changed, as it has left them."""
+        self._over_at_start: dict[tuple[str, ...], dict[str, bool]] = {}
+        """Per needed dimensions, ``over`` of the queues the round has not changed."""
+        nodes = sorted(inputs.nodes, key=attrgetter("policy", "name"))
         self.nodes: list[NodeState] = nodes
         self.node_index: dict[str, int] = {node.name: i for i, node in enumerate(nodes)}
         self.slices: dict[str, tuple[int, int]] = {}
-        for i, node in enumerate(nodes):
-            start, _ = self.slices.get(node.policy, (i, i))
-            self.slices[node.policy] = (start, i + 1)
+        # One pass over the nodes for all this: their amounts are mostly out of the CPU's
+        # caches when a round starts, and each pass over them pays for it again.
         names: set[str] = {PODS}
-        for node in nodes:
-            names.update(node.allocatable)
-            names.update(node.used)
-            names.update(node.reserved)
+        unlimited: list[int] = []
+        reserving: list[int] = []
+        for i, node in enumerate(nodes):
+            self.slices[node.policy] = (self.slices.get(node.policy, (i, i))[0], i + 1)
+            names.update(node.allocatable, node.used, node.reserved)
+            if PODS not in node.allocatable:
+                unlimited.append(i)
+            if node.reserved:
+                reserving.append(i)
         self.dimensions: tuple[str, ...] = tuple(sorted(names))
         self.column: dict[str, int] = {name: i for i, name in enumerate(self.dimensions)}
         allocatable = dense([node.allocatable for node in nodes], self.dimensions)
-        pods = self.column[PODS]
-        for i, node in enumerate(nodes):
-            if PODS not in node.allocatable:
-                allocatable[i, pods] = UNLIMITED
-        reserved = dense([node.reserved for node in nodes], self.dimensions)
+        allocatable[unlimited, self.column[PODS]] = UNLIMITED
         used = dense([node.used for node in nodes], self.dimensions)
+        reserved = np.zeros_like(allocatable)
+        reserved[reserving] = dense([nodes[i].reserved for i in reserving], self.dimensions)
         self.capacity: Vectors = np.ascontiguousarray(allocatable.T)
         """Allocatable (dimension x node): a node too small for a pod even empty is never worth
         a walk."""
@@ -134,7 +132,8 @@ class Round:
         """Room left for a pod held to the node's reservation."""
         self.reserving: dict[frozenset[str], np.ndarray] = {}
         """Nodes that keep something idle, by what they keep it for."""
-        for i, node in enumerate(nodes):
+        for i in reserving:
+            node = nodes[i]
             if node.reserved_for and any(node.reserved.values()):
                 mask = self.reserving.setdefault(node.reserved_for, np.zeros(len(nodes), bool))
                 mask[i] = True
@@ -142,9 +141,10 @@ class Round:
         self.excluded = inputs.excluded
         self.gang_specs = {(g.namespace, g.name): g for g in inputs.gangs}
         self.made: dict[tuple[str, str], Candidate] = {}
-        self._by_queue: dict[str, list[Running]] | None = None
+        self._by_queue: defaultdict[str, list[Running]] | None = None
         self._by_node: list[list[Running]] | None = None
         self._on_node: dict[int, list[Candidate]] = {}
+        self._freeable: dict[tuple[str, tuple[str, ...]], tuple[Vectors, Vectors]] = {}
         self._by_gang: dict[GroupKey, list[Running]] | None = None
         self.gangs: dict[GroupKey, GangState] = {}
         self.version = 0
@@ -164,9 +164,7 @@ class Round:
                 static = SpareReason.PROTECTED
             elif pod.key in self.excluded:
                 static = SpareReason.EVICTION_REFUSED
-            elif (
-                node_at is None or queue is None or queue.state.policy != self.nodes[node_at].policy
-            ):
+            elif node_at is None or queue is None or queue.policy != self.nodes[node_at].policy:
                 static = SpareReason.OTHER_POLICY
             gang = (pod.namespace, pod.group) if pod.group else None
             request: Mapping[str, int] = pod.request
@@ -176,44 +174,63 @@ class Round:
             found = self.made[pod.key] = Candidate(pod, node, request, gang, static)
         return found
 
-    def _index(self) -> None:
-        """The running pods by queue and by node, in one pass (O(candidates))."""
-        by_queue: dict[str, list[Running]] = {}
-        by_node: dict[str, list[Running]] = {}
-        for pod in self.running:
-            found = by_queue.get(pod.queue)
-            if found is None:
-                by_queue[pod.queue] = [pod]
-            else:
-                found.append(pod)
-            found = by_node.get(pod.node)
-            if found is None:
-                by_node[pod.node] = [pod]
-            else:
-                found.append(pod)
-        self._by_queue = by_queue
-        self._by_node = [by_node.get(node.name, []) for node in self.nodes]
+    def freeable(self, queue: str, names: tuple[str, ...]) -> tuple[Vectors, Vectors]:
+        """Per pod of ``queue`` (``queue_pods``): the node it may free room on (-1: none, it is
+        protected, refused, gone, or on a node the round does not know), and what it frees
+        there, over ``names`` then ``pods``. Read from the inputs once per queue and names,
+        since most of these pods are never looked at again."""
+        pods = self.queue_pods(queue)
+        found = self._freeable.get((queue, names))
+        if found is None:
+            index, excluded = self.node_index, self.excluded
+            nodes = np.fromiter(
+                (
+                    -1
+                    if pod.protected or (excluded and pod.key in excluded)
+                    else index.get(pod.node, -1)
+                    for pod in pods
+                ),
+                np.int64,
+                len(pods),
+            )
+            amounts = np.array(
+                [[max(pod.request.get(d, 0), 0) for pod in pods] for d in names]
+                + [[1] * len(pods)],
+                dtype=np.int64,
+            ).reshape(len(names) + 1, len(pods))
+            found = self._freeable[(queue, names)] = (nodes, amounts)
+        nodes, amounts = found
+        if queue in self.charged:  # the round evicted from it, or placed into it
+            made = self.made
+            gone = [pod.key in made and made[pod.key].evicted for pod in pods]
+            nodes = np.where(gone, -1, nodes)
+        return nodes, amounts
 
-    def queue_pods(self, queue: str) -> list[Running]:
-        """The running pods the inputs list for ``queue``."""
+    def _pods_by_queue(self) -> dict[str, list[Running]]:
+        """The running pods by queue, built on first use (O(candidates))."""
         if self._by_queue is None:
-            self._index()
-            assert self._by_queue is not None
-        return self._by_queue.get(queue, [])
+            self._by_queue = defaultdict(list)
+            for pod in self.running:
+                self._by_queue[pod.queue].append(pod)
+        return self._by_queue
+
+    def queue_pods(self, queue: str) -> Sequence[Running]:
+        """The running pods the inputs list for ``queue``."""
+        return self._pods_by_queue().get(queue, ())
 
     def queues_with_pods(self) -> Iterable[str]:
-        if self._by_queue is None:
-            self._index()
-            assert self._by_queue is not None
-        return self._by_queue.keys()
+        return self._pods_by_queue().keys()
 
     def on_node(self, node: int) -> list[Candidate]:
         """The candidates of ``node``."""
         found = self._on_node.get(node)
         if found is None:
             if self._by_node is None:
-                self._index()
-                assert self._by_node is not None
+                # A pass of its own: one pass filling both indexes measured slower than two.
+                by_name: defaultdict[str, list[Running]] = defaultdict(list)
+                for pod in self.running:
+                    by_name[pod.node].append(pod)
+                self._by_node = [by_name.get(node.name, []) for node in self.nodes]
             found = self._on_node[node] = [self.candidate(p) for p in self._by_node[node]]
         return found
 
@@ -231,14 +248,40 @@ class Round:
             found = self.gangs[key] = GangState(members, spare)
         return found
 
-    # --- candidates ----------------------------------------------------------------------
+    # --- queues --------------------------------------------------------------------------
 
-    def listed(self, queue: RoundQueue) -> list[Candidate]:
-        """The queue's candidates, in no particular order."""
-        if not queue.listed:
-            queue.candidates = [self.candidate(p) for p in self.queue_pods(queue.state.name)]
-            queue.listed = True
-        return queue.candidates
+    def path(self, queue: str) -> tuple[str, ...]:
+        """``queue`` and the queues above it, nearest first (empty: a queue not among the
+        inputs)."""
+        found = self._paths.get(queue)
+        if found is None:
+            found = queue_path(self.queues, queue) if queue in self.queues else ()
+            self._paths[queue] = found
+        return found
+
+    def allocated(self, queue: str) -> Mapping[str, int]:
+        """``queue``'s allocated as the round has left it."""
+        found = self.charged.get(queue)
+        return self.queues[queue].allocated if found is None else found
+
+    def over(self, queue: str, needed: tuple[str, ...]) -> bool:
+        """Above its deserved, as the round has left it, in one of ``needed``."""
+        if queue in self.charged:
+            return self._over(self.charged[queue], queue, needed)
+        # As the round started: the tree walks ask it of the same queues for every reclaimer.
+        known = self._over_at_start.get(needed)
+        if known is None:
+            known = self._over_at_start[needed] = {}
+        found = known.get(queue)
+        if found is None:
+            found = known[queue] = self._over(self.queues[queue].allocated, queue, needed)
+        return found
+
+    def _over(self, allocated: Mapping[str, int], queue: str, needed: tuple[str, ...]) -> bool:
+        deserved = self.queues[queue].deserved
+        return any(allocated.get(d, 0) > deserved.get(d, 0) for d in needed)
+
+    # --- candidates ----------------------------------------------------------------------
 
     def within_tie(self, candidate: Candidate) -> tuple[float, str, str]:
         """The order among pods of one queue and tie: smallest first, then namespace/name."""
@@ -275,27 +318,24 @@ class Round:
     def branch(self, queue: str, reclaimer_path: Set[str]) -> tuple[str, ...]:
         """The victim's queue and those above it, up to (not including) the first queue the
         reclaimer's queue is under too: what an eviction takes from without giving back."""
-        found = self.queues.get(queue)
-        if found is None:
-            return ()
-        for i, name in enumerate(found.path):
+        path = self.path(queue)
+        for i, name in enumerate(path):
             if name in reclaimer_path:
-                return found.path[:i]
-        return found.path
+                return path[:i]
+        return path
 
     def queue_reason(
-        self, queue: str, policy: str, needed: Sequence[str], branch: Sequence[str]
+        self, queue: str, policy: str, needed: tuple[str, ...], branch: Sequence[str]
     ) -> SpareReason | None:
         """What spares every pod of ``queue`` for a reclaimer of ``policy`` (``needed``: the
         dimensions that matter): another policy, ``reclaimable: false`` on the branch, or no
         overuse in any of ``needed``."""
         found = self.queues.get(queue)
-        if found is None or found.state.policy != policy:
+        if found is None or found.policy != policy:
             return SpareReason.OTHER_POLICY
-        if any(not self.queues[name].state.reclaimable for name in branch):
+        if any(not self.queues[name].reclaimable for name in branch):
             return SpareReason.NOT_RECLAIMABLE
-        allocated, deserved = found.allocated, found.state.deserved
-        if not branch or not any(allocated.get(d, 0) > deserved.get(d, 0) for d in needed):
+        if not branch or not self.over(queue, needed):
             return SpareReason.QUEUE_NOT_OVERUSED
         return None
 
@@ -322,8 +362,7 @@ class Round:
                         into[dim] = into.get(dim, 0) + amount
             taken = summed
         for name, amounts in taken.items():
-            queue = self.queues[name]
-            allocated, state = queue.allocated, queue.state
+            allocated, state = self.allocated(name), self.queues[name]
             gone = removed.get(name, {})
             for dim in needed:
                 amount = amounts.get(dim, 0)
@@ -340,9 +379,16 @@ class Round:
 
     # --- changes -------------------------------------------------------------------------
 
+    def _charge(self, queue: str) -> dict[str, int]:
+        """``queue``'s allocated, to change."""
+        found = self.charged.get(queue)
+        if found is None:
+            found = self.charged[queue] = dict(self.queues[queue].allocated)
+        return found
+
     def evict(self, candidate: Candidate) -> None:
-        for name in self.queues[candidate.pod.queue].path:
-            allocated = self.queues[name].allocated
+        for name in self.path(candidate.pod.queue):
+            allocated = self._charge(name)
             for dim, amount in candidate.request.items():
                 allocated[dim] = allocated.get(dim, 0) - amount
         row = np.array(self.vector(candidate), dtype=np.int64)
@@ -358,9 +404,8 @@ class Round:
         self.freed += 1
 
     def place(self, queue: str, request: Mapping[str, int], node: int) -> None:
-        found = self.queues.get(queue)
-        for name in found.path if found is not None else ():
-            allocated = self.queues[name].allocated
+        for name in self.path(queue):
+            allocated = self._charge(name)
             for dim, amount in request.items():
                 if dim != PODS:
                     allocated[dim] = allocated.get(dim, 0) + amount
