@@ -88,10 +88,6 @@ class LoopSettings:
     pause_ratio: float = 1.0
     """Between two rounds, at least this many times as long as the last one took: however fast
     events come, rounds take at most half of the process's time."""
-    status_interval_seconds: float = 2.0
-    """A status whose numbers alone moved is written at most this often (a spec a person
-    changed, or a condition that turned, at once): under a steady stream of pod events the
-    rounds come every second or faster, and every queue's allocated moves with each."""
     error_backoff_seconds: float = 5.0
     """Pause after a failed round before retrying it."""
 
@@ -196,8 +192,6 @@ _SOURCES: tuple[tuple[str, str, str], ...] = (
     ("rounds.batch_seconds", "", "a share round starts this long after the change that woke it"),
     ("rounds.pause_ratio", "",
      "...and no sooner after the last round than this many times that round's duration"),
-    ("rounds.status_interval_seconds", "",
-     "a status whose numbers alone moved is written at most this often"),
     ("rounds.error_backoff_seconds", "", "the pause after a failed round"),
 )  # fmt: skip
 

@@ -166,39 +166,6 @@ def test_a_spec_change_writes_only_what_changed() -> None:
     assert "state" not in patched_a  # unchanged fields are not resent
 
 
-def test_a_status_whose_numbers_alone_moved_waits_for_its_interval() -> None:
-    """Under a steady stream of pod events rounds come fast, and every queue's allocated moves
-    with each: a queue's status is then written once per interval, with the newest numbers; a
-    spec a person changed is written at once."""
-    writer = RecordingWriter()
-    queues = [record(queue("a"), queue_snapshot), record(queue("b"), queue_snapshot)]
-    store = cluster(queues, [one_policy()])
-    loop = Recompute(writer, store, LoopSettings(status_interval_seconds=0.5))
-
-    def queue_patches(name: str) -> list[MutableObj]:
-        return [patch for kind, n, patch in writer.patches if (kind, n) == ("Queue", name)]
-
-    async def scenario() -> None:
-        await round_written(loop)
-        assert len(queue_patches("a")) == 1
-        for number in (3, 4):  # two more of a's pods in two rounds within the interval
-            store.pods.event("ADDED", pod(f"p{number}", "a", node="n1", cpu="1", memory="1Gi"))
-            await round_written(loop)
-        assert len(queue_patches("a")) == 1
-        await asyncio.sleep(0.6)
-        await round_written(loop)
-        assert len(queue_patches("a")) == 2
-        assert writer.stored[("Queue", "a")]["allocated"]["cpu"] == "4"  # 2 + 1 + 1
-        # Within the interval again, but a person changed b's weight: written now.
-        store.queues.records["b"] = OwnRecord(
-            "b", "uid-b", 2, queue_snapshot(queue("b", weight=3)), writer.stored[("Queue", "b")]
-        )
-        await round_written(loop)
-        assert queue_patches("b")[-1]["observedGeneration"] == 2
-
-    asyncio.run(scenario())
-
-
 @pytest.mark.timeout(10)
 def test_a_burst_of_wakes_costs_one_round() -> None:
     writer = RecordingWriter()

@@ -89,10 +89,6 @@ class Recompute:
         events, and time passing is none."""
         self._bind_timer: asyncio.TimerHandle | None = None
         """A round when the next released pod not bound yet reaches ``bindTimeoutSeconds``."""
-        self._status_timer: asyncio.TimerHandle | None = None
-        """A round when a status held back by ``status_interval_seconds`` is due."""
-        self._status_sent: dict[tuple[str, str], float] = {}
-        """When each status was last handed to the outbox (monotonic)."""
         self._store = store
         self._settings = settings
         self._clock = clock
@@ -148,7 +144,6 @@ class Recompute:
             self._annotations_failing.discard(name)
         elif kind in ("Queue", "SchedulerPolicy"):
             self._statuses.forget((cast(Kind, kind), name))
-            self._status_sent.pop((kind, name), None)
             self.status_failures.forget(kind, name)
 
     async def run(self) -> None:
@@ -158,7 +153,6 @@ class Recompute:
         # Run again after leadership came back: another leader may have written since, so
         # what we wrote in an earlier term says nothing about what the objects hold now.
         self._statuses, self._annotations = Echoes(), Echoes()
-        self._status_sent.clear()
         self.status_failures.clear()
         self._woken.set()  # the first round publishes whatever changed while we were away
         try:
@@ -174,7 +168,7 @@ class Recompute:
             # A replica that no longer leads evicts nothing more.
             for task in self._evictions:
                 task.cancel()
-            for timer in (self._reclaim_timer, self._bind_timer, self._status_timer):
+            for timer in (self._reclaim_timer, self._bind_timer):
                 if timer is not None:
                     timer.cancel()
             await self._outbox.close()
@@ -234,7 +228,7 @@ class Recompute:
         # 3. The writes, sent while the next round may already compute; a queue whose spec
         #    just changed first (someone is looking at it).
         writes: dict[tuple[str, str], StatusWrite | AnnotationWrite] = {
-            (write.kind, write.name): write for write in self._due(decided.statuses)
+            (write.kind, write.name): write for write in decided.statuses
         }
         writes.update((("Node", write.node), write) for write in decided.annotations)
         urgent = frozenset((w.kind, w.name) for w in decided.statuses if w.spec_changed)
@@ -257,25 +251,6 @@ class Recompute:
                 len(decided.annotations),
             )
         return decided.publication
-
-    def _due(self, statuses: Iterable[StatusWrite]) -> list[StatusWrite]:
-        """The status writes to send now: news (a spec a person changed, any change to the
-        conditions) at once, numbers alone at most once per ``status_interval_seconds`` per
-        object; a round comes for the rest when their interval is over."""
-        now = time.monotonic()
-        interval = self._settings.status_interval_seconds
-        due: list[StatusWrite] = []
-        soonest: float | None = None
-        for write in statuses:
-            key = (write.kind, write.name)
-            wait = self._status_sent.get(key, now - interval) + interval - now
-            if wait > 0 and not write.spec_changed and "conditions" not in write.patch:
-                soonest = wait if soonest is None else min(soonest, wait)
-                continue
-            self._status_sent[key] = now
-            due.append(write)
-        self._status_timer = self._wake_in(soonest, self._status_timer, margin=0.0)
-        return due
 
     def _forget_evictions(self) -> None:
         """Evictions the watch has shown (the pod terminating or gone), or not for too long."""
@@ -322,20 +297,15 @@ class Recompute:
         self._reclaim_timer = self._wake_in(soonest, self._reclaim_timer)
 
     def _wake_in(
-        self,
-        seconds: float | None,
-        timer: asyncio.TimerHandle | None,
-        *,
-        margin: float = WAITED_MARGIN_SECONDS,
+        self, seconds: float | None, timer: asyncio.TimerHandle | None
     ) -> asyncio.TimerHandle | None:
-        """``timer`` cancelled, and a new one that wakes the loop ``seconds`` from now (and
-        ``margin`` after: the pods' times compared are whole seconds, the clock is not); None:
-        none."""
+        """``timer`` cancelled, and a new one that wakes the loop ``seconds`` from now (a
+        little after: the times compared are whole seconds, the clock is not); None: none."""
         if timer is not None:
             timer.cancel()
         if seconds is None:
             return None
-        delay = max(seconds, 0.0) + margin
+        delay = max(seconds, 0.0) + WAITED_MARGIN_SECONDS
         return asyncio.get_running_loop().call_later(delay, self.wake)
 
     async def _evict(self, round_: PolicyReclaim) -> None:
