@@ -2,7 +2,7 @@
 (timings, bounds), built once by ``cli`` and passed down to the parts that use it.
 
 Each part has a small settings type here, with its defaults (the watches', the writes'
-retries, the Events' limits, the loops' pacing, the Lease's, the webhook's); ``Settings``
+retries, the Events' limits, the loops' debouncing, the Lease's, the webhook's); ``Settings``
 holds one of each. ``table()`` is the table in docs/operator.md (a test keeps them equal).
 Nothing here imports the rest of the operator: the command line reads the defaults for free.
 """
@@ -82,12 +82,10 @@ class EventLimits:
 
 @dataclass(frozen=True, slots=True)
 class LoopSettings:
-    batch_seconds: float = 0.3
-    """A round starts this long after the event that woke it, with every event that came
-    meanwhile: a burst coalesces into a round or two, and a steady stream holds none back."""
-    pause_ratio: float = 1.0
-    """Between two rounds, at least this many times as long as the last one took: however fast
-    events come, rounds take at most half of the process's time."""
+    quiet_seconds: float = 0.3
+    """A round starts once no event came for this long: bursts coalesce into one round."""
+    max_delay_seconds: float = 2.0
+    """...but never later than this after the first event, so a steady trickle still shows."""
     error_backoff_seconds: float = 5.0
     """Pause after a failed round before retrying it."""
 
@@ -189,9 +187,8 @@ _SOURCES: tuple[tuple[str, str, str], ...] = (
     ("events.remembered", "", "recent Events remembered for that"),
     ("events.burst", "", "Events per object at once..."),
     ("events.refill_seconds", "", "...then one per this many seconds"),
-    ("rounds.batch_seconds", "", "a share round starts this long after the change that woke it"),
-    ("rounds.pause_ratio", "",
-     "...and no sooner after the last round than this many times that round's duration"),
+    ("rounds.quiet_seconds", "", "a share round starts once no change came for this long"),
+    ("rounds.max_delay_seconds", "", "...or this long after the first change"),
     ("rounds.error_backoff_seconds", "", "the pause after a failed round"),
 )  # fmt: skip
 

@@ -20,7 +20,7 @@ from sharekeeper.model.objects import MutableObj
 from sharekeeper.publish.diffing import merge_patch
 from sharekeeper.settings import LoopSettings
 
-FAST = LoopSettings(batch_seconds=0.01, error_backoff_seconds=0.05)
+FAST = LoopSettings(quiet_seconds=0.01, max_delay_seconds=0.05, error_backoff_seconds=0.05)
 
 
 def refusal(code: int, message: str) -> httpx.HTTPStatusError:

@@ -131,7 +131,7 @@ def test_a_write_that_failed_is_sent_again_by_the_next_round_and_only_it() -> No
         ]
     )  # fmt: skip
     writer = FailingOnceWriter(fail=("Queue", "b"))
-    settings = LoopSettings(batch_seconds=0.01, error_backoff_seconds=0.05)
+    settings = LoopSettings(quiet_seconds=0.01, max_delay_seconds=0.05, error_backoff_seconds=0.05)
     loop = Recompute(writer, store, settings)
 
     async def scenario() -> None:
@@ -159,7 +159,7 @@ def test_a_node_annotation_that_keeps_failing_is_said_once_and_written_when_it_c
     store = ClusterStore()
     store.load([node("n1", cpu="8", memory="16Gi"), queue("a"), policy("all")])
     writer = FailingOnceWriter(fail=("Node", "n1"), times=3)
-    settings = LoopSettings(batch_seconds=0.01, error_backoff_seconds=0.05)
+    settings = LoopSettings(quiet_seconds=0.01, max_delay_seconds=0.05, error_backoff_seconds=0.05)
     loop = Recompute(writer, store, settings)
 
     async def scenario() -> None:

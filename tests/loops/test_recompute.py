@@ -206,7 +206,7 @@ def test_failing_rounds_mark_every_object_stale_and_the_next_good_round_clears_i
 
     monkeypatch.setattr(recompute_module, "publication", maybe_failing)
     writer = RecordingWriter()
-    settings = LoopSettings(batch_seconds=0.01, error_backoff_seconds=0.05)
+    settings = LoopSettings(quiet_seconds=0.01, max_delay_seconds=0.05, error_backoff_seconds=0.05)
 
     async def scenario() -> None:
         loop = Recompute(

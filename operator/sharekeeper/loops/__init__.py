@@ -1,4 +1,4 @@
-"""The running operator's loops: the paced share round (``recompute``, with reclaim's
+"""The running operator's loops: the debounced share round (``recompute``, with reclaim's
 evictions and the admission gate's releases), the periodic QoS check (``qos``) and Volcano
 Queue mirroring (``mirroring``).
 

@@ -4,7 +4,7 @@ this loop takes the store's picture, sends the writes the plan wants and posts i
 
 It acts only while a readable policy has ``queueSource: Volcano`` and the Volcano Queues are
 listed (served and read completely: a missing or half-read list must never delete mirrors), and,
-like the other loops, only on the leader. Rounds are paced as the recompute loop's; each
+like the other loops, only on the leader. Rounds are debounced as the recompute loop's; each
 compares every pair (a few comparisons each, 10,000 pairs in milliseconds) and writes only what
 differs. A write is remembered until the watch shows it, so a round that starts before its
 echo does not send it again; an answer that refuses a write (422, 403) is not sent again until
@@ -24,9 +24,9 @@ from sharekeeper.api.mirroring import VOLCANO_API_VERSION, QueueOrigin, queue_or
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.kube.transient import http_status
 from sharekeeper.kube.writing import Writes
+from sharekeeper.loops.debouncing import debounced_rounds
 from sharekeeper.loops.echoes import HOLD_SECONDS
 from sharekeeper.loops.health import LoopHealth
-from sharekeeper.loops.pacing import paced_rounds
 from sharekeeper.pipeline.mirroring import (
     Create,
     Delete,
@@ -95,7 +95,7 @@ class Mirroring:
         # A new term trusts only what it reads: another leader may have written meanwhile.
         self._expected, self._refused, self._reported = {}, {}, {}
         self._woken.set()
-        await paced_rounds("mirroring", self._woken, self._settings, self.health, self.mirror)
+        await debounced_rounds("mirroring", self._woken, self._settings, self.health, self.mirror)
 
     async def mirror(self) -> MirrorPlan | None:
         """One round: None when there is nothing to mirror from (no policy wants it, or the

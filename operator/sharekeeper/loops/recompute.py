@@ -1,10 +1,10 @@
-"""The recompute loop: snapshot -> engines -> status and node annotation writes.
+"""The debounced recompute loop: snapshot -> engines -> status and node annotation writes.
 
-Handlers only call ``wake()``. A round starts ``batch_seconds`` after the event that woke the
-loop, and no sooner after the last round than that round took (``loops/pacing.py``), then
-recomputes everything from a fresh snapshot (level-based: the result depends on the cluster,
-not on which events came). A burst of 500 pod events thus costs a handful of rounds, and a lone
-change shows within about half a second plus the round.
+Handlers only call ``wake()``. The loop waits until events stop arriving for ``quiet_seconds``
+(or ``max_delay_seconds`` have passed since the first one), then recomputes everything from a
+fresh snapshot (level-based: the result depends on the cluster, not on which events came).
+A burst of 500 pod events thus costs a handful of rounds, and a lone change shows within about
+a second.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
 from sharekeeper.kube.kinds import reference
 from sharekeeper.kube.transient import http_status, transient_reason
 from sharekeeper.kube.writing import Writes, failure_text
+from sharekeeper.loops.debouncing import debounced_rounds
 from sharekeeper.loops.echoes import Echoes
 from sharekeeper.loops.health import FAILING_WRITES, LoopHealth, StatusFailures
 from sharekeeper.loops.outbox import Outbox
-from sharekeeper.loops.pacing import paced_rounds
 from sharekeeper.loops.reclaim import carry_out
 from sharekeeper.model.nodes import SHARE_ANNOTATIONS
 from sharekeeper.model.objects import Obj, rfc3339
@@ -118,7 +118,7 @@ class Recompute:
         """Statuses whose writes keep failing: told once, and reported by ``/healthz``."""
         self.health = LoopHealth(
             "recompute",
-            lambda: self._settings.error_backoff_seconds,
+            lambda: max(self._settings.error_backoff_seconds, self._settings.max_delay_seconds),
             degraded=self.status_failures.degraded,
         )
 
@@ -156,7 +156,7 @@ class Recompute:
         self.status_failures.clear()
         self._woken.set()  # the first round publishes whatever changed while we were away
         try:
-            await paced_rounds(
+            await debounced_rounds(
                 "recompute",
                 self._woken,
                 self._settings,
