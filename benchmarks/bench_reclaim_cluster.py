@@ -41,13 +41,13 @@ sys.path.insert(0, str(REPO / "e2e"))
 import controlplane  # noqa: E402
 import kubeapi  # noqa: E402
 import objects  # noqa: E402
+from admitting import RECLAIM_AFTER_SECONDS as AFTER  # noqa: E402
 from admitting import admitting_operator, held, reclaim_policy  # noqa: E402
 from clusters import Cluster, Installed, install_sharekeeper  # noqa: E402
 from fakenodes import fake_node, job  # noqa: E402
 from figures import nearest_rank  # noqa: E402
 from tenants import ADMISSION_LABEL  # noqa: E402
 
-AFTER = reclaim_policy("On")["spec"]["reclaim"]["afterSeconds"]  # seconds a pod waits first
 POLL = 0.25  # seconds between two LISTs of the namespace's pods
 QUEUE_LABEL = "sharekeeper.io/queue"
 

@@ -229,17 +229,23 @@ def pods_of(installed: Installed, namespace: str) -> list[dict[str, Any]]:
 
 RECLAIM_POLICY = "all"
 """The one SchedulerPolicy of the reclaim modules."""
+RECLAIM_AFTER_SECONDS = 2
+"""How long its pods wait before they may reclaim."""
 
 
 def reclaim_policy(mode: str, max_evictions: int = 10) -> dict[str, Any]:
     """Every queue under one policy that borrows (queues may fill what others leave idle), at
     an overcommit factor of 1 (the gate holds pods until evicted ones are gone), reclaiming in
-    ``mode`` for pods that have waited 2 s."""
+    ``mode`` for pods that have waited RECLAIM_AFTER_SECONDS."""
     return objects.policy(
         RECLAIM_POLICY,
         admission={"borrow": True},
         overcommit={"factor": 1},
-        reclaim={"mode": mode, "afterSeconds": 2, "maxEvictionsPerRound": max_evictions},
+        reclaim={
+            "mode": mode,
+            "afterSeconds": RECLAIM_AFTER_SECONDS,
+            "maxEvictionsPerRound": max_evictions,
+        },
     )
 
 
