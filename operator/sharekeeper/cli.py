@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import os
 import socket
 import sys
@@ -100,6 +101,14 @@ def _bind_address(text: str) -> tuple[str, int] | None:
     return (host.strip("[]") or "0.0.0.0", int(port)) if int(port) else None
 
 
+def _without_cyclic_collector() -> None:
+    """For a command that reads a whole cluster once and exits: the objects it reads hold no
+    cycles, yet the cyclic collector would walk them again and again while hundreds of
+    thousands pile up (half of ``simulate``'s time at 150,000 pods). Nothing it could free
+    outlives the command."""
+    gc.disable()
+
+
 def _simulate(args: argparse.Namespace) -> int:
     import logging
 
@@ -112,6 +121,7 @@ def _simulate(args: argparse.Namespace) -> int:
     # The store warns of each object it cannot read, as the operator should; simulate names
     # them all in its one error line instead.
     logging.basicConfig(level=logging.ERROR)
+    _without_cyclic_collector()
     now = time.time() if args.now is None else args.now
     try:
         inputs = read_files(args.files)
@@ -174,6 +184,7 @@ def _explain(args: argparse.Namespace) -> int:
     from sharekeeper.simulate.report import Context, build_report, share_section
 
     logging.basicConfig(level=logging.ERROR)  # objects the operator cannot read are left out
+    _without_cyclic_collector()
     try:
         objects = list_objects()
         inputs = parse_objects(objects, strict=False)

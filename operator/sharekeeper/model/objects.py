@@ -5,12 +5,16 @@ field and the value."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sharekeeper.model.quantities import QuantityError, parse_resources
+from sharekeeper.model.quantities import QuantityError, to_internal
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs  # typing's own from Python 3.13
 
 Obj = Mapping[str, Any]
 """A JSON object as read: a Kubernetes object (or any part of one) from the API or a file."""
@@ -79,11 +83,23 @@ def fail(
     return ObjectError(*identify(obj, kind), [Problem(path, problem, value)])
 
 
+def is_mapping(value: object) -> TypeIs[Mapping[Any, Any]]:
+    """``isinstance(value, Mapping)``, answered at once for a ``dict``: what JSON and YAML give,
+    checked millions of times while 150,000 pods are read (the abstract class's check is the
+    slow path, for the other mappings, such as kopf's bodies)."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+@functools.lru_cache(maxsize=1024)  # the paths are the readers' constants
+def _steps(path: str) -> tuple[str, ...]:
+    return tuple(path.split("."))
+
+
 def at(obj: Obj, path: str) -> Any:
     """The value at a dotted ``path``, or ``None`` when any step is missing."""
     value: Any = obj
-    for step in path.split("."):
-        if not isinstance(value, Mapping):
+    for step in _steps(path):
+        if type(value) is not dict and not isinstance(value, Mapping):  # is_mapping, inlined
             return None
         value = value.get(step)
     return value
@@ -100,7 +116,7 @@ def mapping_at(obj: Obj, path: str) -> Obj:
     value = at(obj, path)
     if value is None:
         return {}
-    if not isinstance(value, Mapping):
+    if not is_mapping(value):
         raise fail(obj, path, "must be a mapping", value)
     return value
 
@@ -116,12 +132,13 @@ def resources_at(obj: Obj, path: str) -> dict[str, int]:
 
 def resource_list(obj: Obj, resources: Obj, path: str) -> dict[str, int]:
     """``resources`` (found at ``path`` in ``obj``) in internal units."""
-    if not isinstance(resources, Mapping):
+    if not is_mapping(resources):
         raise fail(obj, path, "must be a mapping", resources)
     amounts: dict[str, int] = {}
     for resource, quantity in resources.items():
+        name = str(resource)
         try:
-            amounts.update(parse_resources({str(resource): quantity}))
+            amounts[name] = to_internal(name, quantity)
         except QuantityError as error:
             raise fail(obj, f"{path}.{resource}", str(error)) from error
     return amounts

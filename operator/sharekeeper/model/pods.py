@@ -33,6 +33,7 @@ from sharekeeper.model.objects import (
     at,
     fail,
     int_at,
+    is_mapping,
     mapping_at,
     name_of,
     of_kind,
@@ -121,7 +122,7 @@ def pod_scheduled(obj: Obj) -> Mapping[str, Any] | None:
     """The pod's ``PodScheduled`` condition, if it has one."""
     conditions = at(obj, "status.conditions")
     for entry in conditions if isinstance(conditions, list) else ():
-        if isinstance(entry, Mapping) and entry.get("type") == "PodScheduled":
+        if is_mapping(entry) and entry.get("type") == "PodScheduled":
             return entry
     return None
 
@@ -168,11 +169,11 @@ def _list(obj: Obj, path: str, value: Any = None) -> list[Any]:
 
 
 def _terms(obj: Obj, required: Any) -> tuple[NodeSelectorTerm, ...]:
-    if not isinstance(required, Mapping):
+    if not is_mapping(required):
         raise fail(obj, "spec.affinity.nodeAffinity", "must be a mapping", required)
     terms = []
     for term in _list(obj, "nodeSelectorTerms", required.get("nodeSelectorTerms")):
-        if not isinstance(term, Mapping):
+        if not is_mapping(term):
             raise ValueError("a node selector term must be a mapping")
         expressions = tuple(
             _requirement(entry, comparisons=True)
@@ -187,7 +188,7 @@ def _terms(obj: Obj, required: Any) -> tuple[NodeSelectorTerm, ...]:
 
 
 def _requirement(entry: Any, *, comparisons: bool) -> NodeRequirement:
-    if not isinstance(entry, Mapping):
+    if not is_mapping(entry):
         raise ValueError("a node selector requirement must be a mapping")
     key, operator = str(entry["key"]), entry["operator"]
     values = [str(value) for value in entry.get("values") or ()]
@@ -205,7 +206,7 @@ def _field(requirement: NodeRequirement) -> Requirement:
 
 
 def _toleration(obj: Obj, entry: Any) -> Toleration:
-    if not isinstance(entry, Mapping):
+    if not is_mapping(entry):
         raise fail(obj, "spec.tolerations", "must hold mappings", entry)
     given = entry.get("operator")
     if given not in (None, "", "Equal", "Exists"):
@@ -259,7 +260,7 @@ def gates_with_admission(obj: Obj) -> list[Any] | None:
     labels = at(obj, "metadata.labels") or {}
     annotations = at(obj, "metadata.annotations") or {}
     gates = at(obj, "spec.schedulingGates") or []
-    if not (isinstance(labels, Mapping) and isinstance(annotations, Mapping)):
+    if not (is_mapping(labels) and is_mapping(annotations)):
         return None
     if not isinstance(gates, list) or has_admission_gate(gates) or at(obj, "spec.nodeName"):
         return None
@@ -281,7 +282,7 @@ def release_patch(stamp: str) -> MutableObj:
 def has_admission_gate(gates: object) -> bool:
     """Whether ``spec.schedulingGates`` (as found, untrusted) holds our gate."""
     return isinstance(gates, list) and any(
-        isinstance(gate, Mapping) and gate.get("name") == ADMISSION_GATE for gate in gates
+        is_mapping(gate) and gate.get("name") == ADMISSION_GATE for gate in gates
     )
 
 
@@ -311,14 +312,14 @@ def _containers(obj: Obj, path: str) -> list[Obj]:
     if not isinstance(entries, list):
         raise fail(obj, path, "must be a list", entries)
     for index, entry in enumerate(entries):
-        if not isinstance(entry, Mapping):
+        if not is_mapping(entry):
             raise fail(obj, f"{path}[{index}]", "must be a mapping", entry)
     return entries
 
 
 def _requests(obj: Obj, container: Obj, path: str) -> dict[str, int]:
     resources = container.get("resources") or {}
-    if not isinstance(resources, Mapping):
+    if not is_mapping(resources):
         raise fail(obj, f"{path}.resources", "must be a mapping", resources)
     return resource_list(obj, resources.get("requests") or {}, f"{path}.resources.requests")
 

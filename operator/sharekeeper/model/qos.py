@@ -26,7 +26,7 @@ from sharekeeper.engine.qos import (
     Waterline,
 )
 from sharekeeper.engine.qos.inputs import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NAMESPACES, QosClass
-from sharekeeper.model.objects import Obj, at, fail, mapping_at, name_of
+from sharekeeper.model.objects import Obj, at, fail, is_mapping, mapping_at, name_of
 from sharekeeper.model.quantities import QuantityError, to_internal, to_quantity
 
 WATERLINES_ANNOTATION = "sharekeeper.io/qos-waterlines"
@@ -107,7 +107,7 @@ def _strings(obj: Obj, path: str, kind: str) -> dict[str, str]:
 
 def _meta(obj: Mapping[str, object]) -> Mapping[str, object]:
     meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
+    return meta if is_mapping(meta) else {}
 
 
 def _epoch(obj: Obj, value: object, path: str, kind: str) -> int | None:
@@ -125,8 +125,8 @@ def pod_usage(metrics: Mapping[str, object]) -> tuple[int, int]:
     cpu = memory = 0
     for i, item in enumerate(_list(metrics, metrics.get("containers"), "containers", kind)):
         where = f"containers[{i}].usage"
-        usage = item.get("usage") if isinstance(item, Mapping) else None
-        if not isinstance(usage, Mapping):
+        usage = item.get("usage") if is_mapping(item) else None
+        if not is_mapping(usage):
             raise fail(metrics, where, "must be a mapping", usage, kind=kind)
         cpu += _quantity(metrics, "cpu", usage.get("cpu", 0), f"{where}.cpu", kind)
         memory += _quantity(metrics, "memory", usage.get("memory", 0), f"{where}.memory", kind)
@@ -159,8 +159,8 @@ def pod_view(
     requests, ext = 0, 0
     for i, item in enumerate(containers):
         where = f"spec.containers[{i}].resources"
-        resources = item.get("resources") if isinstance(item, Mapping) else None
-        resources = resources if isinstance(resources, Mapping) else {}
+        resources = item.get("resources") if is_mapping(item) else None
+        resources = resources if is_mapping(resources) else {}
         req, lim = resources.get("requests") or {}, resources.get("limits") or {}
         if "cpu" in req:
             requests += _quantity(obj, "cpu", req["cpu"], f"{where}.requests.cpu", kind)
@@ -197,7 +197,7 @@ def pod_view(
 def _owned_by_node(owner: object, node: object) -> bool:
     """The kubelet makes the Node the owner of a static pod's mirror."""
     return (
-        isinstance(owner, Mapping)
+        is_mapping(owner)
         and owner.get("kind") == "Node"
         and owner.get("apiVersion") == "v1"
         and owner.get("name") == node
@@ -209,7 +209,7 @@ def _claimed_daemonset(owners: list[Any]) -> tuple[str, str] | None:
     the DaemonSet controller writes it (``apps/v1``); None for any other controller, or none.
     Only a claim: whether that DaemonSet exists is the caller's to check."""
     for owner in owners:
-        if isinstance(owner, Mapping) and owner.get("controller") is True:
+        if is_mapping(owner) and owner.get("controller") is True:
             name, uid = owner.get("name"), owner.get("uid")
             if (
                 owner.get("kind") == "DaemonSet"
@@ -246,11 +246,11 @@ def container_cpu_limits(obj: Mapping[str, object]) -> dict[str, int]:
     limits: dict[str, int] = {}
     containers = _list(obj, at(obj, "spec.containers"), "spec.containers", "Pod")
     for i, container in enumerate(containers):
-        if not isinstance(container, Mapping):
+        if not is_mapping(container):
             raise fail(obj, f"spec.containers[{i}]", "must be a mapping", container, kind="Pod")
         resources = container.get("resources")
-        lim = resources.get("limits") if isinstance(resources, Mapping) else None
-        if isinstance(lim, Mapping) and "cpu" in lim:
+        lim = resources.get("limits") if is_mapping(resources) else None
+        if is_mapping(lim) and "cpu" in lim:
             where = f"spec.containers[{i}].resources.limits.cpu"
             limits[str(container.get("name", ""))] = _quantity(obj, "cpu", lim["cpu"], where, "Pod")
     return limits
@@ -323,7 +323,7 @@ def node_from_dicts(
 
 def is_terminal(pod: Mapping[str, object]) -> bool:
     status = pod.get("status")
-    return isinstance(status, Mapping) and status.get("phase") in ("Succeeded", "Failed")
+    return is_mapping(status) and status.get("phase") in ("Succeeded", "Failed")
 
 
 def node_metrics_by_name(items: Iterable[Obj]) -> dict[str, Obj]:
