@@ -74,6 +74,8 @@ def cluster(sizes: argparse.Namespace) -> ReclaimInputs:
     pods: list[Running] = []
     allocated: dict[str, dict[str, int]] = {leaf: {} for leaf in leaves}
     for n in range(sizes.nodes):
+        # One string per node, which its pods name too, as the pipeline hands them over.
+        name = f"node-{n:05d}"
         gpus = 8000 if n % 10 == 0 else 0
         allocatable = {"cpu": 64_000, "memory": 256 * GI, "pods": 110}
         if gpus:
@@ -87,14 +89,14 @@ def cluster(sizes: argparse.Namespace) -> ReclaimInputs:
                 break
             leaf = rng.choice(leaves)
             pods.append(
-                Running("bench", f"p{n}-{i}", f"uid-{n}-{i}", leaf, f"node-{n:05d}", request,
+                Running("bench", f"p{n}-{i}", f"uid-{n}-{i}", leaf, name, request,
                         rng.randrange(0, 3) * 100, float(rng.randrange(0, 100_000)), i == 0, None)
             )  # fmt: skip
             for d, a in request.items():
                 used[d] += a
                 allocated[leaf][d] = allocated[leaf].get(d, 0) + a
             used["pods"] += 1
-        node_states.append(NodeState(f"node-{n:05d}", "bench", allocatable, used, {}, frozenset()))
+        node_states.append(NodeState(name, "bench", allocatable, used, {}, frozenset()))
     total = {d: sum(n.allocatable.get(d, 0) for n in node_states) for d in ("cpu", "memory")}
     queues = shares(allocated, sizes.parents, total)
     overused = {

@@ -532,6 +532,36 @@ def test_the_most_overused_queue_gives_first() -> None:
     assert evicted(plan) == ["c0"]  # c holds 3x its deserved, b 2x
 
 
+def test_the_queues_are_ranked_by_their_overuse_at_the_start_of_the_round() -> None:
+    # w1 takes c from 3x to 2x its deserved, as overused as b. w2 needs memory too, so its
+    # queues are ranked apart (and after w1's eviction): c, 3x at the start, still goes first.
+    queues = [
+        queue("a", {"cpu": 8000, "memory": GI}, {}),
+        queue("b", {"cpu": 2000}, {"cpu": 4000}),
+        queue("c", {"cpu": 2000}, {"cpu": 6000}),
+    ]
+    pods = [
+        running("c0", "c", "n1", cpu=2000),
+        running("c2", "c", "n1", cpu=2000),
+        running("b0", "b", "n2", cpu=2000),
+        running("c1", "c", "n2", cpu=2000),
+        running("b1", "b", "n3", cpu=2000),
+    ]
+    full = {"cpu": 4000, "memory": GI, "pods": 110}
+    nodes = [
+        node("n1", full, {"cpu": 4000, "pods": 2}),
+        node("n2", full, {"cpu": 4000, "pods": 2}),
+        node("n3", {**full, "cpu": 2000}, {"cpu": 2000, "pods": 1}),
+    ]
+    reclaimers = [
+        waiting("w1", "a", nodes=["n1"], cpu=2000),
+        waiting("w2", "a", nodes=["n2"], order=1, cpu=2000, memory=1),
+    ]
+    plan = plan_reclaim(inputs(queues, nodes, pods, reclaimers))
+    assert served(plan) == {"w1": "n1", "w2": "n2"}
+    assert evicted(plan) == ["c0", "c1"]
+
+
 def test_lower_priority_goes_before_higher() -> None:
     plan = order_cluster(
         running("old-low", "b", "n1", cpu=2000, priority=5, created=1),

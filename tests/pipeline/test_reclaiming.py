@@ -63,6 +63,9 @@ def test_inputs_come_from_the_overused_queues_and_the_held_pods() -> None:
     assert inputs.waiting[0].waited_seconds == 600
     assert inputs.waiting[0].request == {"cpu": 4000, "memory": 2**30}
     assert {n.name: n.used["cpu"] for n in inputs.nodes} == {"n1": 8000, "n2": 8000}
+    # The very string of the node (the engine's index by node finds it by identity).
+    node_names = {n.name: n.name for n in inputs.nodes}
+    assert all(r.node is node_names[r.node] for r in inputs.running)
     queues = {q.name: q for q in inputs.queues}
     assert queues["a"].allocated["cpu"] == 16000
     assert queues["a"].deserved["cpu"] == 12000

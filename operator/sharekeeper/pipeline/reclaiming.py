@@ -331,6 +331,10 @@ def reclaim_inputs(
     for group in snapshot.pod_groups if overused else ():
         charged = group.queue or DEFAULT_QUEUE
         groups_of.setdefault(charged, []).append((group.namespace, group.name))
+    # A candidate names its node with the node's own string, not the pod's copy of it: the
+    # engine indexes the candidates by node, and a dict finds a key by identity before it
+    # compares strings (68,000 candidates: ~19 ms with a string per pod, ~7 ms shared).
+    node_names: dict[str, str] = {n.name: n.name for n in snapshot.nodes} if overused else {}
     for queue in overused:
         refused = shares.refused.get(queue, {})
         for record in _bound_pods(queue, policy, snapshot, pods, groups_of.get(queue, ())):
@@ -351,7 +355,7 @@ def reclaim_inputs(
                     name=pod.name,
                     uid=view.uid if view is not None else "",
                     queue=queue,
-                    node=pod.node_name,
+                    node=node_names.get(pod.node_name, pod.node_name),
                     request=request,
                     priority=view.priority if view is not None else 0,
                     created_seconds=float(view.start_time or 0) if view is not None else 0.0,

@@ -52,7 +52,8 @@ Cost per round, with W waiting pods, N nodes, Q queues, C candidates and D dimen
 N · D) to set up; O(W · depth · D) for the share checks; per pod past them, O(N · D)
 in numpy for the free-fit screen (a pod of a shape seen before starts where the last one
 stopped, until something is evicted); per pod that needs victims, the giving queues are
-found by walking the queue tree, pruning subtrees that cannot give (O(queues visited)), the
+found by walking the queue tree, pruning subtrees that cannot give (O(queues visited); a
+queue's place in the eviction order is worked out when first looked at, never all ranked), the
 candidate nodes from their pods (O(their pods) in numpy, each queue's read once, up to
 ``GIVERS_LISTED``; beyond, O(N · D) in numpy), then each node tried costs O(its candidates ·
 D) (read from an index per node, built once: O(C)). A pod not served is remembered by its shape
@@ -91,8 +92,14 @@ from sharekeeper.engine.reclaim.values import (
     Waiting,
 )
 
-_AFTER_SINGLES: tuple[int, int, float] = (1 << 62, 0, 0.0)
-"""The position of a whole PodGroup in the eviction order: after every single pod."""
+_Place = tuple[float, str]
+"""A giving queue's place in the eviction order: (-its overuse at the start of the round, its
+name), so that the most overused comes first, then by name."""
+_Position = tuple[_Place, int, float]
+"""Where a pod stands in the eviction order: (its queue's ``_Place``, ``Candidate.tie``)."""
+_AFTER_SINGLES: _Position = ((INFINITE_OVERUSE, ""), 0, 0.0)
+"""The position of a whole PodGroup in the eviction order: after every single pod (a real
+place's first member is at most 0)."""
 NODES_COMPARED = 4
 """How many nodes that can be freed for a reclaimer are compared (the most promising)."""
 NODES_SORTED_FIRST = 16
@@ -129,8 +136,7 @@ class _Unit:
     members: tuple[Candidate, ...]
     whole: GroupKey | None
     """The PodGroup that goes whole; None for a single pod."""
-    position: tuple[int, int, float]
-    """Where it stands in the eviction order: (its queue's place, ``Candidate.tie``)."""
+    position: _Position
 
 
 @dataclass(slots=True)
@@ -159,6 +165,29 @@ _Shape = tuple[str, tuple[tuple[str, int], ...], frozenset[str] | None]
 """A waiting pod's queue, request and nodes: what its outcome depends on besides the round."""
 
 
+class _Places(dict[str, _Place | None]):
+    """Per queue, its ``_Place`` in the eviction order for reclaimers of one policy that need
+    some dimensions; None when it has no candidates, another policy, or exceeds its deserved
+    in none of them at the start of the round. Worked out on first lookup (``places[queue]``):
+    a round looks at a fraction of the queues, so they are never all ranked."""
+
+    def __init__(self, state: Round, policy: str, needed: tuple[str, ...]) -> None:
+        super().__init__()
+        self.state = state
+        self.policy = policy
+        self.needed = needed
+
+    def __missing__(self, name: str) -> _Place | None:
+        queue = self.state.queues.get(name)
+        place: _Place | None = None
+        if queue is not None and queue.policy == self.policy and self.state.queue_pods(name):
+            overuse = _overuse(queue.allocated, queue.deserved, self.needed)
+            if overuse is not None:
+                place = (-overuse, name)
+        self[name] = place
+        return place
+
+
 class _Planner:
     def __init__(self, inputs: ReclaimInputs) -> None:
         self.inputs = inputs
@@ -166,7 +195,7 @@ class _Planner:
         self.evictions = 0
         self.bounded = False
         """Whether the round's bound is reached: every later pod that needs victims waits."""
-        self.orders: dict[tuple[str, tuple[str, ...]], tuple[list[str], dict[str, int]]] = {}
+        self.places: dict[tuple[str, tuple[str, ...]], _Places] = {}
         self.failed: dict[_Shape, tuple[int, NotServed]] = {}
         """The last pod of each shape not served, and ``Round.version`` then: until the round
         changes (or reaches its bound), a pod of that shape is not served either, and why is
@@ -176,7 +205,7 @@ class _Planner:
         self.held: dict[tuple[str, ...], np.ndarray | None] = {}
         self.branches: dict[str, dict[str, tuple[str, ...]]] = {}
         """Per reclaimer's queue: ``_Reclaimer.branches``."""
-        self.trees: dict[tuple[str, tuple[str, ...]], dict[str | None, list[str]]] = {}
+        self.trees: dict[str, dict[str | None, list[str]]] = {}
         self.allowed: dict[frozenset[str], np.ndarray] = {}
 
     # --- the round -----------------------------------------------------------------------
@@ -353,7 +382,7 @@ class _Planner:
 
     def _victims(self, reclaimer: _Reclaimer) -> tuple[_Try, list[_Unit]] | None:
         """The chosen node's tentative set, made minimal; None when no node can be freed."""
-        found: list[tuple[tuple[int, int, float], int, str, _Try, list[_Unit]]] = []
+        found: list[tuple[_Position, int, str, _Try, list[_Unit]]] = []
         for node in self._promising(reclaimer):
             attempt = self._evaluate(reclaimer, node)
             if attempt is None:
@@ -439,13 +468,13 @@ class _Planner:
         """The queues with candidates that may give to P (``gives``), or None once their
         candidates pass ``GIVERS_LISTED``.
 
-        Walks the tree of the queues that were overused in a needed dimension at the start of
-        the round (and those above them), from the queues beside P's queue and beside each
-        queue above it, down through queues still overused and reclaimable only: a queue that
-        may not give keeps its whole subtree out. O(queues visited)."""
+        Walks the tree of the policy's queues with candidates (and those above them), from the
+        queues beside P's queue and beside each queue above it, down through queues still
+        overused and reclaimable only: a queue that may not give keeps its whole subtree out.
+        O(queues visited)."""
         state = self.round
-        tree = self._tree(reclaimer.policy, reclaimer.needed)
-        _, places = self.order(reclaimer.policy, reclaimer.needed)
+        tree = self._tree(reclaimer.policy)
+        places = self.order(reclaimer.policy, reclaimer.needed)
         path = state.path(reclaimer.queue)
         found: list[str] = []
         count = 0
@@ -456,7 +485,7 @@ class _Planner:
                 name = stack.pop()
                 if not state.queues[name].reclaimable or not state.over(name, reclaimer.needed):
                     continue
-                if name in places:
+                if places[name] is not None:
                     found.append(name)
                     count += len(state.queue_pods(name))
                     if count > GIVERS_LISTED:
@@ -464,24 +493,25 @@ class _Planner:
                 stack.extend(tree.get(name, ()))
         return found
 
-    def _tree(self, policy: str, needed: tuple[str, ...]) -> dict[str | None, list[str]]:
-        """Parent (None: the top) -> children, over the queues of ``order`` and those above
-        them. Once per (policy, needed dimensions) per round."""
-        key = (policy, needed)
-        found = self.trees.get(key)
+    def _tree(self, policy: str) -> dict[str | None, list[str]]:
+        """Parent (None: the top) -> children, over the policy's queues with candidates and
+        those above them, in the order of the inputs' queues. Once per policy per round."""
+        found = self.trees.get(policy)
         if found is None:
-            names, _ = self.order(policy, needed)
+            state = self.round
             found = {}
             seen: set[str] = set()
-            for name in names:
+            for name, queue in state.queues.items():
+                if queue.policy != policy or not state.queue_pods(name):
+                    continue
                 # Walked, not kept (Round.path): thousands of paths, most never needed again.
-                path = queue_path(self.round.queues, name)
-                for i, queue in enumerate(path):
-                    if queue in seen:
+                path = queue_path(state.queues, name)
+                for i, above in enumerate(path):
+                    if above in seen:
                         break
-                    seen.add(queue)
-                    found.setdefault(path[i + 1] if i + 1 < len(path) else None, []).append(queue)
-            self.trees[key] = found
+                    seen.add(above)
+                    found.setdefault(path[i + 1] if i + 1 < len(path) else None, []).append(above)
+            self.trees[policy] = found
         return found
 
     def gives(self, reclaimer: _Reclaimer, queue: str) -> bool:
@@ -513,23 +543,13 @@ class _Planner:
             self.allowed[allowed] = mask
         return mask
 
-    def order(self, policy: str, needed: tuple[str, ...]) -> tuple[list[str], dict[str, int]]:
-        """The policy's queues with candidates that exceed their deserved in a needed
-        dimension at the start of the round, most overused first (then by name)."""
+    def order(self, policy: str, needed: tuple[str, ...]) -> _Places:
+        """Each queue's place in the eviction order for reclaimers of ``policy`` that need
+        ``needed`` (``_Places``)."""
         key = (policy, needed)
-        found = self.orders.get(key)
+        found = self.places.get(key)
         if found is None:
-            ranked: list[tuple[float, str]] = []
-            queues = self.round.queues
-            for name in self.round.queues_with_pods():
-                queue = queues.get(name)
-                if queue is not None and queue.policy == policy:
-                    overuse = _overuse(queue.allocated, queue.deserved, needed)
-                    if overuse is not None:
-                        ranked.append((-overuse, name))
-            ranked.sort()
-            names = [name for _, name in ranked]
-            found = self.orders[key] = (names, {name: i for i, name in enumerate(names)})
+            found = self.places[key] = _Places(self.round, policy, needed)
         return found
 
     def _branch(self, reclaimer: _Reclaimer, queue: str) -> tuple[str, ...]:
@@ -587,12 +607,12 @@ class _Planner:
         single pod, in the order their first member came. O(its candidates x dimensions)."""
         state = self.round
         attempt = self.new_try(reclaimer, node)
-        _, places = self.order(reclaimer.policy, reclaimer.needed)
-        ties: dict[tuple[int, int, float], list[Candidate]] = {}
+        places = self.order(reclaimer.policy, reclaimer.needed)
+        ties: dict[_Position, list[Candidate]] = {}
         for candidate in state.on_node(node):
             if candidate.evicted or candidate.static is not None:
                 continue
-            place = places.get(candidate.pod.queue)
+            place = places[candidate.pod.queue]
             if place is None or not _shares(candidate, attempt.matter):
                 continue
             if not self.gives(reclaimer, candidate.pod.queue):
@@ -619,7 +639,7 @@ class _Planner:
         pods: list[Candidate],
         *,
         branches: Mapping[str, tuple[str, ...]],
-        position: tuple[int, int, float],
+        position: _Position,
         deferred: dict[GroupKey, None],
     ) -> bool:
         """Add pods of one tie on ``attempt``'s node until P fits: the smallest one that makes
@@ -766,7 +786,7 @@ class _Planner:
         state = self.round
         chosen = {id(m) for unit in units for m in unit.members}
         last = max(unit.position for unit in units)
-        _, places = self.order(reclaimer.policy, reclaimer.needed)
+        places = self.order(reclaimer.policy, reclaimer.needed)
         attempt = self.new_try(reclaimer, node)
         found: list[Spared] = []
         for candidate in state.on_node(node):
@@ -774,7 +794,7 @@ class _Planner:
                 continue
             reason = self.candidate_reason(reclaimer, candidate, attempt)
             if reason is None:
-                place = places.get(candidate.pod.queue)
+                place = places[candidate.pod.queue]
                 if place is not None and (place, *candidate.tie) > last:
                     continue  # the order never reached it
                 reason = SpareReason.NOT_NEEDED

@@ -218,9 +218,6 @@ class Round:
         """The running pods the inputs list for ``queue``."""
         return self._pods_by_queue().get(queue, ())
 
-    def queues_with_pods(self) -> Iterable[str]:
-        return self._pods_by_queue().keys()
-
     def on_node(self, node: int) -> list[Candidate]:
         """The candidates of ``node``."""
         found = self._on_node.get(node)
