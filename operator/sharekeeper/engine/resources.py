@@ -172,7 +172,11 @@ def _fits(matrix: Vectors) -> bool:
 
 def sparse_rows(matrix: Vectors, names: Sequence[str]) -> list[dict[str, int]]:
     """Each dense row back as a mapping over all ``names``."""
-    return [dict(zip(names, row, strict=True)) for row in matrix.tolist()]
+    if not names:
+        return [{} for _ in range(matrix.shape[0])]
+    # The rows zipped out of the columns: no list per row, which at 10,000 rows would outlive
+    # a few collections and bring on a full one.
+    return [dict(zip(names, row, strict=True)) for row in zip(*matrix.T.tolist(), strict=True)]
 
 
 def capability_bound(capability: Amounts) -> dict[str, int]:
