@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from builders import node, pod, policy, queue, shares
+from sharekeeper.engine.resources import UNLIMITED
+from sharekeeper.engine.shares.common import ShareProblem
+from sharekeeper.engine.shares.deciding import decided_by
 
 
 def test_proportion_names_request_level_capability_and_guarantee() -> None:
@@ -95,3 +99,36 @@ def test_every_dimension_of_the_problem_is_named(kind: str) -> None:
 def test_an_ungoverned_queue_names_nothing() -> None:
     result = shares(node("n", cpu=8), queue("q"))
     assert result.queues["q"].decided_by == {}
+
+
+def test_rows_that_repeat_out_of_order_each_get_their_own_answer() -> None:
+    # Per dimension, R: deserves its request of 1; C: capped at 5 below a request of 10; L: 3 of
+    # a request of 10, the level. Equal rows are spelled once (``deciding``), so they repeat here
+    # apart and out of sorted order.
+    patterns = ["RCL", "LLR", "RCL", "CCC", "LLR", "RCL", "LRC"]
+    request = {"R": 1, "C": 10, "L": 10}
+    capability = {"R": UNLIMITED, "C": 5, "L": UNLIMITED}
+    deserved = {"R": 1, "C": 5, "L": 3}
+
+    def matrix(values: dict[str, int]) -> np.ndarray:
+        return np.array([[values[c] for c in row] for row in patterns], dtype=np.int64)
+
+    zeros = np.zeros((len(patterns), 3), dtype=np.int64)
+    problem = ShareProblem(
+        queues=tuple(f"q{i}" for i in range(len(patterns))),
+        dimensions=("cpu", "gpu", "memory"),
+        total=np.array([100, 100, 100], dtype=np.int64),
+        weights=np.ones(len(patterns), dtype=np.int64),
+        guarantee=zeros,
+        capability=matrix(capability),
+        spec_deserved=zeros,
+        allocated=zeros,
+        request=matrix(request),
+    )
+    names = {"R": "Request", "C": "Capability", "L": "Level"}
+    decided = decided_by(problem, matrix(deserved), capacity=False)
+    assert decided == [
+        {"cpu": names[a], "gpu": names[b], "memory": names[c]} for a, b, c in patterns
+    ]
+    decided[0]["cpu"] = "changed"
+    assert decided[2]["cpu"] == decided[5]["cpu"] == "Request"  # a dict of its own per queue

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from builders import node, pod, policy, queue, shares
 
 
@@ -49,6 +51,23 @@ def test_capability_caps_and_the_rest_flows_on() -> None:
     )
     assert result.queues["capped"].deserved["cpu"] == 2000
     assert result.queues["free"].deserved["cpu"] == 10000
+
+
+@pytest.mark.parametrize("zero", ["cpu", "memory"])
+def test_a_capability_of_zero_cpu_or_memory_is_no_limit_there_only(zero: str) -> None:
+    # Volcano §3.1: cpu or memory of 0 mean "no limit"; 0 of anything else is a bound of 0.
+    capability = {"cpu": "2", "memory": "2Gi", "nvidia.com/gpu": "0", zero: "0"}
+    result = shares(
+        policy(),
+        node("n", cpu=12, memory="12Gi", gpu=4),
+        queue("q", capability=capability),
+        pod("p", "q", cpu=10, memory="10Gi", gpu=2),
+    )
+    deserved = result.queues["q"].deserved
+    other = "memory" if zero == "cpu" else "cpu"
+    assert deserved[zero] == (10_000 if zero == "cpu" else 10 * 2**30)  # its request
+    assert deserved[other] == (2_000 if other == "cpu" else 2 * 2**30)  # its capability
+    assert deserved["nvidia.com/gpu"] == 0
 
 
 def test_closed_queues_still_get_a_share() -> None:

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from sharekeeper.engine.resources import (
@@ -18,6 +19,7 @@ from sharekeeper.engine.resources import (
     capped,
     exceeded_part,
     inqueue_reservation,
+    sparse_rows,
 )
 from sharekeeper.model.quantities import parse_resources
 
@@ -63,3 +65,18 @@ def test_inqueue_reservation(case: dict[str, Any]) -> None:
     )
     expected = _amounts(case["expected"])
     assert all(reserved.get(name, 0) == amount for name, amount in expected.items())
+
+
+def test_sparse_rows_read_each_dense_row_back_in_the_order_of_the_names() -> None:
+    names = ("cpu", "memory", "pods")
+    matrix = np.array([[1, 0, 2], [0, 0, 0], [5, UNLIMITED, 7]], dtype=np.int64)
+    rows = sparse_rows(matrix, names)
+    assert rows == [
+        {"cpu": 1, "memory": 0, "pods": 2},
+        {"cpu": 0, "memory": 0, "pods": 0},
+        {"cpu": 5, "memory": UNLIMITED, "pods": 7},
+    ]
+    assert all(list(row) == list(names) for row in rows)
+    assert all(type(amount) is int for row in rows for amount in row.values())
+    assert sparse_rows(np.zeros((2, 0), dtype=np.int64), ()) == [{}, {}]
+    assert sparse_rows(np.zeros((0, 3), dtype=np.int64), names) == []

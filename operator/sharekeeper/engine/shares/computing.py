@@ -95,10 +95,11 @@ def deserved_shares(snapshot: ShareSnapshot) -> ShareResult:
     )
     results: dict[QueueName, QueueShare] = {}
     policies: dict[PolicyName, PolicyShare] = {}
+    sorted_names = sorted(queues)
     # 3. Per policy.
     for policy in sorted(snapshot.policies, key=lambda policy: policy.name):
         governed = [
-            queues[name] for name in sorted(queues) if queue_owners.owner.get(name) == policy.name
+            queues[name] for name in sorted_names if queue_owners.owner.get(name) == policy.name
         ]
         nodes = [node for node in snapshot.nodes if node_owners.owner.get(node.name) == policy.name]
         shares, summary = _policy_shares(
@@ -120,7 +121,7 @@ def deserved_shares(snapshot: ShareSnapshot) -> ShareResult:
     # 4. Queues no policy selects: their dimensions are what any node offers, and what the
     #    specs of such queues name.
     no_policy = Reason("NoPolicy", "no SchedulerPolicy selects this queue")
-    ungoverned = [queue for name, queue in sorted(queues.items()) if name not in results]
+    ungoverned = [queues[name] for name in sorted_names if name not in results]
     if ungoverned:
         kept = queue_dimensions((node.allocatable for node in snapshot.nodes), ungoverned)
         for queue in ungoverned:
@@ -299,14 +300,13 @@ def _policy_shares(
     shared = [index for index, name in enumerate(names) if name != PODS]
     shares = dominant_shares(problem.allocated[:, shared], deserved[:, shared])
     shares = np.where(np.isnan(shares), 1.0 if sharing.policy == "Capacity" else 0.0, shares)
-    exceeding = np.asarray((problem.allocated > deserved).any(axis=1))
-    overused = [bool(flag) for flag in exceeding.tolist()]
+    overused = np.asarray((problem.allocated > deserved).any(axis=1))
     rows = zip(
         governed,
         sparse_rows(deserved, names),
         sparse_rows(real, names),
         shares.tolist(),
-        overused,
+        overused.tolist(),
         decided_by(reading, deserved, capacity=sharing.policy == "Capacity", real=real),
         strict=True,
     )
@@ -314,15 +314,16 @@ def _policy_shares(
     ignore_guarantees = _ignores_guarantees(sharing)
     results: dict[QueueName, QueueShare] = {}
     for queue, queue_deserved, real_capability, share, is_overused, decided in rows:
-        entry = rolled.get(queue.name, NO_USAGE)
-        own_pods = own.get(queue.name, NO_USAGE).request.get(PODS, 0)
+        queue_name = queue.name
+        entry = rolled.get(queue_name, NO_USAGE)
+        leaf = queue_name not in inner
         queue_reasons = reasons
-        if queue.name in inner and own_pods:
+        if not leaf and (own_pods := own.get(queue_name, NO_USAGE).request.get(PODS, 0)):
             queue_reasons = (*reasons, inner_pods(own_pods))
-        parent = tree.parent[queue.name] if nested else None
-        results[queue.name] = QueueShare(
+        parent = tree.parent[queue_name] if nested else None
+        results[queue_name] = QueueShare(
             parent=QueueName(parent) if parent is not None else None,
-            leaf=queue.name not in inner,
+            leaf=leaf,
             policy=policy.name,
             state=queue.state,
             deserved=queue_deserved,

@@ -11,7 +11,8 @@ the numbers alone, whatever policy produced them:
 - ``Level``: the shared water level: weight x level, what the total leaves for it.
 
 Ties go to the bound earlier in that list (a queue whose request equals its guarantee is
-``Request``: it got what it asked for). Complexity: O(Q x D) over the dense problem.
+``Request``: it got what it asked for). Complexity: O(Q x D) over the dense problem, and
+O(Q log Q) to find the distinct rows.
 """
 
 from __future__ import annotations
@@ -51,8 +52,20 @@ def decided_by(
             guaranteed,
         ]
         codes = np.select(choices, [2, 0, 1, 2], default=4)
-    dimensions = problem.dimensions
-    return [
+    return _rows_by_code(codes, problem.dimensions)
+
+
+def _rows_by_code(codes: Vectors, dimensions: tuple[str, ...]) -> list[dict[str, str]]:
+    """One mapping per row of ``codes``. Few rows differ (most queues end at the same bounds),
+    so each distinct row is spelled once and copied: each queue still gets a dict of its own."""
+    if not dimensions:
+        return [{} for _ in range(codes.shape[0])]
+    # Every code fits a byte: a row's bytes are its key, and numpy finds the distinct ones.
+    packed = np.ascontiguousarray(codes, dtype=np.uint8)
+    keys = packed.view(np.dtype((np.void, len(dimensions)))).ravel()
+    distinct, row_of = np.unique(keys, return_inverse=True)
+    spelled = [
         {dimension: _NAMES[code] for dimension, code in zip(dimensions, row, strict=True)}
-        for row in codes.tolist()
+        for row in distinct.view(np.uint8).reshape(-1, len(dimensions)).tolist()
     ]
+    return [spelled[index].copy() for index in row_of.tolist()]

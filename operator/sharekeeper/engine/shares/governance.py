@@ -37,22 +37,25 @@ def governance(
     """``selector_of``: ``"queue"`` or ``"node"``, which selector of each policy applies."""
     owner: dict[str, PolicyName] = {}
     withheld: dict[PolicyName, dict[str, PolicyName]] = {}
-    selectors = [(p.name, _selector(p, selector_of)) for p in sorted(policies, key=_seniority)]
-    everywhere = tuple(name for name, selector in selectors if selector.empty)
-    picky = any(not selector.empty for _, selector in selectors)
+    # Oldest first; None for a selector that matches everything (most node selectors).
+    selectors = [
+        (p.name, None if (selector := _selector(p, selector_of)).empty else selector)
+        for p in sorted(policies, key=_seniority)
+    ]
+    everywhere = [name for name, selector in selectors if selector is None]
+    picky = len(everywhere) < len(selectors)
     for name, labels in labels_by_name.items():
         matching = everywhere
         if picky:
-            matching = tuple(
+            matching = [
                 policy
                 for policy, selector in selectors
-                if selector.empty or selector.matches(labels)
-            )
+                if selector is None or selector.matches(labels)
+            ]
         if not matching:
             continue
-        oldest, *newer = matching
-        owner[name] = oldest
-        for policy in newer:
+        oldest = owner[name] = matching[0]
+        for policy in matching[1:]:
             withheld.setdefault(policy, {})[name] = oldest
     return Governance(owner, withheld)
 
