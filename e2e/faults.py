@@ -301,6 +301,15 @@ class Review:
     resource: str  # e.g. "queues/status", "nodes"
     name: str
     refused: bool
+    uid: str
+    """The admission request's: the API server asks again with the same one when a call fails."""
+
+
+def refusals_seen(reviews: list[Review]) -> int:
+    """The refusals the writer could have seen: per admission request, the answer the API server
+    got last (a call whose answer was lost is made again, and only the last one counts)."""
+    last = {review.uid: review.refused for review in reviews}
+    return sum(last.values())
 
 
 class RefusingWebhook:
@@ -347,7 +356,9 @@ class RefusingWebhook:
             resource = f"{resource}/{request['subResource']}"
         with self._lock:
             refused = self._random.random() < self._fraction
-            self._reviews.append(Review(resource, request.get("name", ""), refused))
+            self._reviews.append(
+                Review(resource, request.get("name", ""), refused, str(request["uid"]))
+            )
         answer: dict[str, Any] = {"uid": request["uid"], "allowed": not refused}
         if refused:
             answer["status"] = {
