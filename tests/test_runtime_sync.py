@@ -7,7 +7,6 @@ import asyncio
 import gc
 from collections.abc import Iterator
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
@@ -21,11 +20,22 @@ def collector_restored() -> Iterator[None]:
     gc.unfreeze()
 
 
-def parts(watches: int = 2) -> tuple[list[Any], list[Any], asyncio.Event, Any]:
-    listed = [SimpleNamespace(synced=asyncio.Event()) for _ in range(watches)]
-    loops = [SimpleNamespace(store_synced=asyncio.Event())]
-    volcano = SimpleNamespace(reconsider=lambda: None)
-    return listed, loops, asyncio.Event(), volcano
+class Barrier:
+    """``runtime._synced`` started on two watches that have not listed yet."""
+
+    def __init__(self) -> None:
+        self.watches = [SimpleNamespace(synced=asyncio.Event()) for _ in range(2)]
+        self.loop = SimpleNamespace(store_synced=asyncio.Event())
+        self.policies_listed = asyncio.Event()
+        volcano = SimpleNamespace(reconsider=lambda: None)
+        self.task = asyncio.create_task(
+            runtime._synced(self.watches, [self.loop], self.policies_listed, volcano)
+        )
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await self.task
 
 
 def test_the_collector_is_off_while_the_lists_are_read_and_frozen_out_of_after() -> None:
@@ -33,19 +43,18 @@ def test_the_collector_is_off_while_the_lists_are_read_and_frozen_out_of_after()
 
 
 async def lists_read() -> None:
-    watches, loops, policies_listed, volcano = parts()
-    barrier = asyncio.create_task(runtime._synced(watches, loops, policies_listed, volcano))
+    barrier = Barrier()
     await asyncio.sleep(0)
     assert not gc.isenabled()
-    policies_listed.set()
-    watches[0].synced.set()
+    barrier.policies_listed.set()
+    barrier.watches[0].synced.set()
     await asyncio.sleep(0.01)
     assert not gc.isenabled()
-    assert not loops[0].store_synced.is_set()
-    watches[1].synced.set()
-    await barrier
+    assert not barrier.loop.store_synced.is_set()
+    barrier.watches[1].synced.set()
+    await barrier.task
     assert gc.isenabled()
-    assert loops[0].store_synced.is_set()
+    assert barrier.loop.store_synced.is_set()
     assert gc.get_freeze_count() > 0
 
 
@@ -57,16 +66,13 @@ def test_a_list_that_never_completes_leaves_the_collector_off_for_a_bounded_time
 
 
 async def list_never_completes() -> None:
-    watches, loops, policies_listed, volcano = parts()
-    barrier = asyncio.create_task(runtime._synced(watches, loops, policies_listed, volcano))
+    barrier = Barrier()
     await asyncio.sleep(0.01)
     assert not gc.isenabled()
     await asyncio.sleep(0.1)
     assert gc.isenabled()
-    assert not barrier.done()
-    barrier.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await barrier
+    assert not barrier.task.done()
+    await barrier.stop()
 
 
 def test_stopping_before_the_lists_are_in_turns_the_collector_back_on() -> None:
@@ -74,12 +80,9 @@ def test_stopping_before_the_lists_are_in_turns_the_collector_back_on() -> None:
 
 
 async def stopped_early() -> None:
-    watches, loops, policies_listed, volcano = parts()
-    barrier = asyncio.create_task(runtime._synced(watches, loops, policies_listed, volcano))
+    barrier = Barrier()
     await asyncio.sleep(0)
     assert not gc.isenabled()
-    barrier.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await barrier
+    await barrier.stop()
     assert gc.isenabled()
-    assert not loops[0].store_synced.is_set()
+    assert not barrier.loop.store_synced.is_set()
