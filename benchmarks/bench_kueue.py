@@ -844,8 +844,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     defaults = Shape()
     parser.add_argument("--nodes", type=int, default=defaults.nodes)
+    parser.add_argument("--node-cpu", type=int, default=defaults.node_cpu)
+    parser.add_argument("--node-memory-gib", type=int, default=defaults.node_memory_gib)
     parser.add_argument("--queues", type=int, default=defaults.queues)
     parser.add_argument("--jobs", type=int, default=defaults.jobs)
+    parser.add_argument("--max-pods", type=int, default=defaults.max_pods,
+                        help="a job's pods: 1 to this many")  # fmt: skip
     parser.add_argument("--rate", type=float, default=defaults.jobs_per_second,
                         help="jobs submitted per second (default %(default)s)")  # fmt: skip
     run_seconds = f"{defaults.min_run_seconds},{defaults.max_run_seconds}"
@@ -869,7 +873,8 @@ def main() -> int:
         print(report(json.loads(args.report.read_text())))
         return 0
     low, high = (int(x) for x in args.run_seconds.split(","))
-    shape = Shape(nodes=args.nodes, queues=args.queues, jobs=args.jobs,
+    shape = Shape(nodes=args.nodes, node_cpu=args.node_cpu, node_memory_gib=args.node_memory_gib,
+                  queues=args.queues, jobs=args.jobs, max_pods=args.max_pods,
                   jobs_per_second=args.rate, min_run_seconds=low, max_run_seconds=high,
                   seed=args.seed)  # fmt: skip
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-kueue-"))
