@@ -109,7 +109,7 @@ def cluster(sizes: argparse.Namespace) -> ReclaimInputs:
         waited = 600.0 if rng.random() < 0.9 else 10.0
         for _ in range(min(sizes.job_size, sizes.waiting - len(reclaimers))):
             i = len(reclaimers)
-            reclaimers.append(Waiting("bench", f"w{i}", leaf, shape, waited, i, None))
+            reclaimers.append(Waiting("bench", f"w{i}", leaf, shape, waited, i, None, None))
     return ReclaimInputs(
         queues=tuple(queues),
         nodes=tuple(node_states),
@@ -206,7 +206,7 @@ def adversarial(inputs: ReclaimInputs, seed: int) -> ReclaimInputs:
     ]
     reclaimers = tuple(
         Waiting("bench", f"w{i}", rng.choice(under),
-                {"cpu": 1000 + i % 3000, "memory": GI + 4096 * i}, 600.0, i, None)
+                {"cpu": 1000 + i % 3000, "memory": GI + 4096 * i}, 600.0, i, None, None)
         for i in range(len(inputs.waiting))
     )  # fmt: skip
     return replace(inputs, waiting=reclaimers, settings=ReclaimSettings(60.0, len(inputs.waiting)))

@@ -96,6 +96,7 @@ def waiting(
     order: int = 0,
     nodes: Iterable[str] | None = None,
     namespace: str = "ns",
+    group: str | None = None,
     **request: int,
 ) -> Waiting:
     return Waiting(
@@ -106,6 +107,7 @@ def waiting(
         waited,
         order,
         None if nodes is None else frozenset(nodes),
+        group,
     )
 
 
@@ -742,6 +744,81 @@ def test_the_round_bound_stops_evictions_in_admission_order() -> None:
     assert reasons(plan_reclaim(inputs(queues, nodes, pods, reclaimers, max_evictions=0))) == {
         "one": "RoundBound", "two": "RoundBound", "after": "RoundBound"
     }  # fmt: skip
+
+
+# --- a waiting PodGroup ------------------------------------------------------------------------
+
+
+def gang_waiting(bound: int = 100, a_deserved: int = 6000) -> ReclaimPlan:
+    """a's PodGroup "job" of three waiting pods of 2 cpu (their order apart: "other" of a sits
+    between them); b holds 8 cpu on two nodes of 4, deserving none."""
+    queues = [queue("a", {"cpu": a_deserved}, {}), queue("b", {"cpu": 0}, {"cpu": 8000})]
+    pods = [running(f"b{i}", "b", f"n{i % 2}", cpu=2000, created=i) for i in range(4)]
+    nodes = [cpu_node("n0", 4000, 4000, 2), cpu_node("n1", 4000, 4000, 2)]
+    reclaimers = [
+        waiting("j0", "a", group="job", cpu=2000),
+        waiting("other", "c", order=1, cpu=2000),
+        waiting("j1", "a", group="job", order=2, cpu=2000),
+        waiting("j2", "a", group="job", order=3, cpu=2000),
+    ]
+    return plan_reclaim(inputs(queues, nodes, pods, reclaimers, max_evictions=bound))
+
+
+def test_a_waiting_podgroup_is_reclaimed_for_whole() -> None:
+    plan = gang_waiting()
+    assert [r.reclaimer[1] for r in plan.reclaims] == ["j0", "j1", "j2"]
+    assert sorted(evicted(plan)) == ["b1", "b2", "b3"]  # the youngest
+
+
+@pytest.mark.parametrize(
+    ("bound", "a_deserved", "why"),
+    [(2, 6000, "RoundBound"), (100, 5000, "AboveShare")],
+)
+def test_a_waiting_podgroup_part_of_which_cannot_be_served_evicts_nothing(
+    bound: int, a_deserved: int, why: str
+) -> None:
+    """The third pod passes the round's bound, or takes a past its deserved share: the first
+    two, which alone could have been served, take nothing either."""
+    plan = gang_waiting(bound, a_deserved)
+    assert (plan.reclaims, plan.evictions) == ((), 0)
+    assert reasons(plan) == {
+        "j0": "GangNotWhole", "j1": "GangNotWhole", "j2": why, "other": "AboveShare"
+    }  # fmt: skip
+
+
+def test_what_a_podgroup_not_served_took_is_given_back_to_the_round() -> None:
+    """After the gang's tentative reclaims are undone, the next pod sees the round as before
+    them: b's pods are there to be evicted again, a's share is free again."""
+    queues = [
+        queue("a", {"cpu": 4000}, {}),
+        queue("d", {"cpu": 2000}, {}),
+        queue("b", {"cpu": 0}, {"cpu": 8000}),
+    ]
+    pods = [running(f"b{i}", "b", f"n{i % 2}", cpu=2000, created=i) for i in range(4)]
+    nodes = [cpu_node("n0", 4000, 4000, 2), cpu_node("n1", 4000, 4000, 2)]
+    reclaimers = [
+        waiting("j0", "a", group="job", cpu=2000),
+        waiting("j1", "a", group="job", order=1, cpu=2000),
+        waiting("j2", "a", group="job", order=2, cpu=2000),  # a: 6000 of its 4000
+        waiting("a1", "a", order=3, cpu=2000),
+        waiting("d1", "d", order=4, cpu=2000),
+    ]
+    plan = plan_reclaim(inputs(queues, nodes, pods, reclaimers))
+    assert reasons(plan) == {"j0": "GangNotWhole", "j1": "GangNotWhole", "j2": "AboveShare"}
+    assert served(plan) == {"a1": "n1", "d1": "n0"}
+    assert evicted(plan) == ["b3", "b2"]
+
+
+def test_a_podgroup_waits_until_every_pod_of_it_waited_long_enough() -> None:
+    queues = [queue("a", {"cpu": 4000}, {}), queue("b", {"cpu": 0}, {"cpu": 4000})]
+    pods = [running(f"b{i}", "b", "n0", cpu=2000, created=i) for i in range(2)]
+    reclaimers = [
+        waiting("j0", "a", group="job", cpu=2000),
+        waiting("j1", "a", group="job", order=1, waited=5.0, cpu=2000),
+    ]
+    plan = plan_reclaim(inputs(queues, [cpu_node("n0", 4000, 4000, 2)], pods, reclaimers))
+    assert evicted(plan) == []
+    assert reasons(plan) == {"j0": "GangNotWhole", "j1": "NotWaitedLongEnough"}
 
 
 def walled(v_allocated: int, v_deserved: int) -> list[QueueState]:

@@ -136,7 +136,7 @@ class Cluster:
             running=tuple(running),
             gangs=tuple(Gang("ns", g, members.get(g, 0), m) for g, m in self.min_member.items()),
             waiting=tuple(
-                Waiting("ns", p.name, p.queue, p.request, p.waited, p.order, p.allowed)
+                Waiting("ns", p.name, p.queue, p.request, p.waited, p.order, p.allowed, p.group)
                 for p in self.pods.values()
                 if p.node is None
             ),
@@ -159,6 +159,14 @@ def check_and_apply(cluster: Cluster, inputs: ReclaimInputs, plan: ReclaimPlan) 
     """Check each reclaim on the state the ones before it left, then apply it."""
     assert plan.evictions == sum(len(r.victims) for r in plan.reclaims)
     assert plan.evictions <= inputs.settings.max_evictions
+    # A PodGroup's waiting pods are served together or not at all.
+    served = {r.reclaimer for r in plan.reclaims}
+    waiting_gangs: dict[str, set[tuple[str, str]]] = {}
+    for waiting in inputs.waiting:
+        if waiting.group is not None:
+            waiting_gangs.setdefault(waiting.group, set()).add(waiting.key)
+    for members in waiting_gangs.values():
+        assert members <= served or not members & served
     paths = cluster.paths()
     candidates = {pod.key: pod for pod in inputs.running}
     gangs = {g.name: g for g in inputs.gangs}

@@ -196,6 +196,37 @@ def test_pods_charged_through_their_podgroup_are_candidates_with_their_gang() ->
     assert [(g.name, g.running, g.min_member) for g in inputs.gangs] == [("pg", 2, 1)]
 
 
+def held_gang(pods: int) -> Publication:
+    """b's PodGroup "job" of ``pods`` held pods of 2 cpu (full_cluster's b0 left out): b deserves
+    what they ask for, up to 8 cpu; a, 16 cpu on two nodes of 8 in pods of 4, deserves the
+    rest."""
+    objects = [o for o in full_cluster() if o["metadata"]["name"] != "b0"]
+    return published(
+        *objects,
+        pod_group("job", "b", min_member=pods, namespace="other"),
+        *(
+            pod(f"j{i}", held=True, created=CREATED, group="job", namespace="other", cpu=2,
+                memory="1Gi")
+            for i in range(pods)
+        ),
+    )  # fmt: skip
+
+
+def test_a_held_podgroup_is_reclaimed_for_whole() -> None:
+    result = held_gang(2)
+    assert {(w.name, w.group) for w in inputs_of(result).waiting} == {("j0", "job"), ("j1", "job")}
+    section = result.policies["p"]["reclaim"]
+    assert [entry["reclaimer"] for entry in section["reclaims"]] == ["other/j0", "other/j1"]
+    assert section["evictions"] == 1
+
+
+def test_a_held_podgroup_that_cannot_be_served_whole_evicts_nothing() -> None:
+    # a deserves 10 cpu: one pod of 4 may go, room for two of the three; none is evicted.
+    section = held_gang(3).policies["p"]["reclaim"]
+    assert (section["reclaims"], section["evictions"]) == ([], 0)
+    assert section["notServed"] == {"GangNotWhole": 2, "NoVictims": 1}
+
+
 def test_a_node_full_by_pod_count_has_no_room() -> None:
     """n2 has 8 cpu free but no pod slot left: b's pod is not planned there as if it fit; one
     of a's pods there goes to free a slot (a holds 12 cpu of its deserved 10). (The gate,

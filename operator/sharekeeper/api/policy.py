@@ -290,7 +290,8 @@ class ReclaimStatus(ApiModel):
         description="Waiting pods the plan does not serve, counted by reason: "
         "NotWaitedLongEnough (younger than afterSeconds), AboveShare (its queue, or one above "
         "it, would exceed its deserved share), NoVictims (nothing that may be reclaimed frees "
-        "a node for it), RoundBound (maxEvictionsPerRound reached: next round).",
+        "a node for it), RoundBound (maxEvictionsPerRound reached: next round), GangNotWhole "
+        "(another waiting pod of its PodGroup is not served, so none of the group is).",
     )
 
 

@@ -179,6 +179,7 @@ def _waiting(
                 waited_seconds=max(now - reclaimer.since, 0.0),
                 order=index,
                 nodes=eligible[policy].nodes_for(reclaimer.constraints),
+                group=pod.group_name,
             )
         )
     return by_policy

@@ -61,6 +61,8 @@ NOT_SERVED = {
     "with it",
     NotServedReason.NO_VICTIMS: "nothing that may be reclaimed frees a node for it",
     NotServedReason.ROUND_BOUND: "spec.reclaim.maxEvictionsPerRound is reached this round",
+    NotServedReason.GANG_NOT_WHOLE: "another waiting pod of its PodGroup is not served, and a "
+    "PodGroup is reclaimed for whole or not at all",
 }
 """Why a waiting pod is not served by the plan, in words (``NotServedReason``)."""
 

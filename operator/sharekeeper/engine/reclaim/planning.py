@@ -34,6 +34,11 @@ For a waiting pod P of queue A (*requested*: the dimensions P asks for, ``pods``
 7. At most ``max_evictions`` pods go per round; a reclaimer whose set would pass the bound, and
    every later one that needs victims, waits (``RoundBound``). What each reclaimer takes and
    frees is charged before the next is decided.
+8. The waiting pods of one PodGroup are decided together, at the place of the first of them in
+   the order, each by the rules above, and kept only if every one is served: the admission
+   gate releases a gang whole, so room made for part of it would run none of it. The first
+   that is not served undoes what the others took and freed (``Round.rollback``), and they
+   wait with ``GangNotWhole``.
 
 A refused eviction: the caller stops, then plans again with the refused pod in
 ``ReclaimInputs.excluded`` and the accepted evictions applied (``replan_inputs``); the next
@@ -217,7 +222,19 @@ class _Planner:
         state = self.round
         last: Waiting | None = None
         shape: _Shape = ("", (), None)
-        for pod in sorted(self.inputs.waiting, key=attrgetter("order", "namespace", "name")):
+        ordered = sorted(self.inputs.waiting, key=attrgetter("order", "namespace", "name"))
+        gangs: dict[GroupKey, list[Waiting]] = {}
+        for pod in ordered:
+            if pod.group is not None:
+                gangs.setdefault((pod.namespace, pod.group), []).append(pod)
+        for pod in ordered:
+            if pod.group is not None:
+                members = gangs.pop((pod.namespace, pod.group), None)
+                if members is not None:  # else decided with its first member
+                    served, missed = self._decide_gang(members)
+                    reclaims += served
+                    not_served += missed
+                continue
             if pod.waited_seconds < after:
                 not_served.append(_not_served(pod, NotServedReason.NOT_WAITED_LONG_ENOUGH))
                 continue
@@ -246,6 +263,32 @@ class _Planner:
                 self.failed[shape] = (state.version, decided)
                 not_served.append(decided)
         return ReclaimPlan(tuple(reclaims), tuple(not_served), self.evictions)
+
+    def _decide_gang(self, members: list[Waiting]) -> tuple[list[Reclaim], list[NotServed]]:
+        """The waiting pods of one PodGroup, each decided as a pod alone, in order, and kept
+        only if every one is served: the first that is not undoes the others' reclaims, and
+        they wait with ``GangNotWhole``."""
+        after = self.inputs.settings.after_seconds
+        if any(pod.waited_seconds < after for pod in members):
+            return [], [
+                _not_served(pod, NotServedReason.NOT_WAITED_LONG_ENOUGH)
+                if pod.waited_seconds < after
+                else _not_served(pod, NotServedReason.GANG_NOT_WHOLE)
+                for pod in members
+            ]
+        savepoint, evictions = self.round.savepoint(), self.evictions
+        served: list[Reclaim] = []
+        for pod in members:
+            decided = self._decide(pod)
+            if isinstance(decided, NotServed):
+                self.round.rollback(savepoint)
+                self.evictions = evictions
+                return [], [
+                    decided if other is pod else _not_served(other, NotServedReason.GANG_NOT_WHOLE)
+                    for other in members
+                ]
+            served.append(decided)
+        return served, []
 
     def _decide(self, pod: Waiting) -> Reclaim | NotServed:
         """P's reclaim (charged to the round), or why it waits."""

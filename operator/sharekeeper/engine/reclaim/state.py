@@ -65,6 +65,18 @@ class GangState:
     """Pods that may still go one by one (running above ``minMember``)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Savepoint:
+    """What ``Round.rollback`` restores: the round as it stood at ``Round.savepoint``."""
+
+    charged: dict[str, dict[str, int]]
+    free: Vectors
+    free_held: Vectors
+    evicted: int
+    """How many candidates ``Round.evicted`` listed."""
+    spares: dict[GroupKey, int]
+
+
 def queue_path(by_name: Mapping[str, QueueState], name: str) -> tuple[str, ...]:
     """``name`` (one of ``by_name``) with the queues above it, nearest first; a cycle or an
     unknown parent ends the walk (the share engine reports broken trees)."""
@@ -147,10 +159,13 @@ class Round:
         self._freeable: dict[tuple[str, tuple[str, ...]], tuple[Vectors, Vectors]] = {}
         self._by_gang: dict[GroupKey, list[Running]] | None = None
         self.gangs: dict[GroupKey, GangState] = {}
+        self.evicted: list[Candidate] = []
+        """The candidates the round evicted, in order."""
         self.version = 0
-        """Changes with every eviction and placement (what a cached failure was judged on)."""
+        """Changes with every eviction and placement (what a cached failure was judged on), and
+        with every rollback."""
         self.freed = 0
-        """Changes with every eviction: until it does, room only shrinks."""
+        """Changes with every eviction and rollback: until it does, room only shrinks."""
 
     # --- the lazy index ------------------------------------------------------------------
 
@@ -397,6 +412,7 @@ class Round:
                 row[self.column[dim]] = 0
         self.free_held[:, candidate.node] += row
         candidate.evicted = True
+        self.evicted.append(candidate)
         self.version += 1
         self.freed += 1
 
@@ -414,3 +430,32 @@ class Round:
         self.free[:, node] -= row
         self.free_held[:, node] -= row
         self.version += 1
+
+    # --- tentative changes -----------------------------------------------------------------
+
+    def savepoint(self) -> Savepoint:
+        """The round as it stands, for ``rollback``: O(the queues charged so far + nodes x
+        dimensions + the PodGroups met so far)."""
+        return Savepoint(
+            {name: dict(amounts) for name, amounts in self.charged.items()},
+            self.free.copy(),
+            self.free_held.copy(),
+            len(self.evicted),
+            {key: gang.spare for key, gang in self.gangs.items()},
+        )
+
+    def rollback(self, to: Savepoint) -> None:
+        """Undo every eviction and placement since ``to`` was taken. ``version`` and ``freed``
+        move on rather than back: what was cached on the undone state is stale."""
+        self.charged = {name: dict(amounts) for name, amounts in to.charged.items()}
+        self.free[:] = to.free
+        self.free_held[:] = to.free_held
+        for candidate in self.evicted[to.evicted :]:
+            candidate.evicted = False
+        del self.evicted[to.evicted :]
+        for key in [key for key in self.gangs if key not in to.spares]:
+            del self.gangs[key]  # met since: built again from the inputs when next needed
+        for key, spare in to.spares.items():
+            self.gangs[key].spare = spare
+        self.version += 1
+        self.freed += 1

@@ -116,6 +116,9 @@ class Waiting:
     nodes: frozenset[str] | None
     """The nodes it could run on (node selector, affinity, taints: the caller's business);
     None: any node of its queue's policy."""
+    group: str | None
+    """Its PodGroup, in its namespace: the waiting pods of one PodGroup are served together or
+    not at all (the admission gate releases a gang whole)."""
 
     @property
     def key(self) -> PodKey:
@@ -156,6 +159,9 @@ class NotServedReason(Enum):
     """Nothing that may be reclaimed frees a node for it."""
     ROUND_BOUND = "RoundBound"
     """The round's eviction bound is reached (or its victims would pass it): next round."""
+    GANG_NOT_WHOLE = "GangNotWhole"
+    """Another waiting pod of its PodGroup is not served this round (for its own reason), so
+    none of the group is: room made for part of a gang would run none of it."""
 
 
 class SpareReason(Enum):
@@ -254,9 +260,9 @@ class NotServed:
 @dataclass(frozen=True, slots=True)
 class ReclaimPlan:
     reclaims: tuple[Reclaim, ...]
-    """In admission order."""
+    """In admission order (a PodGroup's waiting pods together, at its first one's place)."""
     not_served: tuple[NotServed, ...]
-    """In admission order."""
+    """In admission order, likewise."""
     evictions: int
     """How many pods ``reclaims`` evict."""
 
