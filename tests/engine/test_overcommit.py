@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -30,6 +31,7 @@ from sharekeeper.engine.overcommit import (
     node_overcommit,
     overcommit_status,
     overcommitted_allocatable,
+    overcommitted_amount,
     podgroup_inqueue,
     queue_admission,
     queue_admissions,
@@ -481,3 +483,14 @@ def test_inqueue_never_exceeds_minimum(
     pg = OvercommitPodGroup("a", "q", phase, 1, minimum, allocated, 1, gated)
     for name, amount in podgroup_inqueue(pg).items():
         assert 0 < amount <= minimum[name]
+
+
+@given(
+    st.integers(0, 10**18),
+    st.fractions(min_value=0, max_value=1000, max_denominator=10**6),
+)
+def test_an_overcommitted_amount_is_the_exact_product_floored(
+    amount: int, factor: Fraction
+) -> None:
+    """Scaled in integers, as exactly as the Fraction product floored: never a unit more."""
+    assert overcommitted_amount(amount, factor) == math.floor(amount * factor)

@@ -22,7 +22,6 @@ PodGroups.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -99,8 +98,10 @@ def effective_factors(resources: Iterable[str], spec: OvercommitSpec) -> dict[st
 
 
 def overcommitted_amount(amount: int, factor: Fraction) -> int:
-    """``amount * factor`` floored to a whole internal unit (never more than promised)."""
-    return math.floor(amount * factor)
+    """``amount * factor`` floored to a whole internal unit (never more than promised). In
+    integers: a Fraction product costs ten times as much, and every node's every resource is
+    scaled each round."""
+    return amount * factor.numerator // factor.denominator
 
 
 def overcommitted_allocatable(
