@@ -70,6 +70,38 @@ def test_a_node_two_policies_select_carries_the_older_ones_annotations() -> None
     }
 
 
+def test_nodes_alike_share_their_overcommit_spelling_and_others_get_their_own() -> None:
+    """The round spells each distinct allocatable once; a node of another size, or of a policy
+    with other factors, still gets its own numbers."""
+    cpu = policy("cpu", node_labels={"pool": "cpu"})
+    cpu["spec"]["overcommit"] = {"factors": {"cpu": 2}}
+    cpu["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    everything = policy("all")
+    everything["metadata"]["creationTimestamp"] = "2026-01-02T00:00:00Z"
+    result = published(
+        cpu,
+        everything,
+        *(node(f"small-{i}", cpu=8, memory="8Gi") for i in range(2)),
+        node("large", cpu=16, memory="8Gi"),
+        node("doubled", labels={"pool": "cpu"}, cpu="4800m", memory="8Gi"),
+        queue("a"),
+    )
+    allocatable, factors = (
+        {
+            name: json.loads(annotations[f"sharekeeper.io/overcommit-{which}"])["cpu"]
+            for name, annotations in result.nodes.items()
+        }
+        for which in ("allocatable", "factors")
+    )
+    assert factors == {"small-0": 1.2, "small-1": 1.2, "large": 1.2, "doubled": 2}
+    assert allocatable == {
+        "small-0": "9600m",
+        "small-1": "9600m",
+        "large": "19200m",
+        "doubled": "9600m",
+    }
+
+
 def test_unmanaged_pods_count_once_in_the_overcommit_headroom() -> None:
     """Found: under Reserve the overcommitted total was the net total while ``used`` still
     held the unmanaged pods, so they were taken off twice (headroom 7.8 instead of 9)."""

@@ -90,16 +90,32 @@ def our_annotations(obj: Obj) -> dict[str, str]:
     return {key: str(value) for key, value in annotations.items() if key.startswith(PREFIX)}
 
 
-def node_annotations(facts: NodeAdmission | None) -> dict[str, str]:
-    """The share loop's annotations for one node; empty for a node no single policy governs."""
+Spellings = dict[tuple[object, ...], tuple[str, str]]
+"""Overcommit annotations already spelled, by the factors and allocatable they spell."""
+
+
+def node_annotations(
+    facts: NodeAdmission | None, spelled: Spellings | None = None
+) -> dict[str, str]:
+    """The share loop's annotations for one node; empty for a node no single policy governs.
+    ``spelled``: the overcommit annotations of nodes before it in the round, to spell those of
+    nodes alike once (a cluster's nodes come in a few sizes; 5,000 of them a round)."""
     if facts is None:
         return {}
+    overcommit = facts.overcommit
+    key = (tuple(overcommit.factors.items()), tuple(overcommit.allocatable.items()))
+    found = spelled.get(key) if spelled is not None else None
+    if found is None:
+        found = (
+            compact_json({name: factor_number(f) for name, f in overcommit.factors.items()}),
+            compact_json(format_resources(overcommit.allocatable)),
+        )
+        if spelled is not None:
+            spelled[key] = found
     annotations = {
         POLICY: str(facts.policy),
-        OVERCOMMIT_FACTORS: compact_json(
-            {name: factor_number(factor) for name, factor in facts.overcommit.factors.items()}
-        ),
-        OVERCOMMIT_ALLOCATABLE: compact_json(format_resources(facts.overcommit.allocatable)),
+        OVERCOMMIT_FACTORS: found[0],
+        OVERCOMMIT_ALLOCATABLE: found[1],
     }
     if facts.reservation is not None:
         annotations[PROPORTIONAL_RESERVED] = compact_json(
