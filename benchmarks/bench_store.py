@@ -46,6 +46,8 @@ from sharekeeper.cluster.store import ClusterStore  # noqa: E402
 from sharekeeper.loops.recompute import Decision, QueueSeries, _decide  # noqa: E402
 from sharekeeper.model.pods import ADMISSION_GATE  # noqa: E402
 from sharekeeper.pipeline.qos import cluster_check  # noqa: E402
+from sharekeeper.pipeline.statuses import RenderedQueues  # noqa: E402
+from sharekeeper.publish.statuses import Unchanged  # noqa: E402
 
 STAMP = "2026-01-01T00:00:00Z"
 
@@ -73,6 +75,9 @@ def objects(workload: Workload) -> list[dict[str, Any]]:
 
 
 SERIES = QueueSeries()
+# What the operator carries from round to round, carried here too.
+RENDERED = RenderedQueues()
+UNCHANGED = Unchanged()
 
 
 def one_round(store: ClusterStore) -> Decision:
@@ -83,7 +88,7 @@ def one_round(store: ClusterStore) -> Decision:
     nodes = store.nodes.sorted_records()
     return _decide(
         snapshot, node_policies(policies), queues, policies, nodes, series=SERIES, stamp=STAMP,
-        held=store.pods.held(),
+        held=store.pods.held(), rendered=RENDERED, unchanged=UNCHANGED,
     )  # fmt: skip
 
 

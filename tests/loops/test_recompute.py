@@ -350,6 +350,21 @@ def test_the_series_of_a_deleted_queue_are_removed() -> None:
     assert REGISTRY.get_sample_value("sharekeeper_queue_share", {"queue": "kept"}) is not None
 
 
+def test_a_queue_created_again_with_the_same_numbers_gets_its_series_again() -> None:
+    """The series are set only when what they come from changed: a queue that was deleted,
+    its series removed, and created again with the same numbers, must not count as unchanged."""
+    series = QueueSeries()
+    cluster_objects = [policy("all"), node("n1", cpu="8"), pod("p", "back", cpu="4")]
+    labels = {"queue": "back", "resource": "cpu"}
+    series.export(shares(*cluster_objects, queue("back")))
+    series.export(shares(*cluster_objects))
+    assert REGISTRY.get_sample_value("sharekeeper_queue_deserved", labels) is None
+    series.export(shares(*cluster_objects, queue("back")))
+    assert REGISTRY.get_sample_value("sharekeeper_queue_deserved", labels) == 4.0
+    series.export(shares(*cluster_objects[:2], pod("p", "back", cpu="6"), queue("back")))
+    assert REGISTRY.get_sample_value("sharekeeper_queue_deserved", labels) == 6.0
+
+
 def test_held_pods_are_released_once_and_the_others_told_once_why_they_wait() -> None:
     writer = RecordingWriter()
     queues = [record(queue("a"), queue_snapshot), record(queue("b"), queue_snapshot)]

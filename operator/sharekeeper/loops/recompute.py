@@ -22,6 +22,7 @@ from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.gates import GateDecisions, NotBound
 from sharekeeper.engine.keys import PodKey
+from sharekeeper.engine.resources import Amounts
 from sharekeeper.engine.shares import PodSnapshot, ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
 from sharekeeper.kube.kinds import reference
@@ -38,13 +39,14 @@ from sharekeeper.model.quantities import scale
 from sharekeeper.model.records import NodeRecord, OwnRecord
 from sharekeeper.pipeline.reclaiming import BoundPods, PolicyReclaim
 from sharekeeper.pipeline.shares import Publication, publication
-from sharekeeper.pipeline.statuses import not_bound_text, waiting_message
+from sharekeeper.pipeline.statuses import RenderedQueues, not_bound_text, waiting_message
 from sharekeeper.publish.annotations import AnnotationWrite, annotation_writes
 from sharekeeper.publish.diffing import Transition
 from sharekeeper.publish.statuses import (
     NORMAL_TRANSITIONS,
     Kind,
     StatusWrite,
+    Unchanged,
     policy_writes,
     queue_writes,
     stale_writes,
@@ -96,6 +98,10 @@ class Recompute:
         self.store_synced = asyncio.Event()
         """Set by the owner once every initial list is in the store."""
         self._statuses: Echoes[tuple[Kind, str], Obj] = Echoes()
+        self._rendered = RenderedQueues()
+        self._unchanged = Unchanged()
+        """The Queue statuses the last round rendered, and those it found nothing to write for:
+        the next round redoes neither for a queue whose inputs are the same."""
         self._annotations: Echoes[str, Mapping[str, str]] = Echoes()
         self._annotations_failing: set[str] = set()
         """Nodes whose last annotation write failed (said once until one lands)."""
@@ -153,6 +159,7 @@ class Recompute:
         # Run again after leadership came back: another leader may have written since, so
         # what we wrote in an earlier term says nothing about what the objects hold now.
         self._statuses, self._annotations = Echoes(), Echoes()
+        self._rendered, self._unchanged = RenderedQueues(), Unchanged()
         self.status_failures.clear()
         self._woken.set()  # the first round publishes whatever changed while we were away
         try:
@@ -223,6 +230,7 @@ class Recompute:
             _decide, snapshot, node_policies(policies_now), queues, policies, nodes,
             series=self._series, stamp=stamp, held=held, released=frozenset(self._releasing),
             unbound=unbound, pods=store.pods, now=now, evicting=frozenset(self._evicting),
+            rendered=self._rendered, unchanged=self._unchanged,
         )  # fmt: skip
         telemetry.RECOMPUTE_SECONDS.observe(time.perf_counter() - started)
         # 3. The writes, sent while the next round may already compute; a queue whose spec
@@ -540,12 +548,16 @@ def _decide(
     pods: BoundPods | None = None,
     now: float | None = None,
     evicting: frozenset[PodKey] = frozenset(),
+    rendered: RenderedQueues | None = None,
+    unchanged: Unchanged | None = None,
 ) -> Decision:
+    """``rendered`` and ``unchanged``: what the caller's last round rendered and found nothing
+    to write for (both updated), to redo neither where the inputs are the same."""
     published = publication(
         snapshot, policies_by_name, held=held, released=released, unbound=unbound, pods=pods,
-        now=now, evicting=evicting,
+        now=now, evicting=evicting, rendered=rendered,
     )  # fmt: skip
-    statuses = queue_writes(queues, published.queues, now=stamp)
+    statuses = queue_writes(queues, published.queues, now=stamp, unchanged=unchanged)
     statuses += policy_writes(policies, published.policies, now=stamp)
     annotations = annotation_writes(nodes, published.nodes, SHARE_ANNOTATIONS)
     series.export(published.shares)
@@ -564,12 +576,20 @@ class QueueSeries:
 
     def __init__(self) -> None:
         self._values: dict[str, dict[SeriesKey, float]] = {}
+        self._from: dict[str, tuple[float, bool, Amounts, Amounts]] = {}
+        """Per queue, what its series were last set from: the same again sets nothing, and is
+        found without building the series."""
 
     def export(self, result: ShareResult) -> None:
         for gone in self._values.keys() - result.queues.keys():
+            self._from.pop(gone, None)
             for gauge, labels in self._values.pop(gone):
                 gauge.remove(gone, *labels)
         for name, share in result.queues.items():
+            source = (share.share, share.overused, share.deserved, share.allocated)
+            if self._from.get(name) == source:
+                continue
+            self._from[name] = source
             wanted: dict[SeriesKey, float] = {
                 (telemetry.QUEUE_SHARE, ()): float(share.share),
                 (telemetry.QUEUE_OVERUSED, ()): 1 if share.overused else 0,

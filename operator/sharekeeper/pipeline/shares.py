@@ -19,11 +19,15 @@ from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.proportional import PendingPod, PodPlacement
 from sharekeeper.engine.shares import PodSnapshot, ShareResult, ShareSnapshot, deserved_shares
 from sharekeeper.engine.shares.snapshot import PolicyName
-from sharekeeper.model.nodes import node_annotations
+from sharekeeper.model.nodes import Spellings, node_annotations
 from sharekeeper.model.objects import MutableObj
 from sharekeeper.model.quantities import to_quantity
 from sharekeeper.pipeline.reclaiming import BoundPods, PolicyReclaim, reclaim_rounds
-from sharekeeper.pipeline.statuses import queue_statuses, scheduler_policy_statuses
+from sharekeeper.pipeline.statuses import (
+    RenderedQueues,
+    queue_statuses,
+    scheduler_policy_statuses,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +62,7 @@ def publication(
     pods: BoundPods | None = None,
     now: float | None = None,
     evicting: Collection[PodKey] = frozenset(),
+    rendered: RenderedQueues | None = None,
 ) -> Publication:
     """``pending``: the pods to run the proportional predicate for (``placements``); the
     operator passes none, since nothing it publishes reads them. ``held``: the pods the
@@ -66,7 +71,8 @@ def publication(
     timed out at ``now`` against ``bindTimeoutSeconds``. ``pods``: the store's bound pods by
     claim, for reclaim (none: no reclaim plan); ``now``: the round's time (default: the
     snapshot's); ``evicting``: pods whose eviction was sent and not seen yet (gone, for
-    reclaim)."""
+    reclaim); ``rendered``: the Queue statuses of the caller's last round, to render again only
+    those whose inputs changed (``statuses.RenderedQueues``)."""
     held = list(held)
     now = snapshot.now_seconds if now is None else now
     shares = deserved_shares(snapshot)
@@ -80,10 +86,14 @@ def publication(
         evicting=evicting,
     )  # fmt: skip
     placed = placements(pending, snapshot, node_policies, facts)
+    spelled: Spellings = {}
     return Publication(
-        queues=queue_statuses(shares, facts, gates),
+        queues=queue_statuses(shares, facts, gates, rendered),
         policies=scheduler_policy_statuses(shares, facts, reclaims),
-        nodes={node.name: node_annotations(facts.nodes.get(node.name)) for node in snapshot.nodes},
+        nodes={
+            node.name: node_annotations(facts.nodes.get(node.name), spelled)
+            for node in snapshot.nodes
+        },
         placements={pod: placement_view(placement) for pod, placement in placed.items()},
         unknown_queues=tuple(r.message for r in shares.reasons if r.kind == "UnknownQueue"),
         shares=shares,

@@ -31,25 +31,65 @@ from sharekeeper.model.objects import MutableObj, rfc3339
 from sharekeeper.model.quantities import format_resources, to_quantity
 from sharekeeper.pipeline.reclaiming import PolicyReclaim
 
+_QueueInputs = tuple[QueueShare, tuple[str, ...], QueueAdmission | None]
+"""All a queue's status is rendered from: its share, its released pods past their bind timeout,
+and the verdict on its next PodGroup (None: none pending)."""
+
+
+class RenderedQueues:
+    """The last round's Queue statuses and what each was rendered from. At 10,000 queues,
+    rendering them all was about a fifth of a settled round, and from one round to the next
+    most queues' inputs do not change: those keep their status, the very same object, which
+    also lets the publisher skip their diff (``publish.statuses.Unchanged``). Comparing the
+    inputs costs a tenth of rendering them. The statuses handed on are never changed
+    afterwards (their readers copy them)."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, tuple[_QueueInputs, MutableObj]] = {}
+
 
 def queue_statuses(
-    shares: ShareResult, facts: AdmissionResult, gates: GateDecisions
+    shares: ShareResult,
+    facts: AdmissionResult,
+    gates: GateDecisions,
+    rendered: RenderedQueues | None = None,
 ) -> dict[str, MutableObj]:
     """Queue name -> status; a queue whose PodGroup waits to be enqueued says why
-    (``Enqueueable``); the released pods past their bind timeout are counted in their queue."""
+    (``Enqueueable``); the released pods past their bind timeout are counted in their queue.
+    ``rendered``: the last round's, reused where the inputs are equal, and updated."""
     not_bound = not_bound_by_queue(gates)
+    last = rendered.last if rendered is not None else {}
+    now: dict[str, tuple[_QueueInputs, MutableObj]] = {}
     queues = {}
     for name, share in sorted(shares.queues.items()):
-        status = queue_status(share)
-        stuck = not_bound.get(name, [])
-        status["notBound"] = len(stuck)
-        if stuck:
-            status["notBoundPods"] = stuck[:MAX_NOT_BOUND_LISTED]
         verdict = facts.queues.get(name)
-        if verdict is not None and verdict.podgroup is not None:
-            status["conditions"].append(enqueueable(verdict))
+        inputs = (
+            share,
+            tuple(not_bound.get(name, ())),
+            verdict if verdict is not None and verdict.podgroup is not None else None,
+        )
+        before = last.get(name)
+        if before is not None and before[0] == inputs:
+            status = before[1]
+        else:
+            status = _rendered_queue(*inputs)
+        now[name] = (inputs, status)
         queues[str(name)] = status
+    if rendered is not None:
+        rendered.last = now
     return queues
+
+
+def _rendered_queue(
+    share: QueueShare, stuck: tuple[str, ...], verdict: QueueAdmission | None
+) -> MutableObj:
+    status = queue_status(share)
+    status["notBound"] = len(stuck)
+    if stuck:
+        status["notBoundPods"] = list(stuck[:MAX_NOT_BOUND_LISTED])
+    if verdict is not None:
+        status["conditions"].append(enqueueable(verdict))
+    return status
 
 
 def not_bound_by_queue(gates: GateDecisions) -> dict[QueueName, list[str]]:

@@ -46,10 +46,26 @@ class StatusWrite:
     """The status has not seen the object's current generation yet: a person just changed it."""
 
 
+class Unchanged:
+    """The objects whose last diff found nothing to write, with the record and the desired
+    status it compared. A round that brings both again, the very same objects, would find
+    nothing either, and skips the diff: the store replaces a record whenever the watch shows a
+    change to it (someone else's write to our status included), and ``pipeline.statuses``
+    hands on a status whose inputs did not change as the same object. At 10,000 queues the diff
+    was about a sixth of a settled round."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, tuple[object, object]] = {}
+
+
 def queue_writes(
-    records: Iterable[QueueRecord], desired: Mapping[str, MutableObj], *, now: str
+    records: Iterable[QueueRecord],
+    desired: Mapping[str, MutableObj],
+    *,
+    now: str,
+    unchanged: Unchanged | None = None,
 ) -> list[StatusWrite]:
-    return own_writes("Queue", records, desired, QUEUE_EVENTS, now=now)
+    return own_writes("Queue", records, desired, QUEUE_EVENTS, now=now, unchanged=unchanged)
 
 
 def policy_writes(
@@ -70,14 +86,26 @@ def own_writes(
     watched: set[str],
     *,
     now: str,
+    unchanged: Unchanged | None = None,
 ) -> list[StatusWrite]:
-    """The writes for our own objects; one the engine has no result for is reported Invalid."""
+    """The writes for our own objects; one the engine has no result for is reported Invalid.
+    ``unchanged``: the last round's objects that needed no write (updated)."""
+    last = unchanged.last if unchanged is not None else {}
+    settled: dict[str, tuple[object, object]] = {}
     writes = []
     for record in records:
         status = desired.get(record.name) or invalid_status(record)
+        before = last.get(record.name)
+        if before is not None and before[0] is record and before[1] is status:
+            settled[record.name] = before
+            continue
         write = status_write(kind, record, status, watched, now=now)
         if write is not None:
             writes.append(write)
+        else:
+            settled[record.name] = (record, status)
+    if unchanged is not None:
+        unchanged.last = settled
     return writes
 
 
