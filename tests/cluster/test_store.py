@@ -89,6 +89,20 @@ def test_an_unreadable_pod_is_left_out_and_reported_until_it_is_fixed() -> None:
     assert keys_on(store, "n") == {("ns", "good"), ("ns", "bad")}
 
 
+def test_totals_in_other_resource_names_are_copied_again() -> None:
+    """A bucket keeps the copy it made for a round until a pod changes it; a round that reads
+    other resource names gets copies in those."""
+    store = ClusterStore()
+    store.pods.event("ADDED", pod("p", "q", node="n", cpu="1", memory="1Gi"))
+    cpu_only = Charges({"cpu": 1000}, {"cpu": 1000}, 1, 1)
+    both = Charges({"cpu": 1000, "memory": 2**30}, {"cpu": 1000, "memory": 2**30}, 1, 1)
+    assert store.totals(["cpu"]).named == {"q": {"ns": cpu_only}}
+    assert store.totals(["cpu"]).named["q"]["ns"] is store.totals(["cpu"]).named["q"]["ns"]
+    assert store.totals(["cpu", "memory"]).named == {"q": {"ns": both}}
+    assert store.totals(["cpu"]).node_used == {"n": {"cpu": 1000}}
+    assert store.totals(["cpu"]).named == {"q": {"ns": cpu_only}}
+
+
 @pytest.mark.parametrize("path", ["spec.containers", "spec.initContainers"])
 def test_a_container_that_is_not_a_mapping_makes_its_pod_unreadable_not_the_page(
     path: str,

@@ -1,7 +1,9 @@
 """Running totals of the pods, kept current per pod event: what a round reads instead of pods.
 
 ``PodLedger.add``/``remove`` cost O(dimensions) per pod; ``totals()`` copies the buckets into
-a frozen ``PodTotals`` in O(((queue name, namespace) pairs + PodGroups + nodes) x dimensions).
+a frozen ``PodTotals`` in O((queue name, namespace) pairs + PodGroups + nodes), and in
+O(dimensions) more for each bucket that changed since the last call: a bucket keeps its copy
+until a pod event changes it (or the round reads other resource names).
 Given the resource names a round reads (``ClusterStore.resource_names``: what nodes offer and
 queue specs name), it copies those only, so a tenant's pods asking for thousands of made-up
 resources cost the round nothing per made-up name.
@@ -44,6 +46,24 @@ _K = TypeVar("_K", bound=Hashable)
 _S = TypeVar("_S", bound=_Sums)
 
 
+class _Keeper:
+    """Copies a bucket's sums in ``names`` (and ``pods``) only, each in O(min(its names,
+    ``names``)): walking ``names`` (sorted, so the copy's order is the same in every process)
+    when the bucket holds more, as one whose pods ask for made-up resources does. None: every
+    name. A bucket's copy is kept while the ledger's keeper is the same object."""
+
+    def __init__(self, names: frozenset[str] | None) -> None:
+        self.names = names
+        self._ordered = tuple(sorted(names)) if names is not None else ()
+
+    def __call__(self, amounts: dict[str, int]) -> dict[str, int]:
+        if self.names is None:
+            return dict(amounts)
+        if len(amounts) <= len(self._ordered):
+            return within(amounts, self.names)
+        return {name: amounts[name] for name in self._ordered if name in amounts}
+
+
 @dataclass(slots=True)
 class _ChargeSums:
     allocated: dict[str, int] = field(default_factory=dict)
@@ -52,8 +72,11 @@ class _ChargeSums:
     allocated_pods: int = 0
     held: dict[str, int] = field(default_factory=dict)
     admitted_pods: int = 0
+    copy: tuple[_Keeper, Charges] | None = None
+    """The last ``frozen`` copy and the keeper it was made with, until the next change."""
 
     def change(self, pod: PodSnapshot, sign: int) -> None:
+        self.copy = None
         _add(self.request, pod.request, sign)
         if pod.allocated:
             _add(self.allocated, pod.request, sign)
@@ -64,8 +87,10 @@ class _ChargeSums:
             self.admitted_pods += sign
         self.pods += sign
 
-    def frozen(self, keep: _Keep) -> Charges:
-        return Charges(
+    def frozen(self, keep: _Keeper) -> Charges:
+        if self.copy is not None and self.copy[0] is keep:
+            return self.copy[1]
+        made = Charges(
             keep(self.allocated),
             keep(self.request),
             self.pods,
@@ -73,6 +98,8 @@ class _ChargeSums:
             keep(self.held),
             self.admitted_pods,
         )
+        self.copy = (keep, made)
+        return made
 
 
 @dataclass(slots=True)
@@ -81,8 +108,10 @@ class _GroupSums:
     allocated_pods: int = 0
     gated: dict[str, int] = field(default_factory=dict)
     pods: int = 0
+    copy: tuple[_Keeper, GroupPods] | None = None
 
     def change(self, pod: PodSnapshot, sign: int) -> None:
+        self.copy = None
         if pod.allocated:
             _add(self.allocated, pod.request, sign)
             self.allocated_pods += sign
@@ -90,21 +119,35 @@ class _GroupSums:
             _add(self.gated, pod.request, sign)
         self.pods += sign
 
-    def frozen(self, keep: _Keep) -> GroupPods:
-        return GroupPods(keep(self.allocated), self.allocated_pods, keep(self.gated), self.pods)
+    def frozen(self, keep: _Keeper) -> GroupPods:
+        if self.copy is not None and self.copy[0] is keep:
+            return self.copy[1]
+        made = GroupPods(keep(self.allocated), self.allocated_pods, keep(self.gated), self.pods)
+        self.copy = (keep, made)
+        return made
 
 
 @dataclass(slots=True)
 class _NodeSums:
     used: dict[str, int] = field(default_factory=dict)
     pods: int = 0
+    copy: tuple[_Keeper, dict[str, int]] | None = None
 
     def change(self, pod: PodSnapshot, sign: int) -> None:
+        self.copy = None
         _add(self.used, pod.request, sign)
         self.pods += sign
 
-    def with_pods(self, keep: _Keep) -> dict[str, int]:
-        return {**keep(self.used), PODS: self.pods}
+    def frozen(self, keep: _Keeper) -> dict[str, int]:
+        """``used`` in the keeper's names."""
+        if self.copy is not None and self.copy[0] is keep:
+            return self.copy[1]
+        made = keep(self.used)
+        self.copy = (keep, made)
+        return made
+
+    def with_pods(self, keep: _Keeper) -> dict[str, int]:
+        return {**self.frozen(keep), PODS: self.pods}
 
 
 class PodLedger:
@@ -118,6 +161,9 @@ class PodLedger:
         """The bound ones, by (scheduler name, node)."""
         self._groups: dict[GroupKey, _GroupSums] = {}
         self._nodes: dict[str, _NodeSums] = {}
+        self._keeper = _Keeper(None)
+        """The last ``totals`` call's: kept while the names asked for are the same, so that
+        every bucket's copy made with it holds."""
 
     def add(self, pod: PodSnapshot) -> None:
         self._change(pod, +1)
@@ -144,8 +190,12 @@ class PodLedger:
             _bucket(self._nodes, pod.node_name, _NodeSums, pod, sign)
 
     def totals(self, names: Collection[str] | None = None) -> PodTotals:
-        """The sums, frozen; only in the resource ``names`` (and ``pods``) when given."""
-        keep = _keeper(names)
+        """The sums, frozen; only in the resource ``names`` (and ``pods``) when given. A copy is
+        shared with earlier calls' while its bucket has not changed: never change one."""
+        members = frozenset((*names, PODS)) if names is not None else None
+        if members != self._keeper.names:
+            self._keeper = _Keeper(members)
+        keep = self._keeper
         named: dict[str, dict[str, Charges]] = {}
         for (queue, namespace), sums in self._named.items():
             named.setdefault(queue, {})[namespace] = sums.frozen(keep)
@@ -161,30 +211,9 @@ class PodLedger:
             unnamed=unnamed,
             unnamed_bound=unnamed_bound,
             groups={key: sums.frozen(keep) for key, sums in self._groups.items()},
-            node_used={name: keep(sums.used) for name, sums in self._nodes.items()},
+            node_used={name: sums.frozen(keep) for name, sums in self._nodes.items()},
             node_pods={name: sums.pods for name, sums in self._nodes.items()},
         )
-
-
-_Keep = Callable[[dict[str, int]], dict[str, int]]
-"""A copy of a bucket's sums, in the resource names a round reads."""
-
-
-def _keeper(names: Collection[str] | None) -> _Keep:
-    """Copies in ``names`` (and ``pods``) only, each in O(min(its names, ``names``)): walking
-    ``names`` (sorted, so the copy's order is the same in every process) when the bucket
-    holds more, as one whose pods ask for made-up resources does."""
-    if names is None:
-        return dict
-    members = frozenset((*names, PODS))
-    ordered = tuple(sorted(members))
-
-    def keep(amounts: dict[str, int]) -> dict[str, int]:
-        if len(amounts) <= len(ordered):
-            return within(amounts, members)
-        return {name: amounts[name] for name in ordered if name in amounts}
-
-    return keep
 
 
 def _bucket(
