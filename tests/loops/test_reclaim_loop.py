@@ -137,6 +137,62 @@ def test_a_refused_eviction_is_planned_again_without_it() -> None:
     assert counter("sharekeeper_reclaim_evictions_refused_total") == refused + 1
 
 
+class SlowEvictions(FakeEvictions):
+    """Answers no eviction until ``answer`` is set; counts how many wait at once."""
+
+    def __init__(self, blocked: set[tuple[str, str]] = frozenset()) -> None:  # type: ignore[assignment]
+        super().__init__(blocked)
+        self.answer = asyncio.Event()
+        self.waiting = self.most_waiting = 0
+
+    async def evict_pod(
+        self, namespace: str, name: str, *, grace_period_seconds: int | None = None
+    ) -> tuple[str, str]:
+        self.waiting += 1
+        self.most_waiting = max(self.most_waiting, self.waiting)
+        await self.answer.wait()
+        self.waiting -= 1
+        return await super().evict_pod(namespace, name)
+
+
+def test_evictions_go_out_without_waiting_for_each_other() -> None:
+    round_ = planned(cluster(held=2))
+    victims = [v.pod for r in round_.plan.reclaims for v in r.victims]
+    assert len(victims) == 2
+    fake = SlowEvictions()
+
+    async def scenario() -> list[tuple[str, str]]:
+        carrying = asyncio.create_task(
+            carry_out(round_, fake, {}, clock=lambda: 1.0, uid_of=lambda _: "")
+        )
+        for _ in range(100):  # both sent before either is answered, or not at all
+            if fake.waiting == 2:
+                break
+            await asyncio.sleep(0)
+        fake.answer.set()
+        return await carrying
+
+    assert asyncio.run(scenario()) == victims
+    assert fake.most_waiting == 2
+    assert [reason for _, reason, _, _ in fake.pod_events].count("ReclaimedFor") == 2
+
+
+def test_after_a_refusal_nothing_more_is_sent_and_what_was_in_flight_counts() -> None:
+    round_ = planned(cluster(held=2))
+    first, second = [v.pod for r in round_.plan.reclaims for v in r.victims]
+    fake = SlowEvictions(blocked={first})
+    fake.answer.set()
+    evicting: dict[tuple[str, str], float] = {}
+    evicted = asyncio.run(carry_out(round_, fake, evicting, clock=lambda: 1.0, uid_of=lambda _: ""))
+    # Both were in flight when the first was refused; the second is gone, and the plan made
+    # again finds the first reclaimer another victim.
+    assert fake.asked[:2] == [first, second]
+    assert evicted[0] == second
+    assert len(evicted) == 2
+    assert first not in evicted
+    assert set(evicting) == set(evicted)
+
+
 def test_every_eviction_refused_stops_within_the_bound() -> None:
     round_ = planned(cluster(bound=2))
     fake = FakeEvictions(blocked={("ns", f"a{i}") for i in range(4)})

@@ -174,6 +174,8 @@ class AdmissionSpec(ApiModel):
 MAX_RECLAIM_AFTER_SECONDS = 86_400
 """A day: a pod that has waited that long has waited long enough for anything."""
 MAX_EVICTIONS_PER_ROUND = 1000
+EVICTIONS_IN_FLIGHT = 8
+"""Reclaim evictions sent before the first is answered."""
 
 
 class ReclaimSpec(ApiModel):
@@ -185,7 +187,8 @@ class ReclaimSpec(ApiModel):
         "Off",
         description="Off: nothing is planned. Preview: every round's plan is shown in "
         "status.reclaim (which pods would be evicted for which waiting pods) and nothing is "
-        "evicted. On: the plan's pods are evicted, in order, through the Eviction API.",
+        "evicted. On: the plan's pods are evicted through the Eviction API, in order, up to "
+        f"{EVICTIONS_IN_FLIGHT} at a time.",
     )
     after_seconds: Int32 = Field(
         60,
