@@ -511,12 +511,24 @@ def clean_namespace(bench: Bench, side: str, timeout: float = 600.0) -> None:
         paths.append(workloads_path(namespace))
     deadline = time.monotonic() + timeout
     with bench.access.client(timeout=timeout) as client:
-        for path in paths:
-            params = {"propagationPolicy": "Background"}
-            if path.endswith("/pods"):
-                params["gracePeriodSeconds"] = "0"
-            client.delete(path, params=params).raise_for_status()
-        while (left := {path: count(client, path) for path in paths}) and any(left.values()):
+        deleted = False
+        while True:
+            # A busy API server may drop a long request (a delete of 20,000 Jobs, say): the
+            # deletes are sent again until the deadline, since the next phase needs the
+            # namespace empty.
+            try:
+                for path in paths if not deleted else ():
+                    params = {"propagationPolicy": "Background"}
+                    if path.endswith("/pods"):
+                        params["gracePeriodSeconds"] = "0"
+                    client.delete(path, params=params).raise_for_status()
+                deleted = True
+                left = {path: count(client, path) for path in paths}
+            except httpx.TransportError as error:
+                deleted, left = False, {"unknown": 1}
+                progress(f"cleaning {namespace}: {type(error).__name__}: {error}; again")
+            if not any(left.values()):
+                return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{namespace} still holds {left} after {timeout:.0f} s")
             time.sleep(1.0)
