@@ -513,8 +513,9 @@ def clean_namespace(bench: Bench, side: str, timeout: float = 600.0) -> None:
     with bench.access.client(timeout=timeout) as client:
         deleted = False
         while True:
-            # A busy API server may drop a long request (a delete of 20,000 Jobs, say): the
-            # deletes are sent again until the deadline, since the next phase needs the
+            # A busy API server may drop a long request (a delete of 20,000 Jobs, say) or give
+            # up on it with a 5xx (504 for a delete of 25,000 pods) while the deletion goes on:
+            # the deletes are sent again until the deadline, since the next phase needs the
             # namespace empty.
             try:
                 for path in paths if not deleted else ():
@@ -524,7 +525,9 @@ def clean_namespace(bench: Bench, side: str, timeout: float = 600.0) -> None:
                     client.delete(path, params=params).raise_for_status()
                 deleted = True
                 left = {path: count(client, path) for path in paths}
-            except httpx.TransportError as error:
+            except (httpx.TransportError, httpx.HTTPStatusError) as error:
+                if isinstance(error, httpx.HTTPStatusError) and error.response.status_code < 500:
+                    raise
                 deleted, left = False, {"unknown": 1}
                 progress(f"cleaning {namespace}: {type(error).__name__}: {error}; again")
             if not any(left.values()):
