@@ -13,7 +13,10 @@ every node), fed to a ``ClusterStore`` the way a complete list would. Reported:
   store was filled and the objects dropped, per pod;
 - one round: snapshot, engines and the diff against statuses as published (the decision; the
   writes are the API server's business), as in ``loops/recompute.py``, best of ``--repeat``;
-- one round after a weight change: the same, when every queue's share moves;
+- one round after a weight change: the same, when every queue's share moves (the first of the
+  repetitions renders every status, the others reuse them and diff);
+- one round, a new change: each repetition changes the weight again, so every round renders
+  and diffs every queue, as each weight change does in the operator;
 - one QoS check: ``cluster_check`` over every node with node usage for each (best of
   ``--repeat``); reading usage from metrics.k8s.io comes on top in a real cluster;
 - one round with ``--held`` more pods held by the admission gate (1 cpu each, spread over the
@@ -41,6 +44,7 @@ sys.path.insert(0, str(REPO / "e2e"))
 from bench_operator import GPU, Workload  # noqa: E402
 from bench_shares import best_seconds  # noqa: E402
 from objects import pod  # noqa: E402
+from sharekeeper import collector  # noqa: E402
 from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs  # noqa: E402
 from sharekeeper.cluster.store import ClusterStore  # noqa: E402
 from sharekeeper.loops.recompute import Decision, QueueSeries, _decide  # noqa: E402
@@ -141,6 +145,7 @@ def main() -> None:
     parser.add_argument("--held", type=int, default=10_000, help="pods held by the gate")
     args = parser.parse_args()
 
+    collector.tune()  # as the operator runs
     workload = Workload(nodes=args.nodes)
     gc.collect()
     before = rss_mib()
@@ -150,22 +155,33 @@ def main() -> None:
     store.load(built)
     filled = time.perf_counter() - started
     del built
-    gc.collect()
-    gc.freeze()  # as the operator does once its initial lists are in
+    collector.settle()  # as the operator does once its initial lists are in
     held = rss_mib() - before
 
     first = one_round(store)
     published(store, first)
+    collector.settle()  # and once its first round is decided
     steady = best_seconds(lambda: one_round(store), args.repeat)
     assert not one_round(store).statuses, "a settled store must need no write"
 
-    queue = store.queues.sorted_records()[0]
-    assert queue.spec is not None
-    store.queues.records[queue.name] = replace(
-        queue, spec=replace(queue.spec, weight=queue.spec.weight + 50), generation=2
-    )
+    def weight_changed() -> None:
+        queue = store.queues.sorted_records()[0]
+        assert queue.spec is not None
+        store.queues.records[queue.name] = replace(
+            queue,
+            spec=replace(queue.spec, weight=queue.spec.weight + 50),
+            generation=queue.generation + 1,
+        )
+
+    weight_changed()
     moved = best_seconds(lambda: one_round(store), args.repeat)
     moved_writes = len(one_round(store).statuses)
+
+    def round_after_a_change() -> Decision:
+        weight_changed()
+        return one_round(store)
+
+    each = best_seconds(round_after_a_change, args.repeat)
     check = best_seconds(lambda: one_check(store), args.repeat)
     store.pods.listed(held_pods(workload, args.held))
     published(store, one_round(store))  # the gated counts are in every status now
@@ -178,6 +194,7 @@ def main() -> None:
     print(f"memory held             {held:6.0f} MiB ({held * 2**20 / pods:.0f} bytes per pod)")
     print(f"one round, settled      {steady * 1000:6.0f} ms  (0 writes)")
     print(f"one round, weight moved {moved * 1000:6.0f} ms  ({moved_writes:,} status writes)")
+    print(f"one round, a new change {each * 1000:6.0f} ms  (every queue rendered again)")
     print(f"one QoS check           {check * 1000:6.0f} ms  (every node)")
     print(
         f"one round, {args.held:,} held  {gating * 1000:6.0f} ms  ({released:,} released, "

@@ -21,7 +21,7 @@ from typing import Any
 import kopf
 import prometheus_client
 
-from sharekeeper import telemetry
+from sharekeeper import collector, telemetry
 from sharekeeper.api.mirroring import QueueOrigin
 from sharekeeper.cluster.store import ClusterStore, Listeners
 from sharekeeper.handlers import admission
@@ -122,7 +122,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     tasks = [
         *(asyncio.create_task(w.run(), name=f"watch {name}") for name, w in watches.items()),
         asyncio.create_task(
-            _synced(watches.values(), loops, policies_listed, volcano), name="sync"
+            _synced(watches.values(), loops, policies_listed, volcano, recompute.first_round),
+            name="sync",
         ),
     ]
     leadership = Leadership(client, ours.lease) if ours.lease is not None else None
@@ -168,6 +169,7 @@ async def _synced(
     loops: list[Recompute | QosLoop | Mirroring],
     policies_listed: asyncio.Event,
     volcano: ListWatch,
+    first_round: asyncio.Event,
 ) -> None:
     """Let the loops start once every initial list is in the store (the Volcano Queues' too,
     when the policies want them).
@@ -177,7 +179,7 @@ async def _synced(
     read 150,000 pods), and a full collection after would walk them all (a third of a second at
     30,000 pods). So it is off while they are read, for ``COLLECTOR_OFF_AT_MOST_SECONDS`` at
     most (a list that keeps failing must not leave it off), and they are frozen out of its way
-    once in."""
+    once in; so is the per-queue state the first share round makes (``collector``)."""
     gc.disable()
     back_on = asyncio.get_running_loop().call_later(COLLECTOR_OFF_AT_MOST_SECONDS, gc.enable)
     try:
@@ -185,13 +187,15 @@ async def _synced(
         volcano.reconsider()  # the policies are known now: whether Volcano Queues are wanted too
         await asyncio.gather(*(watch.synced.wait() for watch in watches))
         logger.info("every initial list is in the store")
-        gc.collect()
-        gc.freeze()
+        collector.settle()
     finally:
         back_on.cancel()
         gc.enable()
     for loop in loops:
         loop.store_synced.set()
+    await first_round.wait()
+    collector.settle()
+    logger.info("the first round's long-lived state is frozen")
 
 
 @kopf.on.cleanup()
@@ -221,6 +225,7 @@ def run(settings: Settings) -> int:
         # minute: our client's requests, the webhook's access log, kopf's per-review lines.
         for noisy in ("httpx2", "aiohttp.access", "kopf.objects"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
+    collector.tune()
     if settings.metrics_address is not None:
         host, port = settings.metrics_address
         prometheus_client.start_http_server(port, addr=host)

@@ -116,7 +116,9 @@ def test_first_round_writes_each_object_once_then_nothing() -> None:
     loop = recompute_loop(writer, queues, [one_policy()])
 
     async def scenario() -> None:
+        assert not loop.first_round.is_set()
         await round_written(loop)
+        assert loop.first_round.is_set()  # what the runtime waits for to freeze queue state
         assert sorted((kind, name) for kind, name, _ in writer.patches) == [
             ("Node", "n1"), ("Queue", "a"), ("Queue", "b"), ("SchedulerPolicy", "all"),
         ]  # fmt: skip

@@ -97,6 +97,8 @@ class Recompute:
         self._woken = asyncio.Event()
         self.store_synced = asyncio.Event()
         """Set by the owner once every initial list is in the store."""
+        self.first_round = asyncio.Event()
+        """Set once a round has been decided: each queue's long-lived state exists."""
         self._statuses: Echoes[tuple[Kind, str], Obj] = Echoes()
         self._rendered = RenderedQueues()
         self._unchanged = Unchanged()
@@ -261,6 +263,7 @@ class Recompute:
         self._reclaim(decided.publication.reclaims)
         telemetry.PODS_HELD.set(len(held))
         self.rounds += 1
+        self.first_round.set()
         if writes:
             logger.info(
                 "round %d: %d status and %d node writes",

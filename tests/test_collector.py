@@ -1,0 +1,50 @@
+"""The collector settings the operator runs with (``sharekeeper.collector``)."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from sharekeeper import collector
+
+
+@pytest.fixture
+def collector_restored() -> Iterator[None]:
+    threshold = gc.get_threshold()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*threshold)
+
+
+@pytest.mark.usefixtures("collector_restored")
+def test_tune_batches_young_collections_and_keeps_the_older_ratios() -> None:
+    gc.set_threshold(700, 11, 12)
+    collector.tune()
+    assert gc.get_threshold() == (collector.YOUNG_OBJECTS, 11, 12)
+
+
+@pytest.mark.usefixtures("collector_restored")
+def test_settle_freezes_what_lives_and_collects_what_does_not() -> None:
+    class Node:
+        def __init__(self) -> None:
+            self.me = self  # a cycle: only the cyclic collector frees it
+
+    gc.unfreeze()
+    kept = [{"pod": index} for index in range(1_000)]
+    cycle = Node()
+    found = {"garbage": False}
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop" and info["collected"]:
+            found["garbage"] = True
+
+    del cycle
+    gc.callbacks.append(seen)
+    try:
+        collector.settle()
+    finally:
+        gc.callbacks.remove(seen)
+    assert found["garbage"], "the cycle was collected before the freeze"
+    assert gc.get_freeze_count() >= len(kept)
