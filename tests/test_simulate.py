@@ -4,6 +4,8 @@ would publish, and refuses bad input with a message naming the object and field.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,25 @@ def _write(tmp_path: Path, *objects: dict[str, object], as_list: bool = False) -
     else:
         path.write_text(yaml.safe_dump_all(objects))
     return path
+
+
+def test_the_command_prints_its_whole_report_before_the_process_ends(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The installed command ends the process without freeing what it read object by object
+    (``cli.console``): what it printed must be there whole, with its exit code."""
+    assert main(["simulate", "-f", str(EXAMPLE), "-o", "json"]) == 0
+    expected = json.loads(capsys.readouterr().out)
+    command = [sys.executable, "-m", "sharekeeper.cli", "simulate", "-f", str(EXAMPLE)]
+    done = subprocess.run([*command, "-o", "json"], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert json.loads(done.stdout) == expected
+    missing = subprocess.run(
+        [*command[:-1], str(EXAMPLE.with_name("missing.yaml"))],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("sharekeeper simulate: ")
 
 
 def test_example_table_has_a_row_per_queue(capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,8 +10,10 @@ writes the CustomResourceDefinitions generated from ``api/``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import gc
+import logging
 import os
 import socket
 import sys
@@ -110,7 +112,6 @@ def _without_cyclic_collector() -> None:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    import logging
 
     from sharekeeper.model.documents import one_line
     from sharekeeper.model.objects import ObjectError
@@ -172,9 +173,7 @@ def _explain_target(text: str) -> tuple[str, str]:
 
 def _explain(args: argparse.Namespace) -> int:
     """``simulate``'s computation on one list of the cluster, then one object explained."""
-    import contextlib
     import io
-    import logging
 
     from sharekeeper.kube.listing import ClusterUnreachable, list_objects
     from sharekeeper.model.documents import one_line
@@ -407,5 +406,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def console() -> None:
+    """The installed command: ``main``, its output flushed, and the process ends without
+    freeing what it holds object by object. ``simulate`` and ``explain`` hold a whole cluster
+    (1.2 GiB at 150,000 pods): freeing it took 1.3 to 1.5 s of ``simulate``'s 15 to 18 s
+    (benchmarks/README.md), and the system takes it back at once."""
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BrokenPipeError):
+            stream.flush()
+    logging.shutdown()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()
