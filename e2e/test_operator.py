@@ -84,16 +84,15 @@ def test_deserved_follows_weight_capability_and_guarantee(
     eventually(lambda: deserved(cluster_with, "a") == ("4", "16Gi"))
     cluster_with.apply(queue("a", weight=3))  # 3:3 -> an even split
     eventually(lambda: deserved(cluster_with, "a") == ("8", "32Gi"))
-    # b's numbers alone moved: written within the status interval, not with a's.
-    eventually(lambda: deserved(cluster_with, "b") == ("8", "32Gi"))
+    assert deserved(cluster_with, "b") == ("8", "32Gi")
     # Capped at 2 cpu, a leaves the rest of its cpu to b (b still asks for 16).
     cluster_with.apply(queue("a", weight=3, capability={"cpu": "2"}))
     eventually(lambda: deserved(cluster_with, "a") == ("2", "32Gi"))
-    eventually(lambda: deserved(cluster_with, "b") == ("14", "32Gi"))
+    assert deserved(cluster_with, "b") == ("14", "32Gi")
     # Back to 1:3 but a guaranteed 8 cpu: b can reach at most 16 - 8.
     cluster_with.apply(queue("a", weight=1, guarantee={"resource": {"cpu": "8"}}))
     eventually(lambda: deserved(cluster_with, "a")[0] == "8")
-    eventually(lambda: deserved(cluster_with, "b")[0] == "8")
+    assert deserved(cluster_with, "b")[0] == "8"
     assert status(cluster_with, "queue", "b")["realCapability"]["cpu"] == "8"
 
 
@@ -106,7 +105,7 @@ def test_nodes_added_and_removed_change_totals_and_deserved(
     # 24 cpu / 96Gi at 1:3 gives b 18 cpu / 72Gi, above its request: b keeps 16 / 64Gi and a
     # takes the rest.
     eventually(lambda: deserved(cluster_with, "a") == ("8", "32Gi"))
-    eventually(lambda: deserved(cluster_with, "b") == ("16", "64Gi"))
+    assert deserved(cluster_with, "b") == ("16", "64Gi")
     assert status(cluster_with, "schedulerpolicy", "shares")["total"]["cpu"] == "24"
     cluster_with.kubectl("delete", "node", "n3")
     eventually(lambda: deserved(cluster_with, "a") == ("4", "16Gi"))
