@@ -86,9 +86,6 @@ class LoopSettings:
     """A round starts once no event came for this long: bursts coalesce into one round."""
     max_delay_seconds: float = 2.0
     """...but never later than this after the first event, so a steady trickle still shows."""
-    status_interval_seconds: float = 2.0
-    """A Queue status whose numbers alone moved is written at most this often (the newest
-    numbers); a condition, a spec change, a first write or a restore goes at once."""
     error_backoff_seconds: float = 5.0
     """Pause after a failed round before retrying it."""
 
@@ -192,8 +189,6 @@ _SOURCES: tuple[tuple[str, str, str], ...] = (
     ("events.refill_seconds", "", "...then one per this many seconds"),
     ("rounds.quiet_seconds", "", "a share round starts once no change came for this long"),
     ("rounds.max_delay_seconds", "", "...or this long after the first change"),
-    ("rounds.status_interval_seconds", "",
-     "a queue status whose numbers alone moved is written at most this often"),
     ("rounds.error_backoff_seconds", "", "the pause after a failed round"),
 )  # fmt: skip
 

@@ -80,38 +80,6 @@ def test_a_failed_send_is_reported_and_does_not_stop_the_others() -> None:
     assert sender.failures == 1
 
 
-def test_a_paced_write_waits_for_its_objects_interval_and_goes_newest() -> None:
-    """A paced write to an object written less than ``interval`` ago waits, and a newer round
-    replaces it while it waits: one write per interval, with the newest value. An object not
-    written lately, and an urgent write, go at once."""
-
-    async def scenario() -> None:
-        sender = Sender()
-        outbox: Outbox[str, str] = Outbox(sender.send, sender.failed, workers=1, interval=0.2)
-        outbox.replace({"a": "a1"}, paced=frozenset({"a"}))
-        await asyncio.sleep(0.01)
-        assert sender.sent == ["a1"], "nothing sent to a lately: at once"
-        outbox.replace({"a": "a2", "b": "b2"}, paced=frozenset({"a", "b"}))
-        await asyncio.sleep(0.05)
-        assert sender.sent == ["a1", "b2"]
-        assert outbox.pending == 1, "a2 waits"
-        outbox.replace({"a": "a3", "b": "b3"}, paced=frozenset({"a", "b"}))
-        await asyncio.sleep(0.05)
-        assert sender.sent == ["a1", "b2"], "a3 replaced a2 and waits too; b2 went just now"
-        await outbox.drained()  # until a3 and b3 are due and sent
-        assert sender.sent == ["a1", "b2", "a3", "b3"]
-        outbox.replace({"a": "a4"}, urgent=frozenset({"a"}), paced=frozenset({"a"}))
-        await asyncio.sleep(0.01)
-        assert sender.sent[-1] == "a4", "urgent wins over paced"
-        outbox.replace({"a": "a5"}, paced=frozenset({"a"}))
-        outbox.replace({})  # a newer round no longer wants it
-        await outbox.drained()
-        await outbox.close()
-        assert sender.sent[-1] == "a4"
-
-    asyncio.run(scenario())
-
-
 class FailingOnceWriter:
     """Stores status and annotation patches; the first patch of ``fail`` raises, as a write
     whose retries ran out does."""

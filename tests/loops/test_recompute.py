@@ -169,59 +169,6 @@ def test_a_spec_change_writes_only_what_changed() -> None:
 
 
 @pytest.mark.timeout(10)
-def test_a_queue_whose_numbers_alone_moved_is_written_once_per_interval() -> None:
-    """Under a steady stream of pod events every busy queue's allocated moves each round: such
-    a write waits for the queue's interval and goes with the newest numbers. A spec a person
-    changed and a status another client overwrote are written at once."""
-    writer = RecordingWriter()
-    queues = [record(queue("a"), queue_snapshot), record(queue("b"), queue_snapshot)]
-    store = cluster(queues, [one_policy()])
-    loop = Recompute(writer, store, LoopSettings(status_interval_seconds=0.5))
-
-    def written(name: str) -> list[MutableObj]:
-        return [patch for kind, n, patch in writer.patches if (kind, n) == ("Queue", name)]
-
-    async def scenario() -> None:
-        await round_written(loop)
-        assert len(written("a")) == 1, "the first write at once"
-        for number in (3, 4):  # two more of a's pods, a round each, within the interval
-            store.pods.event("ADDED", pod(f"p{number}", "a", node="n1", cpu="1", memory="1Gi"))
-            await loop.recompute()
-            await asyncio.sleep(0.05)
-            assert len(written("a")) == 1
-        await loop.written()  # the interval over: once, with the newest numbers
-        assert len(written("a")) == 2
-        assert writer.stored[("Queue", "a")]["allocated"]["cpu"] == "4"  # 2 + 1 + 1
-
-        # Within a's interval again, another client rewrites its allocated (after the watch
-        # brought our write back): restored at once.
-        ours = writer.stored[("Queue", "a")]
-        store.queues.records["a"] = replace(store.queues.records["a"], status=ours)
-        loop.status_seen("Queue", "a", ours)
-        overwritten = {**writer.stored[("Queue", "a")], "allocated": {"cpu": "100"}}
-        store.queues.records["a"] = replace(store.queues.records["a"], status=overwritten)
-        loop.status_seen("Queue", "a", overwritten)
-        await loop.recompute()
-        await asyncio.sleep(0.05)
-        assert len(written("a")) == 3
-        assert writer.stored[("Queue", "a")]["allocated"]["cpu"] == "4"
-
-        # Within b's interval, a person changes b's weight: written at once.
-        store.pods.event("ADDED", pod("p6", "b", node="n1", cpu="1", memory="1Gi"))
-        await loop.recompute()
-        b = OwnRecord(
-            "b", "uid-b", 2, queue_snapshot(queue("b", weight=3)), writer.stored[("Queue", "b")]
-        )
-        store.queues.records["b"] = b
-        await loop.recompute()
-        await asyncio.sleep(0.05)
-        assert written("b")[-1]["observedGeneration"] == 2
-        await loop.written()
-
-    asyncio.run(scenario())
-
-
-@pytest.mark.timeout(10)
 def test_a_burst_of_wakes_costs_one_round() -> None:
     writer = RecordingWriter()
 

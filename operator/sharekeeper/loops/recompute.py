@@ -108,11 +108,8 @@ class Recompute:
         self._annotations_failing: set[str] = set()
         """Nodes whose last annotation write failed (said once until one lands)."""
         self._outbox: Outbox[tuple[str, str], StatusWrite | AnnotationWrite] = Outbox(
-            self._send, self._retry_later, interval=settings.status_interval_seconds
+            self._send, self._retry_later
         )
-        self._overwritten: set[str] = set()
-        """Queues whose status another client changed since the last round began: restored at
-        once, never paced."""
         self.rounds = 0
         self._series = QueueSeries()
         self._misdirected: tuple[Mapping[QueueName, Mapping[str, int]], Mapping[str, int]] = (
@@ -145,8 +142,6 @@ class Recompute:
             else self._statuses.shown((cast(Kind, kind), name), value)
         )
         if not echo:
-            if kind == "Queue":
-                self._overwritten.add(name)
             self.wake()
 
     def forget(self, kind: str, name: str) -> None:
@@ -216,7 +211,6 @@ class Recompute:
         stamp = rfc3339(now)
         # 1. One consistent snapshot of everything the engines read: totals, not pods.
         store = self._store
-        overwritten, self._overwritten = self._overwritten, set()
         queues_now, policies_now = store.queues.sorted_records(), store.policies.sorted_records()
         snapshot = share_snapshot(
             store,
@@ -242,17 +236,13 @@ class Recompute:
         )  # fmt: skip
         telemetry.RECOMPUTE_SECONDS.observe(time.perf_counter() - started)
         # 3. The writes, sent while the next round may already compute; a queue whose spec
-        #    just changed first (someone is looking at it), a queue whose numbers alone moved
-        #    paced.
+        #    just changed first (someone is looking at it).
         writes: dict[tuple[str, str], StatusWrite | AnnotationWrite] = {
             (write.kind, write.name): write for write in decided.statuses
         }
         writes.update((("Node", write.node), write) for write in decided.annotations)
         urgent = frozenset((w.kind, w.name) for w in decided.statuses if w.spec_changed)
-        paced = frozenset(
-            (w.kind, w.name) for w in decided.statuses if numbers_only(w, overwritten)
-        )
-        self._outbox.replace(writes, urgent, paced)
+        self._outbox.replace(writes, urgent)
         shares = decided.publication.shares
         self._tell_misdirected(shares.refused, shares.unknown)
         gates = decided.publication.gates
@@ -579,17 +569,6 @@ def _decide(
 
 SeriesKey = tuple[Any, tuple[str, ...]]
 """A gauge and the labels of one of its series after the queue's name."""
-
-
-def numbers_only(write: StatusWrite, overwritten: set[str]) -> bool:
-    """A Queue status write that only brings its numbers up to date: no condition turned or
-    changed its message, no spec a person changed, nothing another client wrote to restore."""
-    return (
-        write.kind == "Queue"
-        and not write.spec_changed
-        and "conditions" not in write.patch
-        and write.name not in overwritten
-    )
 
 
 class QueueSeries:
