@@ -1,5 +1,6 @@
-"""The start-up barrier (``runtime._synced``): the loops start once every initial list is in, and
-the cyclic garbage collector stays off while the lists are read, never longer."""
+"""The start-up barrier (``runtime._synced``): the loops start once every initial list is in, the
+cyclic garbage collector stays off while the lists are read, never longer, and what the lists
+and then the first round leave is frozen out of its way."""
 
 from __future__ import annotations
 
@@ -27,9 +28,12 @@ class Barrier:
         self.watches = [SimpleNamespace(synced=asyncio.Event()) for _ in range(2)]
         self.loop = SimpleNamespace(store_synced=asyncio.Event())
         self.policies_listed = asyncio.Event()
+        self.first_round = asyncio.Event()
         volcano = SimpleNamespace(reconsider=lambda: None)
         self.task = asyncio.create_task(
-            runtime._synced(self.watches, [self.loop], self.policies_listed, volcano)
+            runtime._synced(
+                self.watches, [self.loop], self.policies_listed, volcano, self.first_round
+            )
         )
 
     async def stop(self) -> None:
@@ -52,10 +56,18 @@ async def lists_read() -> None:
     assert not gc.isenabled()
     assert not barrier.loop.store_synced.is_set()
     barrier.watches[1].synced.set()
-    await barrier.task
+    await asyncio.sleep(0.01)
     assert gc.isenabled()
     assert barrier.loop.store_synced.is_set()
     assert gc.get_freeze_count() > 0
+    # What the first round keeps (each queue's series and rendered status) is frozen too.
+    kept = [[index] for index in range(10)]
+    assert not barrier.task.done()
+    assert any(obj is kept[0] for obj in gc.get_objects()), "not frozen before the round"
+    barrier.first_round.set()
+    await barrier.task
+    walked = gc.get_objects()  # what the collector walks: frozen objects are not in it
+    assert not any(obj is piece for obj in walked for piece in kept)
 
 
 def test_a_list_that_never_completes_leaves_the_collector_off_for_a_bounded_time(
