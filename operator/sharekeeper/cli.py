@@ -112,7 +112,6 @@ def _without_cyclic_collector() -> None:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-
     from sharekeeper.model.documents import one_line
     from sharekeeper.model.objects import ObjectError
     from sharekeeper.simulate.reading import read_files
