@@ -3,29 +3,20 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
 
 import pytest
 
 from sharekeeper import collector
 
-
-@pytest.fixture
-def collector_restored() -> Iterator[None]:
-    threshold = gc.get_threshold()
-    yield
-    gc.unfreeze()
-    gc.set_threshold(*threshold)
+pytestmark = pytest.mark.usefixtures("collector_restored")
 
 
-@pytest.mark.usefixtures("collector_restored")
 def test_tune_batches_young_collections_and_keeps_the_older_ratios() -> None:
     gc.set_threshold(700, 11, 12)
     collector.tune()
     assert gc.get_threshold() == (collector.YOUNG_OBJECTS, 11, 12)
 
 
-@pytest.mark.usefixtures("collector_restored")
 def test_settle_freezes_what_lives_and_collects_what_does_not() -> None:
     class Node:
         def __init__(self) -> None:

@@ -6,19 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
 
 from sharekeeper import runtime
 
-
-@pytest.fixture(autouse=True)
-def collector_restored() -> Iterator[None]:
-    yield
-    gc.enable()
-    gc.unfreeze()
+pytestmark = pytest.mark.usefixtures("collector_restored")
 
 
 class Barrier:
