@@ -104,8 +104,11 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
             problem=unreadable,
         )
     )
-    recompute = memo["recompute"] = Recompute(writer, store, ours.rounds)
-    qos_loop = memo["qos"] = QosLoop(writer, MetricsApiUsage(client), store)
+    # The share round and the QoS check compute in threads of one process: one at a time, since
+    # under the GIL two at once each take as long as both (benchmarks/README.md).
+    lane = asyncio.Lock()
+    recompute = memo["recompute"] = Recompute(writer, store, ours.rounds, lane=lane)
+    qos_loop = memo["qos"] = QosLoop(writer, MetricsApiUsage(client), store, lane=lane)
     stores = store.by_kind
     watches = {r.name: ListWatch(http, r, stores[r.kind], ours.watches) for r in kinds.STORED}
     policies_listed = watches[kinds.POLICIES.name].synced

@@ -70,6 +70,8 @@ class QosLoop:
     _statuses: Echoes[str, Obj] = field(default_factory=Echoes)
     store_synced: asyncio.Event = field(default_factory=asyncio.Event)
     """Set by the owner once every initial list is in the store."""
+    lane: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Held while a check computes; the owner shares it with the share round."""
     health: LoopHealth = field(init=False)
     _unavailable: str | None = field(default=None, init=False)
     """Why usage could not be read at the last check, if it could not."""
@@ -145,14 +147,16 @@ class QosLoop:
         # 2. The engine, per node, from the state persisted in the policies' status: on the
         #    records read on arrival, copied here (the watches keep changing the store), in a
         #    worker thread so the event loop keeps serving watches and probes.
+        #    Taking turns with the share round (``lane``).
         store = self.store
-        nodes = [r.qos for r in store.nodes.sorted_records() if r.qos is not None]
-        pods = {node.name: store.pods.qos_views_on(node.name) for node in nodes}
-        namespaces = dict(store.namespaces.records)
-        check = await asyncio.to_thread(
-            cluster_check, policies, nodes, pods, namespaces,
-            node_metrics=node_metrics, pod_metrics=pod_metrics, now=now, usage_problem=problem,
-        )  # fmt: skip
+        async with self.lane:
+            nodes = [r.qos for r in store.nodes.sorted_records() if r.qos is not None]
+            pods = {node.name: store.pods.qos_views_on(node.name) for node in nodes}
+            namespaces = dict(store.namespaces.records)
+            check = await asyncio.to_thread(
+                cluster_check, policies, nodes, pods, namespaces,
+                node_metrics=node_metrics, pod_metrics=pod_metrics, now=now, usage_problem=problem,
+            )  # fmt: skip
         self._unreadable_usage(check.unreadable_usage)
         # 3. Act, telling the planner what each action really did.
         outcomes = {c.node.name: await self._act(c) for c in check.nodes}

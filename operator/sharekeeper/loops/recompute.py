@@ -76,8 +76,11 @@ class Recompute:
         store: ClusterStore,
         settings: LoopSettings = LoopSettings(),
         clock: Callable[[], float] = time.time,
+        lane: asyncio.Lock | None = None,
     ) -> None:
         self._writer = writer
+        self._lane = lane if lane is not None else asyncio.Lock()
+        """Held while a round computes; the owner shares it with the QoS loop."""
         self._evicting: dict[PodKey, float] = {}
         """Pods whose eviction reclaim sent (when, monotonic), until the watch shows them
         terminating or gone: gone for the next rounds' plans, never evicted twice."""
@@ -207,33 +210,39 @@ class Recompute:
 
     async def recompute(self) -> Publication:
         started = time.perf_counter()
-        now = self._clock()
-        stamp = rfc3339(now)
-        # 1. One consistent snapshot of everything the engines read: totals, not pods.
-        store = self._store
-        queues_now, policies_now = store.queues.sorted_records(), store.policies.sorted_records()
-        snapshot = share_snapshot(
-            store,
-            specs(queues_now),
-            [spec.shares for spec in specs(policies_now)],
-            now_seconds=now,
-        )
-        queues = self._with_written("Queue", queues_now)
-        policies = self._with_written("SchedulerPolicy", policies_now)
-        nodes = self._with_written_annotations(store.nodes.sorted_records())
-        held = store.pods.held()
-        unbound = store.pods.released_unbound()
-        self._forget_releases(held)
-        self._forget_evictions()
-        # 2. The engines (the same call `sharekeeper simulate` makes) and the diff against what
-        #    the objects hold (or what we just wrote to them), in a worker thread, so that watches
-        #    and the probes stay served while thousands of queues compute.
-        decided = await asyncio.to_thread(
-            _decide, snapshot, node_policies(policies_now), queues, policies, nodes,
-            series=self._series, stamp=stamp, held=held, released=frozenset(self._releasing),
-            unbound=unbound, pods=store.pods, now=now, evicting=frozenset(self._evicting),
-            rendered=self._rendered, unchanged=self._unchanged,
-        )  # fmt: skip
+        # The QoS check computes in a thread too; taking turns (``lane``) lets whichever came
+        # first run at full speed, where sharing the GIL would slow both to the end of the two.
+        async with self._lane:
+            now = self._clock()
+            stamp = rfc3339(now)
+            # 1. One consistent snapshot of everything the engines read: totals, not pods.
+            store = self._store
+            queues_now, policies_now = (
+                store.queues.sorted_records(),
+                store.policies.sorted_records(),
+            )
+            snapshot = share_snapshot(
+                store,
+                specs(queues_now),
+                [spec.shares for spec in specs(policies_now)],
+                now_seconds=now,
+            )
+            queues = self._with_written("Queue", queues_now)
+            policies = self._with_written("SchedulerPolicy", policies_now)
+            nodes = self._with_written_annotations(store.nodes.sorted_records())
+            held = store.pods.held()
+            unbound = store.pods.released_unbound()
+            self._forget_releases(held)
+            self._forget_evictions()
+            # 2. The engines (the same call `sharekeeper simulate` makes) and the diff against
+            #    what the objects hold (or what we just wrote to them), in a worker thread, so
+            #    that watches and the probes stay served while thousands of queues compute.
+            decided = await asyncio.to_thread(
+                _decide, snapshot, node_policies(policies_now), queues, policies, nodes,
+                series=self._series, stamp=stamp, held=held, released=frozenset(self._releasing),
+                unbound=unbound, pods=store.pods, now=now, evicting=frozenset(self._evicting),
+                rendered=self._rendered, unchanged=self._unchanged,
+            )  # fmt: skip
         telemetry.RECOMPUTE_SECONDS.observe(time.perf_counter() - started)
         # 3. The writes, sent while the next round may already compute; a queue whose spec
         #    just changed first (someone is looking at it).

@@ -1,0 +1,81 @@
+"""The share round and the QoS check compute one at a time (``runtime`` gives both loops one
+lane): each computes in a worker thread, and under the GIL two at once would each take about
+as long as both together."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from sharekeeper.cluster.store import ClusterStore
+from sharekeeper.loops import qos, recompute
+from sharekeeper.loops.qos import QosLoop
+from sharekeeper.loops.recompute import Recompute
+from test_isolation import NOW, Recorder, Usage, Writer, example, share_cluster
+
+COMPUTING_SECONDS = 0.2
+Span = tuple[float, float]
+
+
+@pytest.fixture
+def spans(monkeypatch: pytest.MonkeyPatch) -> list[Span]:
+    """When the round's and the check's computations ran (each made to take at least
+    COMPUTING_SECONDS, as a busy thread would)."""
+    found: list[Span] = []
+
+    def timed(compute: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            assert threading.current_thread() is not threading.main_thread()
+            started = time.monotonic()
+            result = compute(*args, **kwargs)
+            time.sleep(COMPUTING_SECONDS)
+            found.append((started, time.monotonic()))
+            return result
+
+        return run
+
+    monkeypatch.setattr(recompute, "_decide", timed(recompute._decide))
+    monkeypatch.setattr(qos, "cluster_check", timed(qos.cluster_check))
+    return found
+
+
+def round_and_check_at_once(*, one_lane: bool) -> None:
+    store = ClusterStore()
+    objects = [*share_cluster(), *(d for d in example() if "Metrics" not in d["kind"])]
+    for obj in objects:
+        obj.setdefault("metadata", {}).setdefault("uid", f"uid-{obj['metadata']['name']}")
+    store.load(objects)
+    usage = Usage([d for d in example() if "Metrics" in d["kind"]])
+
+    async def scenario() -> None:
+        lane = asyncio.Lock()
+        rounds = Recompute(Writer(), store, clock=lambda: NOW, lane=lane if one_lane else None)
+        checks = QosLoop(Recorder(), usage, store, clock=lambda: NOW)
+        if one_lane:
+            checks.lane = lane
+        await asyncio.gather(rounds.recompute(), checks.check())
+
+    asyncio.run(scenario())
+
+
+def overlap(spans: list[Span]) -> float:
+    """How long the second computation ran while the first still did."""
+    (_, first_end), (second_start, _) = sorted(spans)
+    return first_end - second_start
+
+
+def test_a_round_and_a_check_take_turns(spans: list[Span]) -> None:
+    round_and_check_at_once(one_lane=True)
+    assert len(spans) == 2
+    assert overlap(spans) <= 0
+
+
+def test_with_a_lane_each_they_compute_at_once(spans: list[Span]) -> None:
+    """The control: what the loops would do without sharing the lane."""
+    round_and_check_at_once(one_lane=False)
+    assert overlap(spans) > COMPUTING_SECONDS / 2
