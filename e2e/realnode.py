@@ -789,7 +789,9 @@ def _wait(node: RealNode, name: str, what: str, ready: object, timeout: float) -
         try:
             if ready():
                 return
-        except (OSError, RuntimeError, urllib.error.URLError) as error:
+        # A probe that hangs (``ctr version`` while containerd starts on a busy host) is a
+        # "not yet" like one that fails.
+        except (OSError, RuntimeError, urllib.error.URLError, subprocess.TimeoutExpired) as error:
             last = str(error)
         time.sleep(0.1)
     tail = node.log(name).read_text(errors="replace").splitlines()[-30:]
