@@ -40,9 +40,13 @@ demo-full: binaries
 demo-qos: binaries node-packages
 	VENV=$(VENV) scripts/demo-qos.sh
 
+# The suite on WORKERS pytest-xdist workers, each with control planes of its own: the e2e tests
+# mostly wait for a cluster, so two fit on two cores. e2e/conftest.py sends a file's tests, and
+# every real-node file, to one worker.
+WORKERS ?= 2
 test: binaries lint
 	scripts/node-packages.sh --if-root
-	$(BIN)/pytest
+	$(BIN)/pytest --numprocesses $(WORKERS)
 
 lint: venv
 	$(BIN)/ruff check .

@@ -14,6 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from xdist.remote import Producer
+from xdist.scheduler import LoadScopeScheduling
+from xdist.workermanage import WorkerController
 
 import controlplane
 import objects
@@ -32,12 +35,43 @@ from metrics_api import METRICS_SERVICE, register_metrics_api, unregister_metric
 from metrics_server import MetricsServer
 from operating import Operator, start_operator
 
+REAL_NODE_FILES = "real_node.py"
+"""How the name of every file whose tests run a real node ends: only one node runs on a host at
+a time (fixed host paths: /run/containerd, ...), so those files share one worker."""
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.e2e)
+        path = Path(str(item.fspath))
+        if here not in path.parents:
+            continue
+        item.add_marker(pytest.mark.e2e)
+        if "real_node_box" in item.fixturenames and not path.name.endswith(REAL_NODE_FILES):
+            raise pytest.UsageError(
+                f"{item.nodeid} runs a real node: its file's name must end in {REAL_NODE_FILES}, "
+                "so that parallel runs keep it beside the other real-node tests"
+            )
+
+
+class _ByFile(LoadScopeScheduling):
+    """``make test``'s workers (pytest-xdist): each file's tests to one worker, so its module
+    fixtures start once, and every real-node file to the same worker, first (the longest unit:
+    sent last, it would end the run alone)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        path = nodeid.split("::", 1)[0]
+        return REAL_NODE_FILES if path.endswith(REAL_NODE_FILES) else path
+
+    def _assign_work_unit(self, node: WorkerController) -> None:
+        if REAL_NODE_FILES in self.workqueue:
+            self.workqueue.move_to_end(REAL_NODE_FILES, last=False)
+        super()._assign_work_unit(node)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> _ByFile:
+    # pytest-xdist's loadgroup would do it with marks, but it no longer groups under pytest 9.2.
+    return _ByFile(config, log)
 
 
 @pytest.fixture(scope="session")
