@@ -137,6 +137,8 @@ NETNS_DIR = Path("/run/netns")
 # before it, and where its state is. Outside the state directory, so that the next start finds
 # a node whose run died, and in /run, which a reboot clears as it does everything recorded.
 RECORDS = Path("/run/sharekeeper-nodes")
+SOCKET_PATH_MAX = 104
+"""containerd refuses a unix socket path longer than this; its ttrpc socket is the longest."""
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 # metrics-server behind the aggregator, as the stand-in is registered (metrics_api.py).
@@ -906,9 +908,16 @@ def start(
     reason = unavailable()
     if reason:
         raise RuntimeError(reason)
+    state = (plane.workdir / "node").resolve()
+    longest = state / "containerd" / "containerd.sock.ttrpc"
+    if len(str(longest)) > SOCKET_PATH_MAX:
+        raise RuntimeError(
+            f"the node's directory {state} is too long for containerd: its socket {longest} "
+            f"would be {len(str(longest))} characters, over {SOCKET_PATH_MAX}; start the control "
+            "plane in a shorter directory (SHAREKEEPER_LOCAL_CLUSTER_DIR for local-cluster)"
+        )
     binaries = controlplane.ensure_binaries(node=True)
     images = images_archive()
-    state = (plane.workdir / "node").resolve()
     cleanup_crashed()
     if state.exists():
         cleanup_orphans(state)  # what a node here left before it wrote its record

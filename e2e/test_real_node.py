@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -118,13 +121,22 @@ def test_a_crashed_node_is_cleaned_up_by_the_next_start(real_node_box: RealNodeB
     assert real_node_box.close() == {}
 
 
-def test_local_cluster_up_node_and_down(real_node_box: RealNodeBox, tmp_path: Path) -> None:
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A directory short enough for the node's sockets (``realnode.SOCKET_PATH_MAX``), which a
+    pytest-xdist worker's ``tmp_path`` is not."""
+    directory = Path(tempfile.mkdtemp(prefix="sk-", dir="/tmp"))
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_local_cluster_up_node_and_down(real_node_box: RealNodeBox, short_dir: Path) -> None:
     """``e2e/local-cluster up --node`` (the session's node stopped first: one node per host)
     starts a plain control plane with a Ready node, ``up --node`` again reuses both, and
     ``down`` leaves the host as it was."""
     assert real_node_box.close() == {}
     before = realnode.host_snapshot()
-    env = {**os.environ, "SHAREKEEPER_LOCAL_CLUSTER_DIR": str(tmp_path / "lc")}
+    env = {**os.environ, "SHAREKEEPER_LOCAL_CLUSTER_DIR": str(short_dir / "lc")}
 
     def local_cluster(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, str(LOCAL_CLUSTER), *args], check=False, env=env,
@@ -144,5 +156,15 @@ def test_local_cluster_up_node_and_down(real_node_box: RealNodeBox, tmp_path: Pa
     finally:
         stopped = local_cluster("down")
     assert stopped.returncode == 0, stopped.stderr
-    assert not (tmp_path / "lc").exists()
+    assert not (short_dir / "lc").exists()
     assert realnode.host_changes(before, realnode.host_snapshot()) == {}
+
+
+def test_a_node_directory_too_long_for_its_sockets_is_refused_before_anything_starts() -> None:
+    reason = realnode.unavailable()
+    if reason:
+        pytest.skip(reason)
+    too_long = Path(tempfile.gettempdir()) / ("d" * 90)
+    with pytest.raises(RuntimeError, match="too long for containerd"):
+        realnode.start(SimpleNamespace(workdir=too_long))  # type: ignore[arg-type]
+    assert not too_long.exists()
