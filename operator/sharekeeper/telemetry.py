@@ -15,7 +15,8 @@ QUEUE_ALLOCATED = Gauge(
 QUEUE_SHARE = Gauge("sharekeeper_queue_share", "Largest allocated/deserved ratio", ["queue"])
 QUEUE_OVERUSED = Gauge("sharekeeper_queue_overused", "1 when allocated exceeds deserved", ["queue"])
 RECOMPUTE_SECONDS = Histogram(
-    "sharekeeper_recompute_seconds", "Time of one round's snapshot -> engines -> diff",
+    "sharekeeper_recompute_seconds",
+    "Time of one round: waiting for a QoS check in progress, snapshot -> engines -> diff",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )  # fmt: skip
 PENDING_WRITES = Gauge(
