@@ -138,7 +138,7 @@ NETNS_DIR = Path("/run/netns")
 # a node whose run died, and in /run, which a reboot clears as it does everything recorded.
 RECORDS = Path("/run/sharekeeper-nodes")
 SOCKET_PATH_MAX = 104
-"""containerd refuses a unix socket path longer than this; its ttrpc socket is the longest."""
+"""containerd refuses a unix socket path longer than this."""
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 # metrics-server behind the aggregator, as the stand-in is registered (metrics_api.py).
@@ -624,7 +624,7 @@ class RealNode:
     @property
     def socket(self) -> Path:
         """containerd's CRI and API socket."""
-        return self.state_dir / "containerd" / "containerd.sock"
+        return _containerd_sockets(self.state_dir)[0]
 
     @property
     def kubelet_url(self) -> str:
@@ -821,8 +821,15 @@ def _make_cgroups(name: str) -> None:
             (path / "cpu.shares").write_text(str(NODE_CPU_SHARES))
 
 
+def _containerd_sockets(state: Path) -> tuple[Path, Path]:
+    """containerd's gRPC (CRI and API) and ttrpc sockets for a node whose state is ``state``."""
+    containerd = state / "containerd"
+    return containerd / "containerd.sock", containerd / "containerd.sock.ttrpc"
+
+
 def _containerd_config(state: Path) -> str:
     containerd = state / "containerd"
+    grpc, ttrpc = _containerd_sockets(state)
     return f"""version = 2
 root = "{containerd / "root"}"
 state = "{containerd / "state"}"
@@ -831,10 +838,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
 
 [grpc]
-  address = "{containerd / "containerd.sock"}"
+  address = "{grpc}"
 
 [ttrpc]
-  address = "{containerd / "containerd.sock.ttrpc"}"
+  address = "{ttrpc}"
 
 [plugins."io.containerd.internal.v1.opt"]
   path = "{containerd / "opt"}"
@@ -909,7 +916,7 @@ def start(
     if reason:
         raise RuntimeError(reason)
     state = (plane.workdir / "node").resolve()
-    longest = state / "containerd" / "containerd.sock.ttrpc"
+    longest = max(_containerd_sockets(state), key=lambda socket: len(str(socket)))
     if len(str(longest)) > SOCKET_PATH_MAX:
         raise RuntimeError(
             f"the node's directory {state} is too long for containerd: its socket {longest} "
