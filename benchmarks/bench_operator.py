@@ -46,6 +46,10 @@ recompute round
     the operator's ``sharekeeper_recompute_seconds`` histogram scraped from its metrics port
     before the first and after the last change: mean of the rounds in between (sum and count
     deltas) and the upper bound of the highest bucket any of them fell in.
+garbage collector
+    likewise ``sharekeeper_gc_pause_seconds``, over the same window: how many full collections
+    fell in it and what they took, and all collections of any generation (they pause both the
+    rounds and the event loop).
 QoS check
     likewise ``sharekeeper_qos_check_seconds``, from the first change to the end of the idle
     window; "n/a" when the operator does not export it (the probe's ``qosChecks`` count is
@@ -108,6 +112,7 @@ QUEUES_PATH = kubeapi.collection_path(GROUP, "queues")
 POLICY_NAME = "everything"
 RECOMPUTE_HISTOGRAM = "sharekeeper_recompute_seconds"
 QOS_CHECK_HISTOGRAM = "sharekeeper_qos_check_seconds"
+GC_PAUSE_HISTOGRAM = "sharekeeper_gc_pause_seconds"
 QOS_USAGE_HISTOGRAM = "sharekeeper_qos_usage_seconds"
 AUDIT_LOG_MAX_MB = 100_000
 IDLE_WINDOW_SECONDS = 30.0
@@ -359,6 +364,29 @@ def histograms(metrics_url: str) -> tuple[kubeapi.Histogram | None, kubeapi.Hist
     )
 
 
+def gc_pauses(metrics_url: str) -> tuple[kubeapi.Histogram | None, kubeapi.Histogram | None]:
+    """The operator's collections so far: the full ones, and all."""
+    exposition = kubeapi.scrape(metrics_url)
+    return (
+        kubeapi.histogram(exposition, GC_PAUSE_HISTOGRAM, {"generation": "2"}),
+        kubeapi.histogram(exposition, GC_PAUSE_HISTOGRAM),
+    )
+
+
+def pause_figures(
+    after: tuple[kubeapi.Histogram | None, kubeapi.Histogram | None],
+    before: tuple[kubeapi.Histogram | None, kubeapi.Histogram | None],
+) -> Json | None:
+    """What the collector took between two ``gc_pauses`` scrapes (None: not exported)."""
+    if after[0] is None or after[1] is None:
+        return None
+    full, every = after[0].since(before[0]), after[1].since(before[1])
+    return {
+        "full": full.as_json() | {"total_seconds": round(full.sum, 3)},
+        "all": every.as_json() | {"total_seconds": round(every.sum, 3)},
+    }
+
+
 def qos_checks_so_far(operator: Operator) -> int | None:
     with contextlib.suppress(OSError, ValueError):
         return int(operator.health().get("qosChecks", 0))
@@ -565,6 +593,7 @@ def run_operator(
 
         metrics_url = f"http://127.0.0.1:{operator.metrics_port}/metrics"
         recompute_before, qos_before = histograms(metrics_url)
+        gc_before = gc_pauses(metrics_url)
         usage_before = kubeapi.histogram(kubeapi.scrape(metrics_url), QOS_USAGE_HISTOGRAM)
         qos_checks_before = qos_checks_so_far(operator)
         latencies: list[float] = []
@@ -591,6 +620,7 @@ def run_operator(
             progress(size, f"change {change + 1}/{options.changes}: {latencies[-1]:.2f} s, "
                      f"{writes_per_change[-1]:,} writes")  # fmt: skip
         recompute_after, _ = histograms(metrics_url)
+        figures["gc_pauses"] = pause_figures(gc_pauses(metrics_url), gc_before)
 
         progress(size, f"idle for {IDLE_WINDOW_SECONDS:.0f} s")
         idle_from = audit.writes()
@@ -652,6 +682,16 @@ def histogram_text(figure: Json | None, unit: str) -> str:
     return f"{seconds(figure['mean_seconds'])} mean ({bound}; {figure['observations']} {unit})"
 
 
+def pause_text(pauses: Json | None) -> str:
+    if not pauses:
+        return "n/a (not exported)"
+    full, every = pauses["full"], pauses["all"]
+    return (
+        f"{full['observations']} full collections, {seconds(full['total_seconds'])} "
+        f"({every['observations']:,} collections in all, {seconds(every['total_seconds'])})"
+    )
+
+
 def table_rows(result: Json, usage: str) -> list[tuple[str, str]]:
     """The figures of one size as (figure, value) rows."""
     cluster, creation = result["cluster"], result["creation"]
@@ -685,6 +725,7 @@ def table_rows(result: Json, usage: str) -> list[tuple[str, str]]:
          f"{seconds(latency['p50_seconds'])} / {seconds(latency['p99_seconds'])}"),
         ("one recompute round (during the changes)",
          histogram_text(result["recompute_round"], "rounds")),
+        ("  garbage collector, during the changes", pause_text(result.get("gc_pauses"))),
         (f"one QoS check of every node ({usage_text})", qos_text),
         ("  of which reading usage from metrics.k8s.io",
          histogram_text(qos.get("reading_usage"), "checks") if qos.get("reading_usage") else "n/a"),

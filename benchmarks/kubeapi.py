@@ -16,7 +16,7 @@ import ssl
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -376,14 +376,20 @@ def scrape(url: str) -> str:
     return response.text
 
 
-def histogram(exposition: str, name: str) -> Histogram | None:
-    """The histogram ``name`` from a text exposition; None when the process does not export it."""
+def histogram(
+    exposition: str, name: str, labels: Mapping[str, str] | None = None
+) -> Histogram | None:
+    """The histogram ``name`` from a text exposition, summed over its series that carry
+    ``labels`` (every series without); None when the process does not export it."""
+    wanted = (labels or {}).items()
     for family in text_string_to_metric_families(exposition):
         if family.name != name or family.type != "histogram":
             continue
         count = total = 0.0
         buckets: dict[float, float] = {}
         for sample in family.samples:
+            if not wanted <= sample.labels.items():
+                continue
             if sample.name == f"{name}_count":
                 count += sample.value
             elif sample.name == f"{name}_sum":

@@ -28,9 +28,10 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 @pytest.fixture
 def collector_restored() -> Iterator[None]:
     """The cyclic collector as it was before the test: on, nothing frozen, the same thresholds
-    (``sharekeeper.collector`` and the start-up barrier change all three)."""
-    threshold = gc.get_threshold()
+    and callbacks (``sharekeeper.collector`` and the start-up barrier change them)."""
+    threshold, callbacks = gc.get_threshold(), list(gc.callbacks)
     yield
     gc.enable()
     gc.unfreeze()
     gc.set_threshold(*threshold)
+    gc.callbacks[:] = callbacks

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 
 import pytest
+from prometheus_client import REGISTRY
 
 from sharekeeper import collector
 
@@ -15,6 +16,28 @@ def test_tune_batches_young_collections_and_keeps_the_older_ratios() -> None:
     gc.set_threshold(700, 11, 12)
     collector.tune()
     assert gc.get_threshold() == (collector.YOUNG_OBJECTS, 11, 12)
+
+
+def pauses(generation: int) -> tuple[float, float]:
+    """Collections of ``generation`` timed so far, and their seconds."""
+    labels = {"generation": str(generation)}
+    count = REGISTRY.get_sample_value("sharekeeper_gc_pause_seconds_count", labels)
+    total = REGISTRY.get_sample_value("sharekeeper_gc_pause_seconds_sum", labels)
+    return count or 0.0, total or 0.0
+
+
+def test_tune_times_each_collection_by_generation_once() -> None:
+    collector.tune()
+    collector.tune()  # a second tune must not time each collection twice
+    gc.disable()  # only the collections asked for below
+    full, young = pauses(2), pauses(0)
+    garbage = [[index] for index in range(100_000)]
+    gc.collect()
+    del garbage
+    gc.collect(0)
+    assert pauses(2)[0] == full[0] + 1
+    assert pauses(2)[1] > full[1]
+    assert pauses(0)[0] == young[0] + 1
 
 
 def test_settle_freezes_what_lives_and_collects_what_does_not() -> None:

@@ -9,21 +9,48 @@ at the top size, one or two a round with held pods (benchmarks/README.md, the pr
 So it is frozen out of the collector's way once made, and young collections take larger
 batches, so that a round's short-lived objects are gone before they would be promoted and
 count towards a full collection.
+
+Every collection is timed into ``sharekeeper_gc_pause_seconds`` by generation: what a full
+collection costs, and how often it falls, is what tells whether the freezes keep up.
 """
 
 from __future__ import annotations
 
 import gc
+import time
+from collections.abc import Mapping
+
+from sharekeeper import telemetry
 
 YOUNG_OBJECTS = 10_000
 """Allocations (net of frees) of tracked objects between two young collections; CPython's
 default is 700. Garbage cycles wait that much longer to be found: a few MiB at most."""
 
 
+class _PauseClock:
+    """A ``gc.callbacks`` entry: each collection's time, by the oldest generation collected."""
+
+    def __init__(self) -> None:
+        self._started = 0.0
+        self._series = [telemetry.GC_PAUSE_SECONDS.labels(str(g)) for g in range(3)]
+
+    def __call__(self, phase: str, info: Mapping[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self._series[info["generation"]].observe(time.perf_counter() - self._started)
+
+
+PAUSES = _PauseClock()
+
+
 def tune() -> None:
-    """Young collections every ``YOUNG_OBJECTS``; the older generations' ratios unchanged."""
+    """Young collections every ``YOUNG_OBJECTS``; the older generations' ratios unchanged; every
+    collection timed (``PAUSES``)."""
     _, middle, oldest = gc.get_threshold()
     gc.set_threshold(YOUNG_OBJECTS, middle, oldest)
+    if PAUSES not in gc.callbacks:
+        gc.callbacks.append(PAUSES)
 
 
 def settle() -> None:

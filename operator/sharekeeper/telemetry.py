@@ -19,6 +19,13 @@ RECOMPUTE_SECONDS = Histogram(
     "Time of one round: waiting for a QoS check in progress, snapshot -> engines -> diff",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )  # fmt: skip
+GC_PAUSE_SECONDS = Histogram(
+    "sharekeeper_gc_pause_seconds",
+    "Time the cyclic garbage collector held the process, per collection, by the oldest"
+    " generation it collected (2: a full collection)",
+    ["generation"],
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+)  # fmt: skip
 PENDING_WRITES = Gauge(
     "sharekeeper_pending_writes", "Status and node patches decided but not yet sent"
 )

@@ -1,0 +1,53 @@
+"""How the benchmarks read the operator's histograms (benchmarks/kubeapi.py): the figures they
+report are deltas of scraped series, checked here on a fixed exposition."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+from kubeapi import histogram
+
+EXPOSITION = """\
+# HELP pause_seconds Pauses
+# TYPE pause_seconds histogram
+pause_seconds_bucket{generation="0",le="0.01"} 5.0
+pause_seconds_bucket{generation="0",le="+Inf"} 6.0
+pause_seconds_count{generation="0"} 6.0
+pause_seconds_sum{generation="0"} 0.03
+pause_seconds_bucket{generation="2",le="0.01"} 0.0
+pause_seconds_bucket{generation="2",le="+Inf"} 2.0
+pause_seconds_count{generation="2"} 2.0
+pause_seconds_sum{generation="2"} 0.9
+"""
+
+
+def test_a_histogram_is_summed_over_the_series_that_carry_the_labels_asked_for() -> None:
+    every = histogram(EXPOSITION, "pause_seconds")
+    full = histogram(EXPOSITION, "pause_seconds", {"generation": "2"})
+    assert every is not None
+    assert full is not None
+    assert (every.count, round(every.sum, 6), every.buckets[0.01]) == (8.0, 0.93, 5.0)
+    assert (full.count, full.sum, full.buckets[float("inf")]) == (2.0, 0.9, 2.0)
+    none_yet = histogram(EXPOSITION, "pause_seconds", {"generation": "1"})
+    assert none_yet is not None
+    assert (none_yet.count, none_yet.buckets) == (0.0, {})
+    assert histogram(EXPOSITION, "other_seconds") is None
+
+
+def test_the_delta_between_two_scrapes_counts_only_what_fell_between() -> None:
+    before = histogram(EXPOSITION, "pause_seconds", {"generation": "2"})
+    after = histogram(
+        EXPOSITION.replace('count{generation="2"} 2.0', 'count{generation="2"} 5.0')
+        .replace('sum{generation="2"} 0.9', 'sum{generation="2"} 2.4')
+        .replace('generation="2",le="+Inf"} 2.0', 'generation="2",le="+Inf"} 5.0'),
+        "pause_seconds",
+        {"generation": "2"},
+    )
+    assert after is not None
+    delta = after.since(before)
+    assert delta.count == 3.0
+    assert round(delta.sum, 6) == 1.5
+    assert delta.slowest_at_most == float("inf")
