@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import weakref
 
 import pytest
 from prometheus_client import REGISTRY
@@ -10,6 +11,13 @@ from prometheus_client import REGISTRY
 from sharekeeper import collector
 
 pytestmark = pytest.mark.usefixtures("collector_restored")
+
+
+class Cycle:
+    """Only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
 
 
 def test_tune_batches_young_collections_and_keeps_the_older_ratios() -> None:
@@ -41,13 +49,9 @@ def test_tune_times_each_collection_by_generation_once() -> None:
 
 
 def test_settle_freezes_what_lives_and_collects_what_does_not() -> None:
-    class Node:
-        def __init__(self) -> None:
-            self.me = self  # a cycle: only the cyclic collector frees it
-
     gc.unfreeze()
     kept = [[index] for index in range(10)]
-    cycle = Node()
+    cycle = Cycle()
     found = {"garbage": False}
 
     def seen(phase: str, info: dict[str, int]) -> None:
@@ -63,3 +67,41 @@ def test_settle_freezes_what_lives_and_collects_what_does_not() -> None:
     assert found["garbage"], "the cycle was collected before the freeze"
     walked = gc.get_objects()  # what the collector walks: frozen objects are not in it
     assert not any(obj is piece for obj in walked for piece in kept)
+
+
+def test_refreezer_collects_the_young_and_freezes_what_lives() -> None:
+    gc.disable()  # only the collections the refreezer makes
+    gc.unfreeze()
+    refreeze = collector.Refreezer(clock=lambda: 0.0, full_every=60.0)
+    kept = [[index] for index in range(10)]
+    young = Cycle()
+    gone = weakref.ref(young)
+    del young
+    refreeze()
+    assert gone() is None, "a young garbage cycle is collected before the freeze"
+    walked = gc.get_objects()  # what the collector walks: frozen objects are not in it
+    assert not any(obj is piece for obj in walked for piece in kept)
+
+
+def test_a_cycle_frozen_before_it_died_is_freed_by_the_next_full_pass() -> None:
+    gc.disable()
+    gc.unfreeze()
+    now = [0.0]
+    refreeze = collector.Refreezer(clock=lambda: now[0], full_every=60.0)
+    old = Cycle()
+    gone = weakref.ref(old)
+    gc.freeze()  # it lived through a round's freeze, then died
+    del old
+    now[0] = 59.0
+    refreeze()
+    assert gone() is not None, "frozen, it waits for the full pass"
+    now[0] = 60.0
+    refreeze()
+    assert gone() is None
+    now[0] = 119.0
+    frozen_again = Cycle()
+    again = weakref.ref(frozen_again)
+    gc.freeze()
+    del frozen_again
+    refreeze()
+    assert again() is not None, "the next full pass is a full interval after the last"

@@ -107,7 +107,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     # The share round and the QoS check compute in threads of one process: one at a time, since
     # under the GIL two at once each take as long as both (benchmarks/README.md).
     lane = asyncio.Lock()
-    recompute = memo["recompute"] = Recompute(writer, store, ours.rounds, lane=lane)
+    recompute = memo["recompute"] = Recompute(
+        writer, store, ours.rounds, lane=lane, after_round=collector.Refreezer()
+    )
     qos_loop = memo["qos"] = QosLoop(writer, MetricsApiUsage(client), store, lane=lane)
     stores = store.by_kind
     watches = {r.name: ListWatch(http, r, stores[r.kind], ours.watches) for r in kinds.STORED}

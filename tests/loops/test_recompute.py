@@ -107,6 +107,23 @@ def one_policy() -> OwnRecord[Any]:
     return OwnRecord("all", "uid-all", 1, policy_spec(policy("all")), {})
 
 
+def test_each_round_ends_with_the_owners_hook() -> None:
+    """The runtime freezes what a round keeps (``collector.Refreezer``) once it is decided."""
+    calls: list[int] = []
+    store = cluster([record(queue("a"), queue_snapshot)], [one_policy()])
+    loop = Recompute(
+        RecordingWriter(), store, clock=lambda: 1_000_000.0,
+        after_round=lambda: calls.append(loop.rounds),
+    )  # fmt: skip
+
+    async def scenario() -> None:
+        await loop.recompute()
+        await loop.recompute()
+
+    asyncio.run(scenario())
+    assert calls == [1, 2]
+
+
 def test_first_round_writes_each_object_once_then_nothing() -> None:
     writer = RecordingWriter()
     queues = [

@@ -76,11 +76,16 @@ class Recompute:
         store: ClusterStore,
         settings: LoopSettings = LoopSettings(),
         clock: Callable[[], float] = time.time,
+        *,
         lane: asyncio.Lock | None = None,
+        after_round: Callable[[], None] | None = None,
     ) -> None:
         self._writer = writer
         self._lane = lane if lane is not None else asyncio.Lock()
         """Held while a round computes; the owner shares it with the QoS loop."""
+        self._after_round = after_round
+        """Called once a round's results are handed over (the owner's ``collector.Refreezer``:
+        what the round keeps is frozen out of the garbage collector's way)."""
         self._evicting: dict[PodKey, float] = {}
         """Pods whose eviction reclaim sent (when, monotonic), until the watch shows them
         terminating or gone: gone for the next rounds' plans, never evicted twice."""
@@ -263,6 +268,8 @@ class Recompute:
         telemetry.PODS_HELD.set(len(held))
         self.rounds += 1
         self.first_round.set()
+        if self._after_round is not None:
+            self._after_round()
         if writes:
             logger.info(
                 "round %d: %d status and %d node writes",
