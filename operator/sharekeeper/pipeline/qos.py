@@ -267,10 +267,11 @@ def _with_throttles(
 def _throttled_after(node: QosNode, outcomes: Outcomes) -> list[MutableObj]:
     """The throttled pods of ``node`` once this check's accepted actions took effect: what
     the next check (and a restarted operator) restores from."""
+    throttling = [(a.pod, a.throttle.throttle) for a in outcomes.done if a.throttle is not None]
+    if not throttling and all(pod.throttle is None for pod in node.pods):
+        return []  # most nodes of most checks: nothing is or gets throttled
     states = {pod.key: pod.throttle for pod in node.pods}
-    for action in outcomes.done:
-        if action.throttle is not None:
-            states[action.pod] = action.throttle.throttle
+    states.update(throttling)
     uids = {pod.key: pod.uid for pod in node.pods}
     return [
         throttled_entry(key, uids.get(key, ""), state)
@@ -291,11 +292,15 @@ def policy_statuses(
     statuses: dict[str, MutableObj] = {}
     for name in sorted(check.policies):
         previous = {e.get("name"): e for e in current.get(name, {}).get("nodes", [])}
+        matched = 0
+        # Only the entries not at rest are kept, with their nulls dropped: at thousands of
+        # nodes most are at rest, and none of those is listed.
         entries: list[MutableObj] = []
         for node_check in check.nodes:
             if name not in node_check.policies:
                 continue
-            entry: MutableObj = without_nulls(dict(node_status_entry(node_check.result, name)))
+            matched += 1
+            entry: MutableObj = dict(node_status_entry(node_check.result, name))
             done = outcomes.get(node_check.node.name, Outcomes())
             actions = _action_entries(done, now)
             old = previous.get(node_check.node.name, {})
@@ -314,16 +319,18 @@ def policy_statuses(
             message = "; ".join((*node_check.result.notes, *done.waiting))
             if message:
                 entry["message"] = message
-            entries.append(entry)
+            if not _at_rest(entry):
+                entries.append(without_nulls(entry))
+        # A node at rest has no rule Triggered: counting the others counts them all.
         triggered = sum(1 for e in entries if any(r["phase"] == "Triggered" for r in e["rules"]))
-        listed = _listed(entries)
+        listed = _most_urgent(entries)
         ready = check.usage_missing is None
         checked = "nodes checked"
-        if len(listed) < len(entries) - sum(1 for e in entries if _at_rest(e)):
+        if len(listed) < len(entries):
             checked += f"; only the {len(listed)} most urgent of the nodes not at rest are listed"
         unreachable = [unreachable_message(r) for r in check.unreachable.get(name, ())]
         statuses[name] = {
-            "matchedNodes": len(entries),
+            "matchedNodes": matched,
             "triggeredNodes": triggered,
             "nodes": listed,
             "conditions": [
@@ -381,9 +388,9 @@ def _at_rest(entry: MutableObj) -> bool:
     )
 
 
-def _listed(entries: list[MutableObj]) -> list[MutableObj]:
-    """The entries worth keeping, most urgent first when there are too many, in name order."""
-    kept = [entry for entry in entries if not _at_rest(entry)]
+def _most_urgent(kept: list[MutableObj]) -> list[MutableObj]:
+    """At most ``MAX_LISTED_NODES`` of the entries not at rest, the most urgent when there are
+    more, in name order."""
     if len(kept) > MAX_LISTED_NODES:
         kept.sort(key=_urgency)
         kept = sorted(kept[:MAX_LISTED_NODES], key=lambda entry: str(entry["name"]))
