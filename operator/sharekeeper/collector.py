@@ -73,8 +73,8 @@ def settle() -> None:
 
 class Refreezer:
     """Called after each share round: the young generations collected, then everything alive
-    frozen; every ``full_every`` seconds instead everything unfrozen and collected first (a
-    full walk, as at start-up)."""
+    frozen; every ``full_every`` seconds instead everything unfrozen and ``settle``d (a full
+    walk, as at start-up)."""
 
     def __init__(
         self,
@@ -89,8 +89,8 @@ class Refreezer:
         now = self._clock()
         if now - self._last_full >= self._full_every:
             gc.unfreeze()
-            gc.collect()
+            settle()
             self._last_full = now
         else:
             gc.collect(1)
-        gc.freeze()
+            gc.freeze()
