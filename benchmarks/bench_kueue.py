@@ -70,6 +70,7 @@ import asyncio
 import contextlib
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -120,6 +121,11 @@ COHORT = "bench"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 SAMPLE_SECONDS = 2.0
 QPS_FLAGS = ("--kube-api-qps=5000", "--kube-api-burst=10000")
+SCHEDULER_OPEN_PATHS = (
+    "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*"
+)
+"""kube-scheduler runs without an authorization kubeconfig (``controlplane``), so only these
+paths answer, to anyone on loopback: its metrics and CPU profiles for the benchmarks."""
 # Every request of a ServiceAccount, once, when it completes (see the module docstring).
 AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -141,7 +147,8 @@ def progress(message: str) -> None:
 
 def start_cluster(workdir: Path) -> controlplane.ControlPlane:
     """The full control plane with our audit policy, then kube-controller-manager and
-    kube-scheduler restarted without client rate limits."""
+    kube-scheduler restarted without client rate limits (the scheduler with its metrics and
+    profiles open on loopback)."""
     audit = workdir / "bench-audit-policy.yaml"
     workdir.mkdir(parents=True, exist_ok=True)
     audit.write_text(AUDIT_POLICY)
@@ -154,7 +161,8 @@ def start_cluster(workdir: Path) -> controlplane.ControlPlane:
         for name in ("kube-controller-manager", "kube-scheduler"):
             plane.stop_process(name)
             argv, env, detached = plane.commands[name]
-            plane.commands[name] = ([*argv, *QPS_FLAGS], env, detached)
+            extra = (*QPS_FLAGS, SCHEDULER_OPEN_PATHS) if name == "kube-scheduler" else QPS_FLAGS
+            plane.commands[name] = ([*argv, *extra], env, detached)
             plane.start_process(name)
     except BaseException:
         plane.stop()
@@ -449,6 +457,17 @@ class Bench:
     logs: Path
     phase_timeout: float
     kueue_qps: float
+    profiling: Profiling | None = None
+
+
+@dataclass(frozen=True)
+class Profiling:
+    """CPU profiles of the Go components, ``seconds`` long, from ``at`` seconds after a phase's
+    submission starts, written to ``into``."""
+
+    at: float
+    seconds: int
+    into: Path
 
 
 async def submit(access: kubeapi.ApiAccess, bench: Bench, side: str, tracker: Tracker) -> int:
@@ -538,8 +557,9 @@ def clean_namespace(bench: Bench, side: str, timeout: float = 600.0) -> None:
 
 
 @contextlib.contextmanager
-def controller(bench: Bench, side: str, tag: str) -> Iterator[int]:
-    """The phase's controller, running and admitting: its pid."""
+def controller(bench: Bench, side: str, tag: str) -> Iterator[tuple[int, str | None]]:
+    """The phase's controller, running and admitting: its pid, and where it serves CPU profiles
+    (Kueue; ours is Python)."""
     log = bench.logs / f"{tag}.log"
     if side == KUEUE:
         manager = kueue.start(
@@ -548,14 +568,14 @@ def controller(bench: Bench, side: str, tag: str) -> Iterator[int]:
         try:
             manager.wait_ready()
             probe_kueue(bench, manager)
-            yield manager.pid
+            yield manager.pid, f"http://127.0.0.1:{manager.pprof_port}"
         finally:
             manager.stop()
         return
     env = {"PYTHONPATH": str(REPO / "operator")}
     with admitting_operator(bench.installed, log, nodes=nodes_of(bench.shape)[:1],
                             apply=[our_policy()], env=env) as operator:  # fmt: skip
-        yield operator.process.pid
+        yield operator.process.pid, None
 
 
 def probe_kueue(bench: Bench, manager: kueue.Kueue, timeout: float = 120.0) -> None:
@@ -584,7 +604,7 @@ def run_phase(bench: Bench, side: str, repetition: int) -> Json:
         bench.plane.audit_log, kueue.USER if side == KUEUE else SERVICE_ACCOUNT
     )
     before_start = audit.writes()  # the earlier phases' requests
-    with controller(bench, side, tag) as pid:
+    with controller(bench, side, tag) as (pid, pprof):
         tracker = Tracker(bench.shape, bench.work, side, time.monotonic())
         watches = [
             Watch(bench.access, kubeapi.collection_path("batch/v1", "jobs", namespace),
@@ -607,7 +627,7 @@ def run_phase(bench: Bench, side: str, repetition: int) -> Json:
             bench_cpu, machine = time.process_time(), machine_busy_seconds()
             requests_before = audit.writes()
             by_resource_before = Counter(audit.by_resource)
-            observe(bench, side, tag, tracker, watches=watches, result=result)
+            observe(bench, side, tag, tracker, watches=watches, result=result, pprof=pprof)
             cpu_after = {name: cpu_seconds(p) for name, p in processes.items()}
             result["cpu_seconds"] = {n: round(cpu_after[n] - cpu_before[n], 2) for n in processes}
             spent = result["cpu_seconds"]
@@ -627,13 +647,16 @@ def run_phase(bench: Bench, side: str, repetition: int) -> Json:
             for watch in watches:
                 watch.stop()
         result |= figures(bench, tracker)
-        progress(f"{tag}: cleaning up")
-        try:
-            clean_namespace(bench, side)
-        except Exception as error:  # the figures stand; the next phases cannot run
-            result["cleanup_error"] = f"{type(error).__name__}: {error}"
-        for watch in watches:
-            watch.join(timeout=10)
+    # The controller is stopped first, so that it cannot go on releasing (ours) or admitting
+    # (Kueue's) pods of Jobs being deleted: a cut phase of ours, cleaned with the operator
+    # running, still held 15,000 pods after ten minutes of deletes.
+    progress(f"{tag}: cleaning up")
+    try:
+        clean_namespace(bench, side)
+    except Exception as error:  # the figures stand; the next phases cannot run
+        result["cleanup_error"] = f"{type(error).__name__}: {error}"
+    for watch in watches:
+        watch.join(timeout=10)
     return result
 
 
@@ -643,11 +666,24 @@ def sample_until(tracker: Tracker, stop: threading.Event) -> None:
 
 
 def observe(
-    bench: Bench, side: str, tag: str, tracker: Tracker, *, watches: list[Watch], result: Json
+    bench: Bench,
+    side: str,
+    tag: str,
+    tracker: Tracker,
+    *,
+    watches: list[Watch],
+    result: Json,
+    pprof: str | None,
 ) -> None:
     """Submit the jobs, then wait until every one is complete (or the phase times out)."""
     progress(f"{tag}: submitting {len(bench.work):,} jobs at {bench.shape.jobs_per_second:g}/s")
     submitted_at = time.monotonic()
+    profiler = None
+    if bench.profiling is not None:
+        profiler = threading.Thread(
+            target=profile_components, args=(bench, bench.profiling, tag, pprof, result)
+        )
+        profiler.start()
     result["post_retries"] = asyncio.run(submit(bench.access, bench, side, tracker))
     result["submission_seconds"] = round(time.monotonic() - submitted_at, 1)
     if side == OURS:
@@ -668,6 +704,42 @@ def observe(
             progress(f"{tag}: {admitted:,} admitted, {tracker.completed:,} complete")
         time.sleep(1.0)
     result["phase_seconds"] = round(tracker.now(), 1)
+    if profiler is not None:
+        profiler.join()
+
+
+def profile_components(
+    bench: Bench, profiling: Profiling, tag: str, controller: str | None, result: Json
+) -> None:
+    """CPU profiles of kube-apiserver, kube-scheduler and the phase's Go controller over the
+    same ``profiling.seconds``, each with its ``go tool pprof -top`` beside it; a failure is
+    recorded in ``result``, not raised (the phase's figures stand without it)."""
+    time.sleep(profiling.at)
+    scheduler = bench.plane.health_urls["kube-scheduler"].rsplit("/", 1)[0]
+    # The scheduler's serving certificate is one it made for itself: nothing to verify it with.
+    clients = {"kube-apiserver": bench.access.client(),
+               "kube-scheduler": httpx.Client(base_url=scheduler, verify=False)}  # fmt: skip
+    if controller is not None:
+        clients["controller"] = httpx.Client(base_url=controller)
+    profiles: Json = {"at_seconds": profiling.at, "seconds": profiling.seconds}
+    result["profiles"] = profiles
+
+    def take(name: str, client: httpx.Client) -> None:
+        into = profiling.into / f"{tag}-{name}.pprof"
+        try:
+            with client:
+                kubeapi.cpu_profile(client, profiling.seconds, into)
+            into.with_suffix(".top.txt").write_text(kubeapi.pprof_top(into))
+            profiles[name] = str(into)
+        except (httpx.HTTPError, subprocess.CalledProcessError) as error:
+            profiles[name] = f"failed: {type(error).__name__}: {error}"
+
+    progress(f"{tag}: profiling {', '.join(clients)} for {profiling.seconds} s")
+    takers = [threading.Thread(target=take, args=item) for item in clients.items()]
+    for taker in takers:
+        taker.start()
+    for taker in takers:
+        taker.join()
 
 
 def live_deserved(bench: Bench) -> dict[str, int]:
@@ -767,8 +839,13 @@ def setup(shape: Shape, workdir: Path, logs: Path, args: argparse.Namespace) -> 
     except BaseException:
         plane.stop()
         raise
+    profiling = None
+    if args.profile_dir is not None:
+        args.profile_dir.mkdir(parents=True, exist_ok=True)
+        profiling = Profiling(args.profile_at, args.profile_seconds, args.profile_dir)
     return Bench(shape, work, deserved, plane, cluster, installed, access, binary,
-                 kueue_kubeconfig, logs, args.phase_timeout, args.kueue_qps)  # fmt: skip
+                 kueue_kubeconfig, logs, args.phase_timeout, args.kueue_qps,
+                 profiling)  # fmt: skip
 
 
 def meta(args: argparse.Namespace) -> Json:
@@ -880,6 +957,18 @@ def main() -> int:
     parser.add_argument("--phase-timeout", type=float, default=1800)
     parser.add_argument("--workdir", type=Path, help="the cluster's files (default: a temp dir)")
     parser.add_argument("--log-dir", type=Path, help="the controllers' logs (default: workdir)")
+    parser.add_argument(
+        "--profile-dir",
+        type=Path,
+        help="CPU profiles of kube-apiserver, kube-scheduler and Kueue go here",
+    )
+    parser.add_argument(
+        "--profile-at",
+        type=float,
+        default=600.0,
+        help="seconds after a phase's submission starts (default %(default)s)",
+    )
+    parser.add_argument("--profile-seconds", type=int, default=120)
     parser.add_argument("--out", type=Path, default=Path("/tmp/kueue-peer.json"))
     parser.add_argument("--plot", type=Path)
     parser.add_argument("--report", type=Path, help="only print the table of this JSON file")

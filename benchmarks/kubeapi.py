@@ -13,6 +13,7 @@ import base64
 import json
 import math
 import ssl
+import subprocess
 import tempfile
 import time
 from collections import Counter
@@ -399,3 +400,33 @@ def histogram(
                 buckets[bound] = buckets.get(bound, 0.0) + sample.value
         return Histogram(count, total, buckets)
     return None
+
+
+# --- CPU profiles of the Go components -----------------------------------------------------------
+
+
+def cpu_profile(client: httpx.Client, seconds: int, into: Path) -> None:
+    """A CPU profile over the next ``seconds`` of the Go process ``client`` talks to (its
+    ``/debug/pprof``), written to ``into``."""
+    response = client.get("/debug/pprof/profile", params={"seconds": seconds}, timeout=seconds + 60)
+    into.write_bytes(response.raise_for_status().content)
+
+
+def pprof_top(profile: Path) -> str:
+    """``go tool pprof -top -cum`` of ``profile`` (a Go CPU profile carries its own symbols)."""
+    done = subprocess.run(
+        ["go", "tool", "pprof", "-top", "-cum", str(profile)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return done.stdout
+
+
+def cumulative_share(top: str, function: str) -> float:
+    """The cumulative share of samples (%) of the function whose full name ends with
+    ``function``, in ``pprof_top``'s text; 0 when no sample was in it."""
+    for line in top.splitlines():
+        fields = line.split()
+        # flat flat% sum% cum cum% name
+        if len(fields) >= 6 and fields[5].endswith(function):
+            return float(fields[4].rstrip("%"))
+    return 0.0

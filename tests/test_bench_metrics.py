@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-from kubeapi import histogram
+from kubeapi import cumulative_share, histogram
 
 EXPOSITION = """\
 # HELP pause_seconds Pauses
@@ -51,3 +51,21 @@ def test_the_delta_between_two_scrapes_counts_only_what_fell_between() -> None:
     assert delta.count == 3.0
     assert round(delta.sum, 6) == 1.5
     assert delta.slowest_at_most == float("inf")
+
+
+TOP = """\
+File: kube-scheduler
+Type: cpu
+Duration: 60s, Total samples = 2.39s ( 3.98%)
+      flat  flat%   sum%        cum   cum%
+     0.09s  3.77%  3.77%      1.01s 42.26%  k8s.io/kubernetes/pkg/scheduler/backend/queue.(*PriorityQueue).moveAllToActiveOrBackoffQueue
+         0     0%     0%      0.97s 40.59%  k8s.io/kubernetes/pkg/scheduler/backend/queue.(*PriorityQueue).MoveAllToActiveOrBackoffQueue
+     0.22s  9.21% 12.97%      0.60s 25.10%  k8s.io/kubernetes/pkg/scheduler/backend/queue.(*PriorityQueue).movePodsToActiveOrBackoffQueue
+"""  # noqa: E501  (go tool pprof -top -cum, cut)
+
+
+def test_a_functions_share_of_a_profile_is_read_by_the_end_of_its_name() -> None:
+    assert cumulative_share(TOP, ".movePodsToActiveOrBackoffQueue") == 25.10
+    # The exported name, not the unexported one beside it that ends the same way.
+    assert cumulative_share(TOP, ".MoveAllToActiveOrBackoffQueue") == 40.59
+    assert cumulative_share(TOP, ".ScheduleOne") == 0.0
