@@ -41,8 +41,7 @@ SMP_REMOVE_GATE = json.dumps(
     {"spec": {"schedulingGates": [{"$patch": "delete", "name": ADMISSION_GATE}]}}
 )
 POLICIES = (
-    "sharekeeper-gate-release",
-    "sharekeeper-operator-pod-changes",
+    "sharekeeper-pod-updates",
     "sharekeeper-gate-opt-in",
     "sharekeeper-admission-at-creation",
     "sharekeeper-queue-immutable",
@@ -131,27 +130,28 @@ def in_force(probe: Tenant) -> bool:
     assert answer.returncode == 0, answer.stderr
     assert held(json.loads(answer.stdout)), "the webhook does not gate yet"
     kubectl = probe.kubectl
-    refused(kubectl("patch", "pod", "probe", dry, "-p", SMP_REMOVE_GATE, check=False), POLICIES[0])
+    updates, opt_in, at_creation, immutable = POLICIES
+    refused(kubectl("patch", "pod", "probe", dry, "-p", SMP_REMOVE_GATE, check=False), updates)
     refused(
         probe.cluster.kubectl(
             *AS_OPERATOR, "label", "pod", "probe", "-n", probe.namespace, dry, "x=y", check=False
         ),
-        POLICIES[1],
+        updates,
     )
     refused(
         probe.cluster.kubectl(
             "create", dry, "-n", "default", "-f", "-",
             input=json.dumps(pod("gated", gated=True)), check=False,
         ),
-        POLICIES[2],
+        opt_in,
     )  # fmt: skip
     refused(
         kubectl("create", dry, "-f", "-", input=json.dumps(pod("nameless")), check=False),
-        POLICIES[3],
+        at_creation,
     )
     refused(
         kubectl("label", "pod", "probe", dry, "--overwrite", f"{QUEUE_LABEL}=b", check=False),
-        POLICIES[4],
+        immutable,
     )
     return True
 

@@ -35,7 +35,7 @@ from admitting import (
 )
 from clusters import Cluster, Installed
 from operating import SERVICE_ACCOUNT, Operator, eventually
-from sharekeeper.model.pods import ADMITTED_ANNOTATION, release_patch
+from sharekeeper.model.pods import ADMISSION_GATE, ADMITTED_ANNOTATION, release_patch
 from tenants import Tenant, make_tenant
 
 RELEASE = json.dumps(release_patch("2026-01-01T00:00:00Z"))
@@ -155,7 +155,7 @@ def test_a_tenant_cannot_remove_the_gate_with_a_strategic_merge_patch(tenant: Te
     assert held(created(tenant, pod("waiting", NOWHERE)))
     attack = tenant.kubectl("patch", "pod", "waiting", "-p", SMP_REMOVE_GATE, check=False)
     refused(
-        attack, "sharekeeper-gate-release",
+        attack, "sharekeeper-pod-updates",
         "only Sharekeeper removes the scheduling gate sharekeeper.io/admission from pod waiting",
         "AdmissionWaiting", "sharekeeper:releasers",
         f"sharekeeper release --namespace {tenant.namespace}",
@@ -172,7 +172,7 @@ def test_a_tenant_cannot_remove_the_gate_with_a_json_patch(tenant: Tenant) -> No
         attack = tenant.kubectl(
             "patch", "pod", "waiting", "--type=json", "-p", json.dumps(patch), check=False
         )
-        refused(attack, "sharekeeper-gate-release", "sharekeeper:releasers")
+        refused(attack, "sharekeeper-pod-updates", "sharekeeper:releasers")
     assert held(get_pod(tenant.cluster, tenant.namespace, "waiting"))
 
 
@@ -257,6 +257,15 @@ def test_the_gate_is_refused_in_a_namespace_that_did_not_opt_in(
         # Without admission, pods are neither gated nor refused.
         assert not held(created(outsider, pod("plain", "tenants")))
         assert not held(created(outsider, pod("nameless")))
+        # Nor can the gate come later: Kubernetes itself refuses an update that adds a
+        # scheduling gate, before any policy is asked (so the policy matches creations only).
+        adding = json.dumps({"spec": {"schedulingGates": [{"name": ADMISSION_GATE}]}})
+        later = outsider.kubectl("patch", "pod", "plain", "--type=merge", "-p", adding,
+                                 check=False)  # fmt: skip
+        assert later.returncode != 0, later.stdout
+        message = " ".join(later.stderr.split())
+        assert "only deletion is allowed" in message, message
+        assert "ValidatingAdmissionPolicy" not in message, message
     finally:
         cluster.kubectl("delete", "namespace", outsider.namespace, "--wait=false")
 
@@ -373,7 +382,7 @@ def test_the_operator_account_cannot_change_a_kube_system_pod(
         ]:  # fmt: skip
             refused(
                 cluster.kubectl(*as_operator, *change, check=False),
-                "sharekeeper-operator-pod-changes", message,
+                "sharekeeper-pod-updates", message,
             )  # fmt: skip
         got = get_pod(cluster, "kube-system", name)
         assert got["spec"]["containers"][0]["image"] == "example/app:1"
@@ -426,7 +435,7 @@ def test_a_member_of_the_releasers_group_can_let_a_held_pod_go(tenant: Tenant) -
     patch = ("patch", "pod", "waiting", "-n", tenant.namespace, "-p", SMP_REMOVE_GATE)
     refused(
         cluster.kubectl("--as=alice", *patch, check=False),
-        "sharekeeper-gate-release", "sharekeeper:releasers",
+        "sharekeeper-pod-updates", "sharekeeper:releasers",
     )  # fmt: skip
     cluster.kubectl("--as=alice", "--as-group=sharekeeper:releasers", *patch)
     assert not held(get_pod(cluster, tenant.namespace, "waiting"))

@@ -77,7 +77,7 @@ ALLOWED = [
 # its status or delete it.
 DENIED = [
     # Pods are patched (the admission gate; RBAC cannot narrow a patch to fields, the policy
-    # sharekeeper-operator-pod-changes does), never rewritten whole, nor their status.
+    # sharekeeper-pod-updates does), never rewritten whole, nor their status.
     Access("update", "", "pods", namespace="kube-system"),
     Access("update", "", "pods", "status"),
     Access("patch", "", "pods", "ephemeralcontainers", namespace="kube-system"),
@@ -204,8 +204,7 @@ def test_the_admission_policies_are_installed_and_enforced(deployed: Cluster) ->
     bindings = deployed.get("validatingadmissionpolicybindings", "-l", selector)["items"]
     names = {policy["metadata"]["name"] for policy in policies}
     assert names == {
-        "sharekeeper-gate-release",
-        "sharekeeper-operator-pod-changes",
+        "sharekeeper-pod-updates",
         "sharekeeper-gate-opt-in",
         "sharekeeper-admission-at-creation",
         "sharekeeper-queue-immutable",
