@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO / "e2e"))
 
 import controlplane  # noqa: E402
 import kubeapi  # noqa: E402
-from bench_kueue import cpu_seconds, start_cluster  # noqa: E402
+from bench_kueue import cpu_seconds, scheduler_client, start_cluster  # noqa: E402
 from clusters import Cluster  # noqa: E402
 from fakenodes import fake_node, wait_nodes_ready  # noqa: E402
 from figures import provenance  # noqa: E402
@@ -86,9 +86,7 @@ class Scheduler:
 
     def __init__(self, plane: controlplane.ControlPlane) -> None:
         self.plane = plane
-        self.base = plane.health_urls["kube-scheduler"].rsplit("/", 1)[0]
-        # Its serving certificate is one it made for itself: nothing to verify it against.
-        self.client = httpx.Client(base_url=self.base, verify=False, timeout=600)
+        self.client = scheduler_client(plane)
 
     @property
     def pid(self) -> int:

@@ -171,6 +171,13 @@ def start_cluster(workdir: Path) -> controlplane.ControlPlane:
     return plane
 
 
+def scheduler_client(plane: controlplane.ControlPlane, timeout: float = 600.0) -> httpx.Client:
+    """A client of kube-scheduler's HTTPS port (the paths ``SCHEDULER_OPEN_PATHS`` opens)."""
+    base = plane.health_urls["kube-scheduler"].rsplit("/", 1)[0]
+    # Its serving certificate is one it made for itself: nothing to verify it against.
+    return httpx.Client(base_url=base, verify=False, timeout=timeout)
+
+
 def quantity_cpu(milli: int) -> str:
     return f"{milli // 1000}" if milli % 1000 == 0 else f"{milli}m"
 
@@ -721,10 +728,8 @@ def profile_components(
     same ``profiling.seconds``, each with its ``go tool pprof -top`` beside it; a failure is
     recorded in ``result``, not raised (the phase's figures stand without it)."""
     time.sleep(profiling.at)
-    scheduler = bench.plane.health_urls["kube-scheduler"].rsplit("/", 1)[0]
-    # The scheduler's serving certificate is one it made for itself: nothing to verify it with.
     clients = {"kube-apiserver": bench.access.client(),
-               "kube-scheduler": httpx.Client(base_url=scheduler, verify=False)}  # fmt: skip
+               "kube-scheduler": scheduler_client(bench.plane)}  # fmt: skip
     if controller is not None:
         clients["controller"] = httpx.Client(base_url=controller)
     profiles: Json = {"at_seconds": profiling.at, "seconds": profiling.seconds}
