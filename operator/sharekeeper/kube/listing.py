@@ -22,6 +22,7 @@ from lightkube.core.exceptions import ConfigError
 
 from sharekeeper.kube.clients import sync_http
 from sharekeeper.kube.kinds import STORED, Resource
+from sharekeeper.model import jsontext
 from sharekeeper.model.objects import MutableObj
 
 PAGE_SIZE = 500
@@ -78,7 +79,7 @@ def list_items(http: httpx.Client, resource: Resource) -> Iterator[MutableObj]:
         if response.status_code != 200:
             raise ClusterUnreachable(f"{where}: {refusal(response)}")
         try:
-            page = response.json()
+            page = jsontext.parse(response.content)
             items = page.get("items") or []
             token = (page.get("metadata") or {}).get("continue")
         except (ValueError, AttributeError) as error:

@@ -16,7 +16,6 @@ named in our words; any other refusal is "invalid YAML" at the line and column i
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from yaml.events import (
 )
 from yaml.reader import ReaderError
 
+from sharekeeper.model import jsontext
 from sharekeeper.model.objects import ObjectError, Problem
 
 MAX_DEPTH = 64
@@ -89,7 +89,7 @@ def parse_documents(data: bytes) -> list[Any]:
 
 def _json(text: str) -> Any:
     try:
-        document = json.loads(text)
+        document = jsontext.parse(text)
     except RecursionError:
         raise DocumentError(f"nests deeper than {MAX_DEPTH} levels") from None
     except ValueError as error:

@@ -22,7 +22,6 @@ gives the same whole number.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -34,6 +33,7 @@ from sharekeeper.engine.overcommit import OvercommitQueue, quota_available
 from sharekeeper.engine.shares import PolicySnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName
 from sharekeeper.engine.shares.tree import path_from_root
+from sharekeeper.model import jsontext
 from sharekeeper.model.documents import one_line
 from sharekeeper.model.nodes import (
     OVERCOMMIT_ALLOCATABLE,
@@ -395,7 +395,7 @@ def _qos_facts(report: Obj, name: str, waterlines: str | None) -> MutableObj:
 def render(facts: Obj, output: str) -> str:
     """``text`` (``table``, simulate's default, is text here), ``json`` or ``yaml``."""
     if output == "json":
-        return json.dumps(facts, indent=2, sort_keys=True) + "\n"
+        return jsontext.pretty(facts)
     if output == "yaml":
         return yaml.safe_dump(dict(facts), sort_keys=True)
     return render_text(facts)
@@ -653,7 +653,7 @@ def _json(text: str | None) -> Any:
     if text is None:
         return None
     try:
-        return json.loads(text)
+        return jsontext.parse(text)
     except ValueError:
         return text
 

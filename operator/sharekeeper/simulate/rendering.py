@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 
 import yaml
 
+from sharekeeper.model import jsontext
 from sharekeeper.model.documents import one_line
 from sharekeeper.model.objects import Obj
 
@@ -33,7 +33,7 @@ def render(
 ) -> str:
     """``parents``: each queue's ``spec.parent``, to print the queues as their tree."""
     if output == "json":
-        return json.dumps(report, indent=2, sort_keys=True) + "\n"
+        return jsontext.pretty(report)
     if output == "yaml":
         return yaml.safe_dump(dict(report), sort_keys=True)
     qos = "nodeQosEnsurancePolicies" in report
