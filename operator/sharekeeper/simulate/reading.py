@@ -231,25 +231,35 @@ def _check_schema(obj: Obj, kind: str) -> None:
         value = at(obj, path)
         if value is not None and not isinstance(value, str):
             raise fail(obj, path, "must be a string", value)
-    resource_lists = [(path, at(obj, path)) for path in _RESOURCE_LISTS.get(kind, ())]
+    for path in _RESOURCE_LISTS.get(kind, ()):
+        _check_amounts(obj, path, at(obj, path))
     if kind == "Pod":
-        resource_lists += _container_resources(obj)
-    for path, amounts in resource_lists:
-        if isinstance(amounts, dict):  # the readers refuse anything else
-            for resource, quantity in amounts.items():
-                if not isinstance(quantity, str | int | float):
-                    raise fail(obj, f"{path}.{resource}", "must be a string or a number", quantity)
+        _check_container_resources(obj)
 
 
-def _container_resources(pod: Obj) -> Iterator[tuple[str, Any]]:
-    """``(path, ResourceList)`` of every container's requests and limits."""
+def _check_container_resources(pod: Obj) -> None:
+    """Every container's requests and limits; a path is spelled only for a list that fails."""
     for key in ("spec.containers", "spec.initContainers"):
         containers = at(pod, key)
         for index, container in enumerate(containers if isinstance(containers, list) else ()):
             resources = container.get("resources") if isinstance(container, dict) else None
-            if isinstance(resources, dict):
-                for part in ("requests", "limits"):
-                    yield f"{key}[{index}].resources.{part}", resources.get(part)
+            if not isinstance(resources, dict):
+                continue
+            for part in ("requests", "limits"):
+                amounts = resources.get(part)
+                if isinstance(amounts, dict) and not all(map(_is_quantity, amounts.values())):
+                    _check_amounts(pod, f"{key}[{index}].resources.{part}", amounts)
+
+
+def _check_amounts(obj: Obj, path: str, amounts: Any) -> None:
+    if isinstance(amounts, dict):  # the readers refuse anything else
+        for resource, quantity in amounts.items():
+            if not _is_quantity(quantity):
+                raise fail(obj, f"{path}.{resource}", "must be a string or a number", quantity)
+
+
+def _is_quantity(value: Any) -> bool:
+    return isinstance(value, str | int | float)
 
 
 @dataclass(slots=True)
