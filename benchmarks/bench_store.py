@@ -17,6 +17,8 @@ every node), fed to a ``ClusterStore`` the way a complete list would. Reported:
   repetitions renders every status, the others reuse them and diff);
 - one round, a new change: each repetition changes the weight again, so every round renders
   and diffs every queue, as each weight change does in the operator;
+- one /metrics scrape: every metric of the process as Prometheus reads it, the per-queue
+  series made then from the last round's result (best of ``--repeat``);
 - one QoS check: ``cluster_check`` over every node with node usage for each (best of
   ``--repeat``); reading usage from metrics.k8s.io comes on top in a real cluster;
 - one round with ``--held`` more pods held by the admission gate (1 cpu each, spread over the
@@ -37,6 +39,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import REGISTRY, generate_latest
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO / "e2e"))
@@ -44,10 +48,10 @@ sys.path.insert(0, str(REPO / "e2e"))
 from bench_operator import GPU, Workload  # noqa: E402
 from bench_shares import best_seconds  # noqa: E402
 from objects import pod  # noqa: E402
-from sharekeeper import collector  # noqa: E402
+from sharekeeper import collector, telemetry  # noqa: E402
 from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs  # noqa: E402
 from sharekeeper.cluster.store import ClusterStore  # noqa: E402
-from sharekeeper.loops.recompute import Decision, QueueSeries, _decide  # noqa: E402
+from sharekeeper.loops.recompute import Decision, _decide  # noqa: E402
 from sharekeeper.model.pods import ADMISSION_GATE  # noqa: E402
 from sharekeeper.pipeline.qos import cluster_check  # noqa: E402
 from sharekeeper.pipeline.statuses import RenderedQueues  # noqa: E402
@@ -78,7 +82,7 @@ def objects(workload: Workload) -> list[dict[str, Any]]:
     return built
 
 
-SERIES = QueueSeries()
+SERIES = telemetry.QUEUES
 # What the operator carries from round to round, carried here too.
 RENDERED = RenderedQueues()
 UNCHANGED = Unchanged()
@@ -182,6 +186,7 @@ def main() -> None:
         return one_round(store)
 
     each = best_seconds(round_after_a_change, args.repeat)
+    scrape = best_seconds(lambda: generate_latest(REGISTRY), args.repeat)
     check = best_seconds(lambda: one_check(store), args.repeat)
     store.pods.listed(held_pods(workload, args.held))
     published(store, one_round(store))  # the gated counts are in every status now
@@ -195,6 +200,7 @@ def main() -> None:
     print(f"one round, settled      {steady * 1000:6.0f} ms  (0 writes)")
     print(f"one round, weight moved {moved * 1000:6.0f} ms  ({moved_writes:,} status writes)")
     print(f"one round, a new change {each * 1000:6.0f} ms  (every queue rendered again)")
+    print(f"one /metrics scrape     {scrape * 1000:6.0f} ms  (every queue's series made)")
     print(f"one QoS check           {check * 1000:6.0f} ms  (every node)")
     print(
         f"one round, {args.held:,} held  {gating * 1000:6.0f} ms  ({released:,} released, "

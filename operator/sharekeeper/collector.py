@@ -2,16 +2,16 @@
 
 CPython's collector walks every tracked container of a generation each time it collects that
 generation, and a full collection walks them all. What the operator keeps (the store: 150,000
-pods, 10,000 queues; the per-queue state its first round makes: prometheus_client's series,
-about 410,000 objects at 10,000 queues, and the render memo) lives as long as the process and
-holds no cycles that become garbage, yet every full collection walked it: 350 to 550 ms each
-at the top size, one or two a round with held pods (benchmarks/README.md, the profiles).
+pods, 10,000 queues; the per-queue state its first round makes: the render memo and the last
+written statuses) lives as long as the process and holds no cycles that become garbage, yet
+every full collection walked it: 350 to 550 ms each at the top size, one or two a round with
+held pods (benchmarks/README.md, the profiles).
 So it is frozen out of the collector's way once made, and young collections take larger
 batches, so that a round's short-lived objects are gone before they would be promoted and
 count towards a full collection.
 
 What the rounds keep after that (each written status as the watch brings it back, the render
-memo, the series) is long-lived too, and piles up in the oldest generation again: every full
+memo) is long-lived too, and piles up in the oldest generation again: every full
 collection walked it, one almost every share round at the top size (~0.3 s each), to find about
 a hundred objects of garbage a weight change. So each round ends by collecting the young
 generations and freezing what is left (``Refreezer``); cycles that reached the oldest generation

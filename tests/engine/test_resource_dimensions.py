@@ -21,11 +21,11 @@ from sharekeeper.engine.shares import (
     deserved_shares,
 )
 from sharekeeper.engine.shares.snapshot import NodeName, PolicyName, QueueName
-from sharekeeper.loops.recompute import QueueSeries
 from sharekeeper.pipeline.shares import Publication, publication
 from sharekeeper.pipeline.statuses import waiting_text
 from sharekeeper.simulate.reading import parse_objects
 from sharekeeper.simulate.report import Context, snapshot_of
+from sharekeeper.telemetry import QueueSeries
 
 MADE_UP = {f"example.com/made-up-{i:03}": 1 for i in range(500)}
 """What the tenant's pods asked for: 500 extended resources no node has."""
@@ -202,12 +202,9 @@ def test_the_queue_metrics_carry_only_the_real_resources() -> None:
     result = publish(*cluster(*attack()))
     series = QueueSeries()
     series.export(result.shares)
-    try:
-        labels = {key[1] for values in series._values.values() for key in values if key[1]}
-        assert {resource for (resource,) in labels} <= REAL
-        assert sum(len(values) for values in series._values.values()) <= 3 * (2 + 2 * len(REAL))
-    finally:
-        series.export(type(result.shares)(queues={}, policies={}))  # drop the test's series
+    samples = [sample for family in series.collect() for sample in family.samples]
+    assert {sample.labels["resource"] for sample in samples if "resource" in sample.labels} <= REAL
+    assert len(samples) <= 3 * (2 + 2 * len(REAL))
 
 
 def test_not_offered_ignores_pods_and_zero_requests() -> None:

@@ -7,17 +7,18 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from prometheus_client import REGISTRY
+from prometheus_client import REGISTRY, CollectorRegistry
 
 from builders import node, pod, policy, queue, shares
 from sharekeeper.api.policy import policy_spec
 from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.cluster.store import ClusterStore, Listeners
-from sharekeeper.loops.recompute import QueueSeries, Recompute
+from sharekeeper.loops.recompute import Recompute
 from sharekeeper.model.objects import MutableObj
 from sharekeeper.model.records import OwnRecord
 from sharekeeper.publish.statuses import Kind
 from sharekeeper.settings import LoopSettings
+from sharekeeper.telemetry import QueueSeries
 
 
 class RecordingWriter:
@@ -352,36 +353,41 @@ def test_a_pod_naming_a_queue_that_does_not_exist_is_told_once() -> None:
     asyncio.run(scenario())
 
 
-def test_the_series_of_a_deleted_queue_are_removed() -> None:
+def test_the_series_are_the_last_rounds_and_a_deleted_queues_are_gone() -> None:
     """Found: a deleted queue kept reporting its last deserved share until a restart."""
-
-    def deserved_cpu(queue_name: str) -> float | None:
-        labels = {"queue": queue_name, "resource": "cpu"}
-        return REGISTRY.get_sample_value("sharekeeper_queue_deserved", labels)
-
     series = QueueSeries()
-    cluster_objects = [policy("all"), node("n1", cpu="8"), pod("p", "gone", cpu="4")]
+    registry = CollectorRegistry()
+    registry.register(series)
+
+    def sample(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, labels)
+
+    bound = pod("p", "gone", node="n1", cpu="4")
+    cluster_objects = [policy("all"), node("n1", cpu="8"), bound]
     series.export(shares(*cluster_objects, queue("kept"), queue("gone")))
-    assert deserved_cpu("gone") == 4.0
+    assert sample("sharekeeper_queue_deserved", queue="gone", resource="cpu") == 4.0
+    assert sample("sharekeeper_queue_allocated", queue="gone", resource="cpu") == 4.0
+    assert sample("sharekeeper_queue_share", queue="gone") == 1.0
+    assert sample("sharekeeper_queue_overused", queue="gone") == 0.0
+    series.export(shares(*cluster_objects, pod("q", "gone", cpu="2"), queue("gone")))
+    assert sample("sharekeeper_queue_deserved", queue="gone", resource="cpu") == 6.0
+    assert sample("sharekeeper_queue_share", queue="kept") is None
     series.export(shares(*cluster_objects, queue("kept")))
-    assert deserved_cpu("gone") is None
-    assert REGISTRY.get_sample_value("sharekeeper_queue_share", {"queue": "gone"}) is None
-    assert REGISTRY.get_sample_value("sharekeeper_queue_share", {"queue": "kept"}) is not None
+    assert sample("sharekeeper_queue_deserved", queue="gone", resource="cpu") is None
+    assert sample("sharekeeper_queue_share", queue="gone") is None
+    assert sample("sharekeeper_queue_share", queue="kept") is not None
 
 
-def test_a_queue_created_again_with_the_same_numbers_gets_its_series_again() -> None:
-    """The series are set only when what they come from changed: a queue that was deleted,
-    its series removed, and created again with the same numbers, must not count as unchanged."""
-    series = QueueSeries()
-    cluster_objects = [policy("all"), node("n1", cpu="8"), pod("p", "back", cpu="4")]
-    labels = {"queue": "back", "resource": "cpu"}
-    series.export(shares(*cluster_objects, queue("back")))
-    series.export(shares(*cluster_objects))
-    assert REGISTRY.get_sample_value("sharekeeper_queue_deserved", labels) is None
-    series.export(shares(*cluster_objects, queue("back")))
-    assert REGISTRY.get_sample_value("sharekeeper_queue_deserved", labels) == 4.0
-    series.export(shares(*cluster_objects[:2], pod("p", "back", cpu="6"), queue("back")))
-    assert REGISTRY.get_sample_value("sharekeeper_queue_deserved", labels) == 6.0
+def test_a_round_hands_its_result_to_the_registered_series() -> None:
+    """What /metrics serves: the operator's rounds export into ``telemetry.QUEUES``."""
+    writer = RecordingWriter()
+    loop = recompute_loop(writer, [record(queue("metered"), queue_snapshot)], [one_policy()])
+
+    async def scenario() -> None:
+        await round_written(loop)
+
+    asyncio.run(scenario())
+    assert REGISTRY.get_sample_value("sharekeeper_queue_share", {"queue": "metered"}) is not None
 
 
 def test_held_pods_are_released_once_and_the_others_told_once_why_they_wait() -> None:

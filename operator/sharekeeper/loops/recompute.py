@@ -22,8 +22,7 @@ from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.gates import GateDecisions, NotBound
 from sharekeeper.engine.keys import PodKey
-from sharekeeper.engine.resources import Amounts
-from sharekeeper.engine.shares import PodSnapshot, ShareResult, ShareSnapshot
+from sharekeeper.engine.shares import PodSnapshot, ShareSnapshot
 from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
 from sharekeeper.kube.kinds import reference
 from sharekeeper.kube.transient import http_status, transient_reason
@@ -35,7 +34,6 @@ from sharekeeper.loops.outbox import Outbox
 from sharekeeper.loops.reclaim import carry_out
 from sharekeeper.model.nodes import SHARE_ANNOTATIONS
 from sharekeeper.model.objects import Obj, rfc3339
-from sharekeeper.model.quantities import scale
 from sharekeeper.model.records import NodeRecord, OwnRecord
 from sharekeeper.pipeline.reclaiming import BoundPods, PolicyReclaim
 from sharekeeper.pipeline.shares import Publication, publication
@@ -119,7 +117,7 @@ class Recompute:
             self._send, self._retry_later
         )
         self.rounds = 0
-        self._series = QueueSeries()
+        self._series = telemetry.QUEUES
         self._misdirected: tuple[Mapping[QueueName, Mapping[str, int]], Mapping[str, int]] = (
             {},
             {},
@@ -559,7 +557,7 @@ def _decide(
     policies: list[OwnRecord[Any]],
     nodes: list[NodeRecord],
     *,
-    series: QueueSeries,
+    series: telemetry.QueueSeries,
     stamp: str,
     held: Iterable[PodSnapshot] = (),
     released: frozenset[PodKey] = frozenset(),
@@ -581,50 +579,3 @@ def _decide(
     annotations = annotation_writes(nodes, published.nodes, SHARE_ANNOTATIONS)
     series.export(published.shares)
     return Decision(published, statuses, annotations)
-
-
-SeriesKey = tuple[Any, tuple[str, ...]]
-"""A gauge and the labels of one of its series after the queue's name."""
-
-
-class QueueSeries:
-    """The per-queue Prometheus series: set only when a value changed (at 10,000 queues,
-    looking a series up costs more than comparing, and most values do not change from round to
-    round), and removed when their queue (or a resource of it) is gone, so a deleted queue does
-    not report its last value forever."""
-
-    def __init__(self) -> None:
-        self._values: dict[str, dict[SeriesKey, float]] = {}
-        self._from: dict[str, tuple[float, bool, Amounts, Amounts]] = {}
-        """Per queue, what its series were last set from: the same again sets nothing, and is
-        found without building the series."""
-
-    def export(self, result: ShareResult) -> None:
-        for gone in self._values.keys() - result.queues.keys():
-            self._from.pop(gone, None)
-            for gauge, labels in self._values.pop(gone):
-                gauge.remove(gone, *labels)
-        for name, share in result.queues.items():
-            source = (share.share, share.overused, share.deserved, share.allocated)
-            if self._from.get(name) == source:
-                continue
-            self._from[name] = source
-            wanted: dict[SeriesKey, float] = {
-                (telemetry.QUEUE_SHARE, ()): float(share.share),
-                (telemetry.QUEUE_OVERUSED, ()): 1 if share.overused else 0,
-            }
-            for gauge, amounts in (
-                (telemetry.QUEUE_DESERVED, share.deserved),
-                (telemetry.QUEUE_ALLOCATED, share.allocated),
-            ):
-                for resource, amount in amounts.items():
-                    wanted[(gauge, (resource,))] = amount / scale(resource)
-            exported = self._values.get(name)
-            if exported == wanted:
-                continue
-            for key in (exported or {}).keys() - wanted.keys():
-                key[0].remove(name, *key[1])
-            for key, value in wanted.items():
-                if exported is None or exported.get(key) != value:
-                    key[0].labels(name, *key[1]).set(value)
-            self._values[name] = wanted
