@@ -110,16 +110,16 @@ def parse_objects(objects: Iterable[Obj], *, strict: bool = True) -> Inputs:
             raise ObjectError(*identify(obj), [Problem("", "appears twice in the input")])
         seen.add(key)
     priorities = _priority_classes([obj for obj in objects if obj["kind"] == "PriorityClass"])
-    raw: dict[str, list[Obj]] = {}
     store = ClusterStore()
+    store.load(
+        _with_priority(obj, priorities) if obj["kind"] == "Pod" else obj
+        for obj in objects
+        if obj["kind"] in STORED
+    )
+    raw: dict[str, list[Obj]] = {}
     for obj in objects:
-        kind = obj["kind"]
-        if kind == "Pod":
-            store.load((_with_priority(obj, priorities),))
-        elif kind in STORED:
-            store.load((obj,))
-        elif kind in PASSED_THROUGH:
-            raw.setdefault(kind, []).append(obj)
+        if obj["kind"] in PASSED_THROUGH:
+            raw.setdefault(obj["kind"], []).append(obj)
     problems = [
         problem
         for kind_store in (
