@@ -7,10 +7,11 @@ One full local control plane (``e2e/controlplane.py``: etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler, kwok) with ``--nodes`` fake nodes, and on it both
 controllers' objects for the same ``peers.workload.Shape``:
 
-- ours: one SchedulerPolicy (Proportion) over every node, one Queue per queue (its weight),
-  and the namespace ``sk-bench`` labelled ``sharekeeper.io/admission=enabled``; Jobs there
-  label their pods ``sharekeeper.io/queue``, the webhook gates each pod at creation and the
-  share round releases it (docs/admission.md);
+- ours: one SchedulerPolicy (Proportion; ``--borrow``: with ``admission.borrow: true``, so a
+  queue may take what the others leave idle, as Kueue's cohort lets its queues) over every
+  node, one Queue per queue (its weight), and the namespace ``sk-bench`` labelled
+  ``sharekeeper.io/admission=enabled``; Jobs there label their pods ``sharekeeper.io/queue``,
+  the webhook gates each pod at creation and the share round releases it (docs/admission.md);
 - Kueue's (``peers/kueue.py``): one ResourceFlavor, one ClusterQueue per queue whose nominal
   quota is what our engine makes that queue deserve at saturation (computed in-process with
   ``sharekeeper.simulate``'s path: the nodes, the policy, the queues and one pod per queue
@@ -189,12 +190,15 @@ def nodes_of(shape: Shape) -> list[Json]:
     ]
 
 
-def our_policy() -> Json:
+def our_policy(*, borrow: bool = False) -> Json:
+    spec: Json = {"sharing": {"policy": "Proportion"}}
+    if borrow:
+        spec["admission"] = {"borrow": True}
     return {
         "apiVersion": "scheduling.sharekeeper.io/v1alpha1",
         "kind": "SchedulerPolicy",
         "metadata": {"name": POLICY},
-        "spec": {"sharing": {"policy": "Proportion"}},
+        "spec": spec,
     }
 
 
@@ -465,6 +469,7 @@ class Bench:
     logs: Path
     phase_timeout: float
     kueue_qps: float
+    borrow: bool = False
     profiling: Profiling | None = None
 
 
@@ -587,7 +592,8 @@ def controller(bench: Bench, side: str, tag: str) -> Iterator[tuple[int, str | N
         return
     env = {"PYTHONPATH": str(REPO / "operator")}
     with admitting_operator(bench.installed, log, nodes=nodes_of(bench.shape)[:1],
-                            apply=[our_policy()], env=env) as operator:  # fmt: skip
+                            apply=[our_policy(borrow=bench.borrow)],
+                            env=env) as operator:  # fmt: skip
         yield operator.process.pid, None
 
 
@@ -845,7 +851,7 @@ def setup(shape: Shape, workdir: Path, logs: Path, args: argparse.Namespace) -> 
         namespace = {"apiVersion": "v1", "kind": "Namespace",
                      "metadata": {"name": NAMESPACES[OURS],
                                   "labels": {"sharekeeper.io/admission": "enabled"}}}  # fmt: skip
-        cluster.apply(our_policy(), *our_queues(shape), namespace)
+        cluster.apply(our_policy(borrow=args.borrow), *our_queues(shape), namespace)
         cluster.apply(*kueue_objects(shape, deserved, args.cohort))
     except BaseException:
         plane.stop()
@@ -855,7 +861,7 @@ def setup(shape: Shape, workdir: Path, logs: Path, args: argparse.Namespace) -> 
         args.profile_dir.mkdir(parents=True, exist_ok=True)
         profiling = Profiling(args.profile_at, args.profile_seconds, args.profile_dir)
     return Bench(shape, work, deserved, plane, cluster, installed, access, binary,
-                 kueue_kubeconfig, logs, args.phase_timeout, args.kueue_qps,
+                 kueue_kubeconfig, logs, args.phase_timeout, args.kueue_qps, args.borrow,
                  profiling)  # fmt: skip
 
 
@@ -865,6 +871,7 @@ def meta(args: argparse.Namespace) -> Json:
         "kubernetes": controlplane.KUBERNETES_VERSION,
         "kueue": kueue.KUEUE_VERSION,
         "cohort": args.cohort,
+        "borrow": args.borrow,
         "kueue_qps": args.kueue_qps,
         "command": " ".join(sys.argv),
     }
@@ -963,6 +970,8 @@ def main() -> int:
     parser.add_argument("--only", choices=(KUEUE, OURS), help="run one controller only")
     parser.add_argument("--no-cohort", dest="cohort", action="store_false",
                         help="Kueue's ClusterQueues in no cohort (no borrowing)")  # fmt: skip
+    parser.add_argument("--borrow", action="store_true",
+                        help="our policy with admission.borrow: true")  # fmt: skip
     parser.add_argument("--kueue-qps", type=float, default=50,
                         help="Kueue's client limit, burst twice that (shipped: 50)")  # fmt: skip
     parser.add_argument("--phase-timeout", type=float, default=1800)

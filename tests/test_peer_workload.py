@@ -114,3 +114,14 @@ def test_fairness_names_the_queue_farthest_from_its_share() -> None:
 
 def test_fairness_without_a_window_has_no_samples() -> None:
     assert fairness([(0.0, {0: 1.0})], {0: 1.0}, None) == {"samples": 0}
+
+
+def test_our_policy_borrows_only_when_asked() -> None:
+    """``--borrow`` must reach the policy as the operator reads it (a misspelt field would be
+    refused, or silently read as the default)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
+    from bench_kueue import our_policy
+    from sharekeeper.api.policy import policy_spec
+
+    assert policy_spec(our_policy(borrow=True)).nodes.borrow
+    assert not policy_spec(our_policy()).nodes.borrow
