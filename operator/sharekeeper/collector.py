@@ -5,17 +5,16 @@ generation, and a full collection walks them all. What the operator keeps (the s
 pods, 10,000 queues; the per-queue state its first round makes: the render memo and the last
 written statuses) lives as long as the process and holds no cycles that become garbage, yet
 every full collection walked it: 350 to 550 ms each at the top size, one or two a round with
-held pods (benchmarks/README.md, the profiles).
-So it is frozen out of the collector's way once made, and young collections take larger
-batches, so that a round's short-lived objects are gone before they would be promoted and
-count towards a full collection.
+held pods (benchmarks/README.md, the profiles). So it is frozen out of the collector's way once
+made, and young collections take larger batches, so that a round's short-lived objects are gone
+before they would be promoted and count towards a full collection.
 
 What the rounds keep after that (each written status as the watch brings it back, the render
-memo) is long-lived too, and piles up in the oldest generation again: every full
-collection walked it, one almost every share round at the top size (~0.3 s each), to find about
-a hundred objects of garbage a weight change. So each round ends by collecting the young
-generations and freezing what is left (``Refreezer``); cycles that reached the oldest generation
-meanwhile wait, frozen, for the full pass made once every ``FULL_PASS_SECONDS``.
+memo) is long-lived too, and piles up in the oldest generation again: every full collection
+walked it, one almost every share round at the top size (~0.3 s each), to find about a hundred
+objects of garbage a weight change. So each round ends by collecting the young generations and
+freezing what is left (``Refreezer``); cycles that reached the oldest generation meanwhile wait,
+frozen, for the full pass made once every ``FULL_PASS_SECONDS``.
 
 Every collection is timed into ``sharekeeper_gc_pause_seconds`` by generation: what a full
 collection costs, and how often it falls, is what tells whether the freezes keep up.
