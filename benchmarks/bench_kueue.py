@@ -8,7 +8,8 @@ kube-controller-manager, kube-scheduler, kwok) with ``--nodes`` fake nodes, and 
 controllers' objects for the same ``peers.workload.Shape``:
 
 - ours: one SchedulerPolicy (Proportion; ``--borrow``: with ``admission.borrow: true``, so a
-  queue may take what the others leave idle, as Kueue's cohort lets its queues) over every
+  queue may take what the others leave idle, as Kueue's cohort lets its queues;
+  ``--overcommit-factor``: its ``overcommit.factor``, which bounds what is released) over every
   node, one Queue per queue (its weight), and the namespace ``sk-bench`` labelled
   ``sharekeeper.io/admission=enabled``; Jobs there label their pods ``sharekeeper.io/queue``,
   the webhook gates each pod at creation and the share round releases it (docs/admission.md);
@@ -190,10 +191,12 @@ def nodes_of(shape: Shape) -> list[Json]:
     ]
 
 
-def our_policy(*, borrow: bool = False) -> Json:
+def our_policy(*, borrow: bool = False, overcommit: float | None = None) -> Json:
     spec: Json = {"sharing": {"policy": "Proportion"}}
     if borrow:
         spec["admission"] = {"borrow": True}
+    if overcommit is not None:
+        spec["overcommit"] = {"factor": overcommit}
     return {
         "apiVersion": "scheduling.sharekeeper.io/v1alpha1",
         "kind": "SchedulerPolicy",
@@ -470,6 +473,7 @@ class Bench:
     phase_timeout: float
     kueue_qps: float
     borrow: bool = False
+    overcommit: float | None = None
     profiling: Profiling | None = None
 
 
@@ -592,7 +596,7 @@ def controller(bench: Bench, side: str, tag: str) -> Iterator[tuple[int, str | N
         return
     env = {"PYTHONPATH": str(REPO / "operator")}
     with admitting_operator(bench.installed, log, nodes=nodes_of(bench.shape)[:1],
-                            apply=[our_policy(borrow=bench.borrow)],
+                            apply=[our_policy(borrow=bench.borrow, overcommit=bench.overcommit)],
                             env=env) as operator:  # fmt: skip
         yield operator.process.pid, None
 
@@ -851,7 +855,8 @@ def setup(shape: Shape, workdir: Path, logs: Path, args: argparse.Namespace) -> 
         namespace = {"apiVersion": "v1", "kind": "Namespace",
                      "metadata": {"name": NAMESPACES[OURS],
                                   "labels": {"sharekeeper.io/admission": "enabled"}}}  # fmt: skip
-        cluster.apply(our_policy(borrow=args.borrow), *our_queues(shape), namespace)
+        policy = our_policy(borrow=args.borrow, overcommit=args.overcommit_factor)
+        cluster.apply(policy, *our_queues(shape), namespace)
         cluster.apply(*kueue_objects(shape, deserved, args.cohort))
     except BaseException:
         plane.stop()
@@ -862,7 +867,7 @@ def setup(shape: Shape, workdir: Path, logs: Path, args: argparse.Namespace) -> 
         profiling = Profiling(args.profile_at, args.profile_seconds, args.profile_dir)
     return Bench(shape, work, deserved, plane, cluster, installed, access, binary,
                  kueue_kubeconfig, logs, args.phase_timeout, args.kueue_qps, args.borrow,
-                 profiling)  # fmt: skip
+                 args.overcommit_factor, profiling)  # fmt: skip
 
 
 def meta(args: argparse.Namespace) -> Json:
@@ -872,6 +877,7 @@ def meta(args: argparse.Namespace) -> Json:
         "kueue": kueue.KUEUE_VERSION,
         "cohort": args.cohort,
         "borrow": args.borrow,
+        "overcommit_factor": args.overcommit_factor,
         "kueue_qps": args.kueue_qps,
         "command": " ".join(sys.argv),
     }
@@ -972,6 +978,8 @@ def main() -> int:
                         help="Kueue's ClusterQueues in no cohort (no borrowing)")  # fmt: skip
     parser.add_argument("--borrow", action="store_true",
                         help="our policy with admission.borrow: true")  # fmt: skip
+    parser.add_argument("--overcommit-factor", type=float,
+                        help="our policy's overcommit.factor (default 1.2)")  # fmt: skip
     parser.add_argument("--kueue-qps", type=float, default=50,
                         help="Kueue's client limit, burst twice that (shipped: 50)")  # fmt: skip
     parser.add_argument("--phase-timeout", type=float, default=1800)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -116,7 +117,7 @@ def test_fairness_without_a_window_has_no_samples() -> None:
     assert fairness([(0.0, {0: 1.0})], {0: 1.0}, None) == {"samples": 0}
 
 
-def test_our_policy_borrows_only_when_asked() -> None:
+def test_our_policy_borrows_and_overcommits_only_as_asked() -> None:
     """``--borrow`` must reach the policy as the operator reads it (a misspelt field would be
     refused, or silently read as the default)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
@@ -125,3 +126,5 @@ def test_our_policy_borrows_only_when_asked() -> None:
 
     assert policy_spec(our_policy(borrow=True)).nodes.borrow
     assert not policy_spec(our_policy()).nodes.borrow
+    assert policy_spec(our_policy(overcommit=1)).nodes.overcommit.factor == 1
+    assert policy_spec(our_policy()).nodes.overcommit.factor == Fraction(6, 5)
