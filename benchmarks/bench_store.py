@@ -48,7 +48,7 @@ sys.path.insert(0, str(REPO / "e2e"))
 from bench_operator import GPU, Workload  # noqa: E402
 from bench_shares import best_seconds  # noqa: E402
 from objects import pod  # noqa: E402
-from sharekeeper import collector, telemetry  # noqa: E402
+from sharekeeper import collector  # noqa: E402
 from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs  # noqa: E402
 from sharekeeper.cluster.store import ClusterStore  # noqa: E402
 from sharekeeper.loops.recompute import Decision, _decide  # noqa: E402
@@ -82,7 +82,6 @@ def objects(workload: Workload) -> list[dict[str, Any]]:
     return built
 
 
-SERIES = telemetry.QUEUES
 # What the operator carries from round to round, carried here too.
 RENDERED = RenderedQueues()
 UNCHANGED = Unchanged()
@@ -95,7 +94,7 @@ def one_round(store: ClusterStore) -> Decision:
     )
     nodes = store.nodes.sorted_records()
     return _decide(
-        snapshot, node_policies(policies), queues, policies, nodes, series=SERIES, stamp=STAMP,
+        snapshot, node_policies(policies), queues, policies, nodes, stamp=STAMP,
         held=store.pods.held(), rendered=RENDERED, unchanged=UNCHANGED,
     )  # fmt: skip
 

@@ -117,7 +117,6 @@ class Recompute:
             self._send, self._retry_later
         )
         self.rounds = 0
-        self._series = telemetry.QUEUES
         self._misdirected: tuple[Mapping[QueueName, Mapping[str, int]], Mapping[str, int]] = (
             {},
             {},
@@ -242,7 +241,7 @@ class Recompute:
             #    that watches and the probes stay served while thousands of queues compute.
             decided = await asyncio.to_thread(
                 _decide, snapshot, node_policies(policies_now), queues, policies, nodes,
-                series=self._series, stamp=stamp, held=held, released=frozenset(self._releasing),
+                stamp=stamp, held=held, released=frozenset(self._releasing),
                 unbound=unbound, pods=store.pods, now=now, evicting=frozenset(self._evicting),
                 rendered=self._rendered, unchanged=self._unchanged,
             )  # fmt: skip
@@ -557,7 +556,6 @@ def _decide(
     policies: list[OwnRecord[Any]],
     nodes: list[NodeRecord],
     *,
-    series: telemetry.QueueSeries,
     stamp: str,
     held: Iterable[PodSnapshot] = (),
     released: frozenset[PodKey] = frozenset(),
@@ -577,5 +575,5 @@ def _decide(
     statuses = queue_writes(queues, published.queues, now=stamp, unchanged=unchanged)
     statuses += policy_writes(policies, published.policies, now=stamp)
     annotations = annotation_writes(nodes, published.nodes, SHARE_ANNOTATIONS)
-    series.export(published.shares)
+    telemetry.QUEUES.export(published.shares)
     return Decision(published, statuses, annotations)
