@@ -472,8 +472,8 @@ class Bench:
     logs: Path
     phase_timeout: float
     kueue_qps: float
-    borrow: bool = False
-    overcommit: float | None = None
+    policy: Json
+    """Our SchedulerPolicy, as ``--borrow`` and ``--overcommit-factor`` made it."""
     profiling: Profiling | None = None
 
 
@@ -596,8 +596,7 @@ def controller(bench: Bench, side: str, tag: str) -> Iterator[tuple[int, str | N
         return
     env = {"PYTHONPATH": str(REPO / "operator")}
     with admitting_operator(bench.installed, log, nodes=nodes_of(bench.shape)[:1],
-                            apply=[our_policy(borrow=bench.borrow, overcommit=bench.overcommit)],
-                            env=env) as operator:  # fmt: skip
+                            apply=[bench.policy], env=env) as operator:  # fmt: skip
         yield operator.process.pid, None
 
 
@@ -866,8 +865,8 @@ def setup(shape: Shape, workdir: Path, logs: Path, args: argparse.Namespace) -> 
         args.profile_dir.mkdir(parents=True, exist_ok=True)
         profiling = Profiling(args.profile_at, args.profile_seconds, args.profile_dir)
     return Bench(shape, work, deserved, plane, cluster, installed, access, binary,
-                 kueue_kubeconfig, logs, args.phase_timeout, args.kueue_qps, args.borrow,
-                 args.overcommit_factor, profiling)  # fmt: skip
+                 kueue_kubeconfig, logs, args.phase_timeout, args.kueue_qps, policy,
+                 profiling)  # fmt: skip
 
 
 def meta(args: argparse.Namespace) -> Json:

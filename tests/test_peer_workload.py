@@ -118,8 +118,8 @@ def test_fairness_without_a_window_has_no_samples() -> None:
 
 
 def test_our_policy_borrows_and_overcommits_only_as_asked() -> None:
-    """``--borrow`` must reach the policy as the operator reads it (a misspelt field would be
-    refused, or silently read as the default)."""
+    """``--borrow`` and ``--overcommit-factor`` must reach the policy as the operator reads it
+    (a misspelt field would be refused, or silently read as the default)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
     from bench_kueue import our_policy
     from sharekeeper.api.policy import policy_spec
