@@ -179,6 +179,34 @@ def test_borrowing_admits_up_to_real_capability_within_the_overcommit_headroom()
     assert blocked.reason == "OvercommitHeadroomExceeded"
 
 
+def test_borrowed_room_goes_to_the_oldest_held_pods_across_queues() -> None:
+    """Every queue first takes what fits in its deserved share; what is left goes oldest first
+    across the queues (a and c alternate by creation time), not queue by queue."""
+    shared = policy("p")
+    shared["spec"]["admission"] = {"borrow": True}
+    shared["spec"]["overcommit"] = {"factor": 1.0}
+
+    def held(name: str, second: int) -> dict[str, Any]:
+        return pod(name, name[0], held=True, created=f"2026-01-01T00:00:{second:02d}Z", cpu=1)
+
+    result = decide(
+        shared, node("n", cpu=12, memory="64Gi"), queue("a"), queue("b"), queue("c"),
+        pod("b-running", "b", node="n", cpu=1),
+        pod("b0", "b", held=True, created="2026-01-01T00:00:50Z", cpu=4),
+        *(held(f"a{i}", 2 * i) for i in range(8)), *(held(f"c{i}", 2 * i + 1) for i in range(8)),
+    )  # fmt: skip
+    # Deserved 4 cpu each: a and c take 4 within it, b0 does not fit in b's 3 left. The 3 cpu
+    # of the cluster left go to a4 (second 8), c4 (9), a5 (10); c5 finds none.
+    released = names(result.gates)
+    assert released[:8] == [f"{q}{i}" for q in "ac" for i in range(4)]
+    assert released[8:] == ["a4", "c4", "a5"]
+    assert result.gates.waiting[("ns", "c5")].reason == "OvercommitHeadroomExceeded"
+    assert result.gates.waiting[("ns", "a6")].reason == "OvercommitHeadroomExceeded"
+    assert result.gates.waiting[("ns", "a7")].behind == "ns/a6"
+    assert result.gates.waiting[("ns", "b0")].reason == "OvercommitHeadroomExceeded"
+    assert result.gates.lines["c"] == tuple(("ns", f"c{i}") for i in range(5, 8))
+
+
 def gpu_policy() -> dict[str, Any]:
     """A policy that keeps 1 cpu and 1Gi idle per idle GPU."""
     gpus = policy("p")

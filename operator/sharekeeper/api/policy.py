@@ -155,8 +155,10 @@ class AdmissionSpec(ApiModel):
     borrow: bool = Field(
         False,
         description="false: a held pod is admitted while its queue's admitted pods plus it fit "
-        "in the queue's deserved share. true: up to the queue's realCapability, borrowing what "
-        "other queues leave idle.",
+        "in the queue's deserved share. true: then, once every queue has taken what fits in "
+        "its deserved share, up to the queue's realCapability, borrowing what other queues "
+        "leave idle; the pods held longest (by priority, then creation time) go first across "
+        "queues.",
     )
     bind_timeout_seconds: Int32 = Field(
         300,

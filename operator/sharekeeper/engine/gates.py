@@ -7,8 +7,9 @@ decides, on the same snapshot as the shares, which held pods to release. A pod g
   ``ResourceNotOffered`` for ever, and stops no other pod);
 - its queue's in-use amount (its pods the gate does not hold and that have not finished:
   bound, or released and not bound yet) plus the pod's request fits in the queue's deserved
-  (its realCapability when the policy's ``admission.borrow`` is on) in every dimension the pod
-  asks for, and likewise for every queue above it;
+  (its realCapability when the policy's ``admission.borrow`` is on, after every queue has taken
+  its deserved share: below) in every dimension the pod asks for, and likewise for every queue
+  above it;
 - the policy's overcommit headroom, less what released pods not bound yet will take, holds it;
 - when the policy keeps CPU and memory idle for accelerators, an accelerator pod fits on some
   node of the policy as it is now, less the pods released before it in the same round;
@@ -20,8 +21,12 @@ Within a queue, pods go by priority, then creation time, then name, and the firs
 fit in the queue's bound or the headroom stops its queue for the round: small pods never
 overtake a large one for ever. A pod no node can hold does not stop the others (no amount of
 waiting by them would make room for it). Queues are
-served lowest share first. ``GateDecisions.lines`` keeps each queue's waiting pods in that
-order (their positions, for the Events and ``explain``).
+served lowest share first, each up to its deserved share. Under the policy's
+``admission.borrow``, what is left then goes up to realCapability to the queues' next pods
+oldest first across queues (priority, creation time), one at a time, as Kueue's cohort admits
+borrowing workloads: the longest wait gets the idle room, not the queue first in share order.
+``GateDecisions.lines`` keeps each queue's waiting pods in its order (their positions, for the
+Events and ``explain``).
 
 A released pod that no scheduler has bound ``bindTimeoutSeconds`` (its policy's) after its
 release stops holding its queue's room: it is left out of the in-use amount of its queue and of
@@ -35,6 +40,7 @@ policy's accelerator nodes; no other pod is visited.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -169,6 +175,21 @@ def _order(pod: PodSnapshot) -> tuple[int, float, str]:
 
 
 @dataclass(slots=True)
+class _Lane:
+    """One queue's units in its admission order, and how far the round has served them."""
+
+    queue: QueueName
+    settings: NodePolicy
+    units: list[_Unit]
+    next: int = 0
+    """The first unit not decided yet; past the end when the lane is through."""
+
+    @property
+    def through(self) -> bool:
+        return self.next >= len(self.units)
+
+
+@dataclass(slots=True)
 class _Round:
     """The round's inputs, and what its releases have taken so far."""
 
@@ -251,38 +272,103 @@ def gate_decisions(
         stuck=_above(queues, stuck),
         headroom=_headroom(queues, facts, in_flight, stuck),
     )
+    lanes = [
+        _Lane(
+            queue,
+            _settings(queues[queue], node_policies),
+            sorted(units[queue].values(), key=_by_order),
+        )
+        for queue in sorted(units, key=lambda name: (queues[name].share, name))
+    ]
     released_now: list[PodKey] = []
+    for lane in lanes:
+        while not lane.through and _serve(state, lane, waiting, released_now, borrowing=False):
+            continue
+    _borrow(state, [lane for lane in lanes if lane.settings.borrow], waiting, released_now)
     lines: dict[QueueName, tuple[PodKey, ...]] = {}
-    for queue in sorted(units, key=lambda name: (queues[name].share, name)):
-        policy = queues[queue].policy
-        settings = node_policies.get(policy, NodePolicy()) if policy else NodePolicy()
-        first_waiting: str | None = None
-        ordered = sorted(units[queue].values(), key=lambda u: u.order)
-        for unit in ordered:
-            if unit.group is not None:
-                present = snapshot.totals.groups.get((unit.group.namespace, unit.group.name))
-                count = present.pods if present is not None else 0
-                if count < unit.group.min_member:
-                    gang = Waiting("GangIncomplete", queue, members=(count, unit.group.min_member))
-                    waiting.update(dict.fromkeys(unit.keys, gang))
-                    continue
-            if first_waiting is not None:
-                behind = Waiting("BehindOthers", queue, behind=first_waiting)
-                waiting.update(dict.fromkeys(unit.keys, behind))
-                continue
-            verdict = _fits(state, unit, queue, settings)
-            if verdict is None:
-                released_now.extend(unit.keys)
-            else:
-                waiting.update(dict.fromkeys(unit.keys, verdict))
-                if verdict.reason != "NoNodeFits":  # a shape no node has must not stall all
-                    first_waiting = unit.order[2]
-        line = tuple(key for unit in ordered for key in unit.ordered_keys if key in waiting)
+    for lane in lanes:
+        _hold_the_rest(lane, snapshot, waiting)
+        line = tuple(key for unit in lane.units for key in unit.ordered_keys if key in waiting)
         if line:
-            lines[queue] = line
+            lines[lane.queue] = line
     return GateDecisions(
         tuple(released_now), dict(sorted(waiting.items())), lines, not_bound, next_timeout
     )
+
+
+def _settings(share: QueueShare, node_policies: Mapping[PolicyName, NodePolicy]) -> NodePolicy:
+    return node_policies.get(share.policy, NodePolicy()) if share.policy else NodePolicy()
+
+
+def _by_order(unit: _Unit) -> tuple[int, float, str]:
+    return unit.order
+
+
+def _serve(
+    state: _Round,
+    lane: _Lane,
+    waiting: dict[PodKey, Waiting],
+    released: list[PodKey],
+    *,
+    borrowing: bool,
+) -> bool:
+    """Decide the lane's next unit against its queue's deserved share (its realCapability when
+    ``borrowing``). True, and the lane moves on, when it went or waits without stopping its
+    queue (a gang not complete yet, a shape no node has free); False when it stops the queue."""
+    unit = lane.units[lane.next]
+    verdict = _incomplete(unit, state.snapshot, lane.queue)
+    if verdict is None:
+        verdict = _fits(state, unit, lane.queue, lane.settings, borrowing=borrowing)
+    if verdict is None:
+        released.extend(unit.keys)
+        for key in unit.keys:  # refused its deserved share, it went borrowing
+            waiting.pop(key, None)
+    else:
+        waiting.update(dict.fromkeys(unit.keys, verdict))
+        if verdict.reason not in ("GangIncomplete", "NoNodeFits"):
+            return False
+    lane.next += 1
+    return True
+
+
+def _borrow(
+    state: _Round, lanes: list[_Lane], waiting: dict[PodKey, Waiting], released: list[PodKey]
+) -> None:
+    """``admission.borrow``: once every queue has taken what fits in its deserved share, the
+    queues not through their line take what is left up to their realCapability, one unit at a
+    time, the unit that comes first across them (priority, then creation time) first, as
+    Kueue's cohort admits borrowing workloads: the pod that has waited longest gets the idle
+    room, whichever queue it is in. A queue whose next unit does not fit stops there."""
+    heads = [
+        (lane.units[lane.next].order, index) for index, lane in enumerate(lanes) if not lane.through
+    ]
+    heapq.heapify(heads)
+    while heads:
+        _, index = heapq.heappop(heads)
+        lane = lanes[index]
+        if _serve(state, lane, waiting, released, borrowing=True) and not lane.through:
+            heapq.heappush(heads, (lane.units[lane.next].order, index))
+
+
+def _incomplete(unit: _Unit, snapshot: ShareSnapshot, queue: QueueName) -> Waiting | None:
+    """A PodGroup waits until it has ``minMember`` pods."""
+    if unit.group is None:
+        return None
+    present = snapshot.totals.groups.get((unit.group.namespace, unit.group.name))
+    count = present.pods if present is not None else 0
+    if count >= unit.group.min_member:
+        return None
+    return Waiting("GangIncomplete", queue, members=(count, unit.group.min_member))
+
+
+def _hold_the_rest(lane: _Lane, snapshot: ShareSnapshot, waiting: dict[PodKey, Waiting]) -> None:
+    """The units behind the one that stopped the lane wait behind it (or for their gang)."""
+    if lane.through:
+        return
+    behind = Waiting("BehindOthers", lane.queue, behind=lane.units[lane.next].order[2])
+    for unit in lane.units[lane.next + 1 :]:
+        verdict = _incomplete(unit, snapshot, lane.queue)
+        waiting.update(dict.fromkeys(unit.keys, behind if verdict is None else verdict))
 
 
 def _timed_out(
@@ -420,7 +506,9 @@ def _headroom(
     return headroom
 
 
-def _fits(state: _Round, unit: _Unit, queue: QueueName, settings: NodePolicy) -> Waiting | None:
+def _fits(
+    state: _Round, unit: _Unit, queue: QueueName, settings: NodePolicy, *, borrowing: bool
+) -> Waiting | None:
     """None, and the round's accounts charged, when the unit may go; else why it waits."""
     queues = state.queues
     policy = queues[queue].policy
@@ -430,11 +518,11 @@ def _fits(state: _Round, unit: _Unit, queue: QueueName, settings: NodePolicy) ->
     levels = [queue, *ancestors(queue, queues)]
     for level in levels:
         share = queues[level]
-        bound = share.real_capability if settings.borrow else share.deserved
+        bound = share.real_capability if borrowing else share.deserved
         short = shortfalls(request, subtract(bound, state.used(level)))
         if short:
             limiting = None if level == queue else str(level)
-            return Waiting("QuotaExceeded", queue, short, limiting=limiting, borrow=settings.borrow)
+            return Waiting("QuotaExceeded", queue, short, limiting=limiting, borrow=borrowing)
     headroom = state.headroom.get(policy)
     if headroom is not None:
         short = shortfalls(need, headroom)
