@@ -109,6 +109,7 @@ from peers.workload import (  # noqa: E402
     rate_in,
     saturation_window,
     summary,
+    summary_by_weight,
     unfit_jobs,
 )
 from sharekeeper.model.pods import ADMISSION_GATE  # noqa: E402
@@ -801,6 +802,14 @@ def figures(bench: Bench, tracker: Tracker) -> Json:
         "jobs_admitted": len(admitted_at),
         "jobs_complete": tracker.completed,
         "to_admission_seconds": summary(waits(lambda j: j.admitted)),
+        "to_admission_by_weight": summary_by_weight(
+            bench.shape,
+            [
+                (j.spec, j.admitted - j.created)
+                for j in tracks
+                if j.created is not None and j.admitted is not None
+            ],
+        ),
         "to_first_pod_admitted_seconds": summary(waits(lambda j: j.first_admitted)),
         "to_unsuspended_seconds": summary(waits(lambda j: j.unsuspended)),  # Kueue's only
         "to_all_running_seconds": summary(waits(lambda j: j.all_running)),
@@ -910,6 +919,9 @@ def medians(phases: list[Json], side: str) -> Json:
 REPORTED: tuple[tuple[str, Callable[[Json], Any]], ...] = (
     ("time to admission, p50 (s)", lambda p: p["to_admission_seconds"].get("p50")),
     ("time to admission, p99 (s)", lambda p: p["to_admission_seconds"].get("p99")),
+    ("  p50 / p99 by queue weight (s)",
+     lambda p: "; ".join(f"{weight}: {w['p50']:.0f} / {w['p99']:.0f}"
+                         for weight, w in p["to_admission_by_weight"].items())),
     ("time to the first pod admitted, p50 (s)",
      lambda p: p["to_first_pod_admitted_seconds"].get("p50")),
     ("time to all pods Running, p50 (s)", lambda p: p["to_all_running_seconds"].get("p50")),
@@ -950,7 +962,7 @@ def report(output: Json) -> str:
                 value = pick(phase)
             except (KeyError, TypeError):
                 value = None
-            cells.append("" if value is None else f"{value:,}")
+            cells.append("" if value is None else value if isinstance(value, str) else f"{value:,}")
         lines.append(f"| {label} | {' | '.join(cells)} |")
     return "\n".join(lines)
 

@@ -21,6 +21,7 @@ from peers.workload import (
     rate_in,
     saturation_window,
     summary,
+    summary_by_weight,
     unfit_jobs,
 )
 
@@ -71,6 +72,19 @@ def test_nearest_rank_and_summary() -> None:
     assert summary(samples) == {"count": 100, "mean": 50.5, "p50": 50.0, "p90": 90.0,
                                 "p99": 99.0, "max": 100.0}  # fmt: skip
     assert summary([]) == {"count": 0}
+
+
+def test_waits_are_summarised_by_the_weight_of_the_jobs_queue() -> None:
+    shape = Shape(jobs=400, queues=8)  # weights 2, 3, 4, 5, 2, 3, 4, 5
+    work = jobs(shape)
+    waits = [(job, float(shape.weight(job.queue) * 10 + job.pods)) for job in work]
+    found = summary_by_weight(shape, waits)
+    assert list(found) == ["2", "3", "4", "5"]
+    for weight, figures in found.items():
+        mine = [wait for job, wait in waits if shape.weight(job.queue) == int(weight)]
+        assert figures == summary(mine)
+        assert int(weight) * 10 < figures["p50"] <= int(weight) * 10 + shape.max_pods
+    assert sum(figures["count"] for figures in found.values()) == 400
 
 
 def test_the_backlog_counts_submissions_before_admissions_at_equal_times() -> None:

@@ -16,7 +16,7 @@ from one ``random.Random(seed)``, so a seed is a workload.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -130,6 +130,16 @@ def summary(samples: Sequence[float]) -> Json:
         "p99": round(nearest_rank(samples, 0.99), 3),
         "max": round(max(samples), 3),
     }
+
+
+def summary_by_weight(shape: Shape, waits: Iterable[tuple[JobSpec, float]]) -> dict[str, Json]:
+    """``summary`` of the waits of each queue weight's jobs, keyed by the weight (as text, for
+    JSON): under shares by weight and demand drawn alike for every queue, the low weights'
+    jobs wait longest, so this shows whose tail the p99 is."""
+    found: dict[int, list[float]] = {}
+    for job, wait in waits:
+        found.setdefault(shape.weight(job.queue), []).append(wait)
+    return {str(weight): summary(found[weight]) for weight in sorted(found)}
 
 
 def backlog(submitted: Sequence[float], admitted: Sequence[float]) -> list[tuple[float, int]]:
