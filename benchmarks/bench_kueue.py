@@ -7,8 +7,9 @@ One full local control plane (``e2e/controlplane.py``: etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler, kwok) with ``--nodes`` fake nodes, and on it both
 controllers' objects for the same ``peers.workload.Shape``:
 
-- ours: one SchedulerPolicy (Proportion; ``--borrow``: with ``admission.borrow: true``, so a
-  queue may take what the others leave idle, as Kueue's cohort lets its queues;
+- ours: one SchedulerPolicy (Proportion; ``--our-sharing Capacity``: Capacity, each Queue's
+  ``spec.deserved`` then Kueue's nominal quota; ``--borrow``: with ``admission.borrow: true``,
+  so a queue may take what the others leave idle, as Kueue's cohort lets its queues;
   ``--overcommit-factor``: its ``overcommit.factor``, which bounds what is released) over every
   node, one Queue per queue (its weight), and the namespace ``sk-bench`` labelled
   ``sharekeeper.io/admission=enabled``; Jobs there label their pods ``sharekeeper.io/queue``,
@@ -192,8 +193,10 @@ def nodes_of(shape: Shape) -> list[Json]:
     ]
 
 
-def our_policy(*, borrow: bool = False, overcommit: float | None = None) -> Json:
-    spec: Json = {"sharing": {"policy": "Proportion"}}
+def our_policy(
+    *, sharing: str = "Proportion", borrow: bool = False, overcommit: float | None = None
+) -> Json:
+    spec: Json = {"sharing": {"policy": sharing}}
     if borrow:
         spec["admission"] = {"borrow": True}
     if overcommit is not None:
@@ -206,16 +209,22 @@ def our_policy(*, borrow: bool = False, overcommit: float | None = None) -> Json
     }
 
 
-def our_queues(shape: Shape) -> list[Json]:
-    return [
-        {
+def our_queues(shape: Shape, deserved: dict[int, dict[str, int]] | None = None) -> list[Json]:
+    """Our Queues, with ``spec.deserved`` (for the Capacity policy) when ``deserved`` is given:
+    Kueue's nominal quotas, the same numbers."""
+    queues = []
+    for q in range(shape.queues):
+        spec: Json = {"weight": shape.weight(q)}
+        if deserved is not None:
+            spec["deserved"] = {"cpu": quantity_cpu(deserved[q]["cpu"]),
+                                "memory": str(deserved[q]["memory"])}  # fmt: skip
+        queues.append({
             "apiVersion": "scheduling.sharekeeper.io/v1alpha1",
             "kind": "Queue",
             "metadata": {"name": shape.queue_name(q)},
-            "spec": {"weight": shape.weight(q)},
-        }
-        for q in range(shape.queues)
-    ]
+            "spec": spec,
+        })  # fmt: skip
+    return queues
 
 
 def deserved_at_saturation(shape: Shape) -> dict[int, dict[str, int]]:
@@ -474,7 +483,8 @@ class Bench:
     phase_timeout: float
     kueue_qps: float
     policy: Json
-    """Our SchedulerPolicy, as ``--borrow`` and ``--overcommit-factor`` made it."""
+    """Our SchedulerPolicy, as ``--our-sharing``, ``--borrow`` and ``--overcommit-factor`` made
+    it."""
     profiling: Profiling | None = None
 
 
@@ -863,8 +873,11 @@ def setup(shape: Shape, workdir: Path, logs: Path, args: argparse.Namespace) -> 
         namespace = {"apiVersion": "v1", "kind": "Namespace",
                      "metadata": {"name": NAMESPACES[OURS],
                                   "labels": {"sharekeeper.io/admission": "enabled"}}}  # fmt: skip
-        policy = our_policy(borrow=args.borrow, overcommit=args.overcommit_factor)
-        cluster.apply(policy, *our_queues(shape), namespace)
+        capacity = args.our_sharing == "Capacity"
+        policy = our_policy(
+            sharing=args.our_sharing, borrow=args.borrow, overcommit=args.overcommit_factor
+        )
+        cluster.apply(policy, *our_queues(shape, deserved if capacity else None), namespace)
         cluster.apply(*kueue_objects(shape, deserved, args.cohort))
     except BaseException:
         plane.stop()
@@ -884,6 +897,7 @@ def meta(args: argparse.Namespace) -> Json:
         "kubernetes": controlplane.KUBERNETES_VERSION,
         "kueue": kueue.KUEUE_VERSION,
         "cohort": args.cohort,
+        "our_sharing": args.our_sharing,
         "borrow": args.borrow,
         "overcommit_factor": args.overcommit_factor,
         "kueue_qps": args.kueue_qps,
@@ -987,6 +1001,10 @@ def main() -> int:
     parser.add_argument("--only", choices=(KUEUE, OURS), help="run one controller only")
     parser.add_argument("--no-cohort", dest="cohort", action="store_false",
                         help="Kueue's ClusterQueues in no cohort (no borrowing)")  # fmt: skip
+    parser.add_argument("--our-sharing", choices=("Proportion", "Capacity"),
+                        default="Proportion",
+                        help="our policy: Proportion (deserved follows demand, by weight) or "
+                        "Capacity (spec.deserved: Kueue's nominal quotas)")  # fmt: skip
     parser.add_argument("--borrow", action="store_true",
                         help="our policy with admission.borrow: true")  # fmt: skip
     parser.add_argument("--overcommit-factor", type=float,

@@ -142,3 +142,18 @@ def test_our_policy_borrows_and_overcommits_only_as_asked() -> None:
     assert not policy_spec(our_policy()).nodes.borrow
     assert policy_spec(our_policy(overcommit=1)).nodes.overcommit.factor == 1
     assert policy_spec(our_policy()).nodes.overcommit.factor == Fraction(6, 5)
+
+
+def test_our_capacity_queues_deserve_kueues_nominal_quotas() -> None:
+    """``--our-sharing Capacity``: each Queue's spec.deserved is the quota Kueue's ClusterQueue
+    gets, as the operator reads it."""
+    from bench_kueue import our_policy, our_queues
+    from sharekeeper.api.policy import policy_spec
+    from sharekeeper.api.queue import queue_snapshot
+
+    shape = Shape(queues=3)
+    quotas = {q: {"cpu": 9249 + q, "memory": (q + 1) * 2**30} for q in range(3)}
+    assert policy_spec(our_policy(sharing="Capacity")).shares.sharing.policy == "Capacity"
+    for q, queue in enumerate(our_queues(shape, quotas)):
+        assert queue_snapshot(queue).deserved == quotas[q]
+    assert all("deserved" not in queue["spec"] for queue in our_queues(shape))
