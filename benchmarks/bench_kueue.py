@@ -186,6 +186,11 @@ def quantity_cpu(milli: int) -> str:
     return f"{milli // 1000}" if milli % 1000 == 0 else f"{milli}m"
 
 
+def quota(deserved: dict[str, int]) -> dict[str, str]:
+    """A queue's cpu and memory as quantities: Kueue's nominal quota, our Capacity deserved."""
+    return {"cpu": quantity_cpu(deserved["cpu"]), "memory": str(deserved["memory"])}
+
+
 def nodes_of(shape: Shape) -> list[Json]:
     return [
         fake_node(shape.node_name(i), cpu=str(shape.node_cpu), memory=f"{shape.node_memory_gib}Gi")
@@ -216,8 +221,7 @@ def our_queues(shape: Shape, deserved: dict[int, dict[str, int]] | None = None) 
     for q in range(shape.queues):
         spec: Json = {"weight": shape.weight(q)}
         if deserved is not None:
-            spec["deserved"] = {"cpu": quantity_cpu(deserved[q]["cpu"]),
-                                "memory": str(deserved[q]["memory"])}  # fmt: skip
+            spec["deserved"] = quota(deserved[q])
         queues.append({
             "apiVersion": "scheduling.sharekeeper.io/v1alpha1",
             "kind": "Queue",
@@ -261,9 +265,8 @@ def kueue_objects(shape: Shape, deserved: dict[int, dict[str, int]], cohort: boo
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
     ]
     for q in range(shape.queues):
-        quota = {"cpu": quantity_cpu(deserved[q]["cpu"]), "memory": str(deserved[q]["memory"])}
         name = shape.queue_name(q)
-        out.append(kueue.cluster_queue(name, quota, COHORT if cohort else None))
+        out.append(kueue.cluster_queue(name, quota(deserved[q]), COHORT if cohort else None))
         out.append(kueue.local_queue(name, namespace, name))
     # The readiness probe's own queue, outside the cohort (see probe_kueue).
     out += [
