@@ -16,6 +16,11 @@ log) cannot slow the next. The cluster of size N:
 - 2 x N queues (weights 1..7), 15 pods each; together the pods ask for about four times the
   cluster's cpu and twice its memory, so every queue is demand-limited above its share and any
   weight change moves every queue's deserved share;
+- with ``--tree-fanout F``, those queues are the leaves of a tree: inner queues (weights 1..7,
+  no pods of their own) each parent F queues of the level below, level by level until F or
+  fewer are left at the top; the weight changes then go to the top-level queues, so that each
+  still moves every queue's deserved share (at N = 5,000 and F = 8: 10,000 leaves under 1,430
+  inner queues, five levels);
 - one SchedulerPolicy over everything with overcommit (factor 1.5) and GPU-proportional
   reservation (8 cpu / 8Gi per idle GPU);
 - one NodeQosEnsurancePolicy selecting every node with a ``cpu_total_usage`` rule at 1000 cores,
@@ -135,14 +140,25 @@ class Workload:
     gpus_per_gpu_node: int = 8
     busy_gpus_per_gpu_node: int = 6
     qos_check_interval_seconds: int = 5
+    tree_fanout: int = 0
+    """0: the queues are flat; F: they are the leaves of a tree of F children per inner queue."""
+
+    def __post_init__(self) -> None:
+        if self.tree_fanout == 1 or self.tree_fanout < 0:
+            raise ValueError("a tree needs a fanout of at least 2 (0: flat)")
 
     @property
     def pods(self) -> int:
         return self.nodes * self.pods_per_node
 
     @property
-    def queues(self) -> int:
+    def leaves(self) -> int:
+        """The queues the pods name."""
         return self.nodes * self.queues_per_node
+
+    @property
+    def queues(self) -> int:
+        return self.leaves + sum(len(level) for level in self.inner_levels())
 
     @property
     def gpu_nodes(self) -> int:
@@ -174,7 +190,23 @@ class Workload:
         return [self.node_name(i) for i in range(self.nodes)]
 
     def queue_names(self) -> list[str]:
-        return [f"q-{i:05d}" for i in range(self.queues)]
+        """The leaves (every queue, when flat)."""
+        return [f"q-{i:05d}" for i in range(self.leaves)]
+
+    def inner_levels(self) -> list[list[str]]:
+        """The inner queues level by level, the leaves' parents first and the top last (none
+        when flat): queue i of a level has queue i // F of the level above as its parent."""
+        levels: list[list[str]] = []
+        width = self.leaves
+        while self.tree_fanout and width > self.tree_fanout:
+            width = -(-width // self.tree_fanout)
+            levels.append([f"t{len(levels) + 1}-{i:05d}" for i in range(width)])
+        return levels
+
+    def change_targets(self) -> list[str]:
+        """The queues whose weight the changes set, in turn: each moves every deserved share."""
+        levels = self.inner_levels()
+        return levels[-1] if levels else self.queue_names()
 
     def check(self) -> None:
         if self.busy_gpus_per_gpu_node > min(self.bound_per_node, self.gpus_per_gpu_node):
@@ -196,8 +228,17 @@ class Workload:
             yield gpu_node
 
     def queue_objects(self) -> Iterator[Json]:
-        for index, name in enumerate(self.queue_names()):
-            yield queue(name, weight=1 + index % 7)
+        """Top-down, so that a parent is usually there before its children (creations run
+        concurrently; a child created first is InvalidParent until its parent comes)."""
+        levels = [*self.inner_levels(), []]
+        for depth in range(len(levels) - 2, -1, -1):
+            yield from self._level(levels[depth], levels[depth + 1])
+        yield from self._level(self.queue_names(), levels[0])
+
+    def _level(self, names: list[str], parents: list[str]) -> Iterator[Json]:
+        for index, name in enumerate(names):
+            spec = {"parent": parents[index // self.tree_fanout]} if parents else {}
+            yield queue(name, weight=1 + index % 7, **spec)
 
     def pod_objects(self) -> Iterator[Json]:
         """Bound pods node by node (GPU pods first on GPU nodes), then the pending ones (the
@@ -265,6 +306,9 @@ class Workload:
             "gpu_pods": self.gpu_pods,
             "bound_gpu_pods": self.bound_gpu_pods,
             "queues": self.queues,
+            "leaf_queues": self.leaves,
+            "tree_fanout": self.tree_fanout,
+            "tree_levels": len(self.inner_levels()) + 1,
         }
 
 
@@ -599,9 +643,9 @@ def run_operator(
         latencies: list[float] = []
         writes_per_change: list[int] = []
         writing_seconds: list[float] = []
-        queues = workload.queue_names()
+        targets = workload.change_targets()
         for change in range(options.changes):
-            target = queues[change % len(queues)]
+            target = targets[change % len(targets)]
             before = deserved_cpu(client, target)
             writes_before = audit.writes()
             sent = time.perf_counter()
@@ -711,7 +755,9 @@ def table_rows(result: Json, usage: str) -> list[tuple[str, str]]:
     rows = [
         ("cluster", f"{cluster['nodes']:,} nodes ({cluster['gpu_nodes']:,} GPU), "
                     f"{cluster['pods']:,} pods ({cluster['bound_pods']:,} bound, "
-                    f"{cluster['gpu_pods']:,} GPU), {cluster['queues']:,} queues"),
+                    f"{cluster['gpu_pods']:,} GPU), {cluster['queues']:,} queues"
+                    + (f" (a tree of fanout {cluster['tree_fanout']}, "
+                       f"{cluster['tree_levels']} levels)" if cluster.get("tree_fanout") else "")),
         ("creation, objects/s (in flight)", f"{created} ({creation['pods']['in_flight']})"),
         ("floor: paginated LIST of pods + nodes",
          f"{seconds(floor['seconds'])} (pods {seconds(floor['pods']['seconds'])}, "
@@ -783,6 +829,8 @@ def main() -> int:
                         help="node counts, comma-separated (default %(default)s)")  # fmt: skip
     parser.add_argument("--pods-per-node", type=int, default=30)
     parser.add_argument("--queues-per-node", type=int, default=2)
+    parser.add_argument("--tree-fanout", type=int, default=0,
+                        help="the queues as leaves of a tree of this fanout (0: flat)")  # fmt: skip
     parser.add_argument("--changes", type=int, default=20, help="weight changes per size")
     parser.add_argument("--in-flight", type=int, default=32, help="concurrent creates")
     parser.add_argument("--usage", choices=("metrics", "none"), default="metrics",
@@ -813,7 +861,9 @@ def main() -> int:
     results: list[Json] = []
     failed = False
     for size in size_list:
-        workload = Workload(size, args.pods_per_node, args.queues_per_node)
+        workload = Workload(
+            size, args.pods_per_node, args.queues_per_node, tree_fanout=args.tree_fanout
+        )
         workload.check()
         simulate = args.simulate == "all" or (args.simulate == "top" and size == size_list[-1])
         try:
