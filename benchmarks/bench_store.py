@@ -14,7 +14,9 @@ every node), fed to a ``ClusterStore`` the way a complete list would. Reported:
 - one round: snapshot, engines and the diff against statuses as published (the decision; the
   writes are the API server's business), as in ``loops/recompute.py``, best of ``--repeat``;
 - one round after a weight change: the same, when every queue's share moves (the first of the
-  repetitions renders every status, the others reuse them and diff);
+  repetitions renders every status, the others reuse them and diff); with ``--tree-fanout F``
+  the queues are those of ``bench_operator.py --tree-fanout F`` and the change goes to a
+  top-level queue;
 - one round, a new change: each repetition changes the weight again, so every round renders
   and diffs every queue, as each weight change does in the operator;
 - one /metrics scrape: every metric of the process as Prometheus reads it, the per-queue
@@ -146,10 +148,12 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--held", type=int, default=10_000, help="pods held by the gate")
+    parser.add_argument("--tree-fanout", type=int, default=0,
+                        help="the queues as leaves of a tree of this fanout (0: flat)")  # fmt: skip
     args = parser.parse_args()
 
     collector.tune()  # as the operator runs
-    workload = Workload(nodes=args.nodes)
+    workload = Workload(nodes=args.nodes, tree_fanout=args.tree_fanout)
     gc.collect()
     before = rss_mib()
     built = objects(workload)
@@ -168,7 +172,8 @@ def main() -> None:
     assert not one_round(store).statuses, "a settled store must need no write"
 
     def weight_changed() -> None:
-        queue = store.queues.sorted_records()[0]
+        # The first queue a weight change of bench_operator.py goes to: it moves every share.
+        queue = store.queues.records[workload.change_targets()[0]]
         assert queue.spec is not None
         store.queues.records[queue.name] = replace(
             queue,
