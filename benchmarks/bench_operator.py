@@ -757,7 +757,7 @@ def table_rows(result: Json, usage: str) -> list[tuple[str, str]]:
                     f"{cluster['pods']:,} pods ({cluster['bound_pods']:,} bound, "
                     f"{cluster['gpu_pods']:,} GPU), {cluster['queues']:,} queues"
                     + (f" (a tree of fanout {cluster['tree_fanout']}, "
-                       f"{cluster['tree_levels']} levels)" if cluster.get("tree_fanout") else "")),
+                       f"{cluster['tree_levels']} levels)" if cluster["tree_fanout"] else "")),
         ("creation, objects/s (in flight)", f"{created} ({creation['pods']['in_flight']})"),
         ("floor: paginated LIST of pods + nodes",
          f"{seconds(floor['seconds'])} (pods {seconds(floor['pods']['seconds'])}, "

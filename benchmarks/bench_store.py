@@ -171,9 +171,11 @@ def main() -> None:
     steady = best_seconds(lambda: one_round(store), args.repeat)
     assert not one_round(store).statuses, "a settled store must need no write"
 
+    # The first queue a weight change of bench_operator.py goes to: it moves every share.
+    target = workload.change_targets()[0]
+
     def weight_changed() -> None:
-        # The first queue a weight change of bench_operator.py goes to: it moves every share.
-        queue = store.queues.records[workload.change_targets()[0]]
+        queue = store.queues.records[target]
         assert queue.spec is not None
         store.queues.records[queue.name] = replace(
             queue,
