@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -9,13 +10,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 from shares_oracle import largest_remainder, water_fill_by_rounds
 
-from sharekeeper.engine.shares.common import dominant_shares, hamilton, water_fill
+from sharekeeper.engine.shares.common import (
+    dominant_shares,
+    hamilton,
+    water_fill,
+    water_fill_groups,
+)
 
 amounts = st.integers(min_value=0, max_value=10**6)
+Column = tuple[int, list[int], list[int], list[int]]
+"""A total, then per row: weight, floor, cap."""
 
 
 @st.composite
-def columns(draw: st.DrawFn) -> tuple[int, list[int], list[int], list[int]]:
+def columns(draw: st.DrawFn) -> Column:
     size = draw(st.integers(min_value=1, max_value=12))
     weights = draw(st.lists(st.integers(0, 20), min_size=size, max_size=size))
     floors = draw(st.lists(st.integers(0, 1000) | st.just(0), min_size=size, max_size=size))
@@ -36,7 +44,7 @@ def _fast(total: int, weights: list[int], floors: list[int], caps: list[int]) ->
 
 @given(columns())
 def test_fast_water_fill_matches_the_round_based_oracle(
-    column: tuple[int, list[int], list[int], list[int]],
+    column: Column,
 ) -> None:
     total, weights, floors, caps = column
     exact = water_fill_by_rounds(total, [Fraction(w) for w in weights], floors, caps)
@@ -63,11 +71,47 @@ def test_floors_above_the_total_are_kept() -> None:
     assert _fast(10, [1, 1], [8, 8], [100, 100]) == [8, 8]
 
 
+@given(st.lists(st.tuples(columns(), columns()), min_size=1, max_size=9))
+def test_groups_filled_together_match_each_group_filled_alone(
+    groups: list[tuple[Column, Column]],
+) -> None:
+    # Groups of 1 to 12 rows, two dimensions each: several padded sizes in one call.
+    sizes, totals, weights, floors, caps = [], [], [], [], []
+    for (total, row_weights, row_floors, row_caps), (other, _, other_floors, other_caps) in groups:
+        size = min(len(row_weights), len(other_floors))
+        sizes.append(size)
+        totals.append([total, other])
+        weights += row_weights[:size]
+        floors += [[row_floors[i], other_floors[i]] for i in range(size)]
+        caps += [[row_caps[i], other_caps[i]] for i in range(size)]
+    starts = np.cumsum([0, *sizes[:-1]])
+    as_floats, as_ints = np.array(weights, dtype=float), np.array(totals, dtype=np.int64)
+    floor_rows, cap_rows = np.array(floors, dtype=np.int64), np.array(caps, dtype=np.int64)
+    together = water_fill_groups(as_ints, starts, as_floats, floor_rows, cap_rows)
+    for group, (start, size) in enumerate(zip(starts.tolist(), sizes, strict=True)):
+        rows = slice(start, start + size)
+        alone = water_fill(as_ints[group], as_floats[rows], floor_rows[rows], cap_rows[rows])
+        assert together[rows].tolist() == alone.tolist()
+
+
+def test_amounts_beyond_float_precision_still_sum_to_the_total() -> None:
+    # Bytes of a large cluster pass 2**53, where Σ floors and a total one unit above it are
+    # the same float: that once put the level before the first breakpoint (NaN shares).
+    floors = [2**53, 2**53 + 2, 2**52]
+    total = sum(floors) + 1
+    caps = [2**54, 2**54, 2**54]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        shares = _fast(total, [1, 2, 1], floors, caps)
+    assert sum(shares) == total
+    assert all(f <= s <= c for s, f, c in zip(shares, floors, caps, strict=True))
+
+
 def test_hamilton_keeps_bounds_and_sum() -> None:
-    exact = np.array([0.5, 0.5, 2.0])
-    lows = np.array([0, 0, 2], dtype=np.int64)
-    highs = np.array([1, 1, 2], dtype=np.int64)
-    assert hamilton(exact, 3, lows, highs).tolist() == [1, 0, 2]
+    exact = np.array([[0.5, 0.5, 2.0]])
+    lows = np.array([[0, 0, 2]], dtype=np.int64)
+    highs = np.array([[1, 1, 2]], dtype=np.int64)
+    assert hamilton(exact, np.array([3]), lows, highs).tolist() == [[1, 0, 2]]
 
 
 def test_share_is_the_dominant_ratio_over_deserved_dimensions() -> None:

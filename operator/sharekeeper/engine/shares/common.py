@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from sharekeeper.engine.resources import Vectors, column_sums, total_of
+from sharekeeper.engine.resources import Vectors, column_sums
 
 Floats = npt.NDArray[np.float64]
 
@@ -68,60 +68,167 @@ class ShareProblem:
 
 def water_fill(total: Vectors, weights: Floats, floors: Vectors, caps: Vectors) -> Vectors:
     """Weighted water-filling of every dimension, rounded to whole units (steps 1-4)."""
-    columns = [
-        _fill_column(int(total[d]), weights, floors[:, d], caps[:, d])
-        for d in range(total.shape[0])
-    ]
-    if not columns:
-        return np.zeros((weights.shape[0], 0), dtype=np.int64)
-    return np.stack(columns, axis=1)
+    return water_fill_groups(total[np.newaxis, :], np.zeros(1, np.int64), weights, floors, caps)
 
 
-def _fill_column(total: int, weights: Floats, floors: Vectors, caps: Vectors) -> Vectors:
+def water_fill_groups(
+    totals: Vectors, starts: Vectors, weights: Floats, floors: Vectors, caps: Vectors
+) -> Vectors:
+    """``water_fill`` of many groups of rows at once: rows ``starts[g]`` up to the next start
+    share ``totals[g]`` (one row per group, a column per dimension), each group and dimension
+    on its own. Every (group, dimension) becomes one row of a padded matrix, so that a tree
+    level of thousands of parents costs a few numpy calls rather than a few per parent; groups
+    are padded to the next power of two of their size, in one matrix per such size."""
+    rows, dimensions = floors.shape
+    if rows == 0 or dimensions == 0:
+        return np.zeros((rows, dimensions), dtype=np.int64)
+    sizes = np.diff(starts, append=rows)
+    if (sizes == sizes[0]).all():  # every group as large (one group, or a regular tree level)
+        return _fill_grid(totals, weights, floors, caps, width=int(sizes[0]))
+    filled = np.zeros((rows, dimensions), dtype=np.int64)
+    # Padding rows: weight 0, floor 0, cap 0 (they never rise and sum to nothing).
+    weights = np.append(weights, 0.0)
+    floors = np.vstack((floors, np.zeros((1, dimensions), dtype=np.int64)))
+    caps = np.vstack((caps, np.zeros((1, dimensions), dtype=np.int64)))
+    buckets = np.frexp(np.maximum(sizes, 1) - 1)[1]  # ceil(log2(size)), 0 for size 1
+    for bucket in np.unique(buckets).tolist():
+        groups = np.flatnonzero(buckets == bucket)
+        width = int(sizes[groups].max())
+        present = np.arange(width) < sizes[groups][:, np.newaxis]
+        index = np.where(present, starts[groups][:, np.newaxis] + np.arange(width), rows)
+        grid = _fill_grid(totals[groups], weights[index], floors[index], caps[index], width=width)
+        filled[index[present]] = grid.reshape((*index.shape, dimensions))[present]
+    return filled
+
+
+def _fill_grid(
+    totals: Vectors, weights: Floats, floors: Vectors, caps: Vectors, *, width: int
+) -> Vectors:
+    """Groups of ``width`` consecutive rows each (``totals``: one row per group): one problem
+    per group and dimension."""
+    groups, dimensions = totals.shape
+    problems = groups * dimensions
+
+    def by_problem(matrix: Vectors) -> Vectors:
+        arranged: Vectors = matrix.reshape(groups, width, dimensions).transpose(0, 2, 1)
+        return arranged.reshape(problems, width)
+
+    filled = _fill(
+        totals.reshape(problems),
+        np.repeat(weights.reshape(groups, width), dimensions, axis=0),
+        by_problem(floors),
+        by_problem(caps),
+    )
+    arranged: Vectors = filled.reshape(groups, dimensions, width).transpose(0, 2, 1)
+    return arranged.reshape(groups * width, dimensions)
+
+
+def _fill(totals: Vectors, weights: Floats, floors: Vectors, caps: Vectors) -> Vectors:
+    """Steps 1-4 for independent problems, one per row of the (problem x member) inputs."""
     # A queue without weight never rises above its floor.
     highs = np.where(weights > 0, np.maximum(floors, caps), floors)
     # Step 2: the two ends need no level.
-    floor_sum = total_of(floors)
-    if floor_sum >= total:
-        return floors.copy()
-    if total_of(highs) <= total:
-        return highs.copy()
-    # Step 3: breakpoints of F, from the queues that can rise.
+    floor_sums = column_sums(floors.T)
+    at_floors = floor_sums >= totals
+    saturated = ~at_floors & (column_sums(highs.T) <= totals)
+    filled = np.where(saturated[:, np.newaxis], highs, floors)
+    solve = np.flatnonzero(~at_floors & ~saturated)
+    if solve.size == len(totals):
+        return _level(totals, weights, floors, caps, highs=highs, floor_sums=floor_sums)
+    if solve.size:
+        filled[solve] = _level(
+            totals[solve],
+            weights[solve],
+            floors[solve],
+            caps[solve],
+            highs=highs[solve],
+            floor_sums=floor_sums[solve],
+        )
+    return filled
+
+
+def _level(
+    totals: Vectors,
+    weights: Floats,
+    floors: Vectors,
+    caps: Vectors,
+    *,
+    highs: Vectors,
+    floor_sums: Vectors,
+) -> Vectors:
+    # Step 3: breakpoints of F, from the members that can rise; the others' are put last.
     rising = highs > floors
-    rising_weights = weights[rising]
-    starts = floors[rising] / rising_weights
-    ends = caps[rising] / rising_weights
-    positions = np.concatenate((starts, ends))
-    slopes = np.concatenate((rising_weights, -rising_weights))
-    order = np.argsort(positions, kind="stable")
-    positions, slopes = positions[order], slopes[order]
-    slope_after = np.cumsum(slopes)
-    widths = np.diff(positions, prepend=0.0)
-    slope_before = np.concatenate(([0.0], slope_after[:-1]))
-    filled_at = float(floor_sum) + np.cumsum(slope_before * widths)
-    # The first breakpoint where F reaches ``total`` ends the piece that holds the level.
-    piece = min(int(np.searchsorted(filled_at, total, side="left")), positions.shape[0] - 1) - 1
-    level = positions[piece] + (total - filled_at[piece]) / slope_after[piece]
-    exact = np.maximum(floors, np.minimum(weights * level, caps))
-    # Step 4: the exact shares sum to ``total``.
-    return hamilton(exact, total, floors, highs)
+    unreached = np.full(floors.shape, np.inf)
+    starts = np.divide(floors, weights, out=unreached.copy(), where=rising)
+    ends = np.divide(caps, weights, out=unreached, where=rising)
+    positions = np.concatenate((starts, ends), axis=1)
+    slopes = np.concatenate(
+        (np.where(rising, weights, 0.0), np.where(rising, -weights, 0.0)), axis=1
+    )
+    # Not a stable sort (four times faster): breakpoints at one position add nothing to F
+    # between them, and whole-number weights sum exactly in any order (proportion_optimize's
+    # raised weights may differ in their last bit: a share may then round the other way,
+    # still within one unit of exact).
+    order = np.argsort(positions, axis=1)
+    positions = np.take_along_axis(positions, order, axis=1)
+    slopes = np.take_along_axis(slopes, order, axis=1)
+    slope_after = np.cumsum(slopes, axis=1)
+    with np.errstate(invalid="ignore"):  # past the real breakpoints: inf - inf, 0 x inf
+        widths = np.diff(positions, axis=1, prepend=0.0)
+        slope_before = np.concatenate((np.zeros((len(totals), 1)), slope_after[:, :-1]), axis=1)
+        filled_at = floor_sums.astype(float)[:, np.newaxis] + np.cumsum(
+            slope_before * widths, axis=1
+        )
+    # The first breakpoint where F reaches its total ends the piece that holds the level. Above
+    # 2**53 a float may not tell Σ floors from a total one unit above it: the level then lies
+    # on the first piece (and rounding hands out the units), never before it.
+    breakpoints = 2 * np.count_nonzero(rising, axis=1)
+    real = np.arange(positions.shape[1]) < breakpoints[:, np.newaxis]
+    below = np.count_nonzero((filled_at < totals[:, np.newaxis]) & real, axis=1)
+    at = (np.arange(len(totals)), np.maximum(np.minimum(below, breakpoints - 1) - 1, 0))
+    level = positions[at] + (totals - filled_at[at]) / slope_after[at]
+    exact = np.maximum(floors, np.minimum(weights * level[:, np.newaxis], caps))
+    # Step 4: the exact shares sum to each total.
+    return hamilton(exact, totals, floors, highs)
 
 
-def hamilton(exact: Floats, target: int, lows: Vectors, highs: Vectors) -> Vectors:
-    """Whole units summing to ``target``, each within one unit of ``exact`` and within
-    ``[lows, highs]``; the largest fractional parts round up (ties: lower index)."""
+def hamilton(exact: Floats, targets: Vectors, lows: Vectors, highs: Vectors) -> Vectors:
+    """Per row, whole units summing to ``targets[row]``, each within one unit of ``exact`` (while
+    floats hold whole units exactly) and within ``[lows, highs]``; the largest fractional parts
+    round up (ties: lower index)."""
     rounded = np.clip(np.floor(exact).astype(np.int64), lows, highs)
     remainders = exact - rounded
-    missing = target - total_of(rounded)
-    if missing > 0:
-        candidates = np.flatnonzero(rounded < highs)
-        ranked = candidates[np.argsort(-remainders[candidates], kind="stable")]
-        rounded[ranked[:missing]] += 1
-    elif missing < 0:
-        # Only floating-point error gets here: take the units back where they are least due.
-        candidates = np.flatnonzero(rounded > lows)
-        ranked = candidates[np.argsort(remainders[candidates], kind="stable")]
-        rounded[ranked[:-missing]] -= 1
+    missing = targets - column_sums(rounded.T)
+    if not missing.any():
+        return rounded
+    # Only floating-point error makes ``missing`` negative: the units go back where least due.
+    short = missing > 0
+    movable = np.where(short[:, np.newaxis], rounded < highs, rounded > lows)
+    ranking = np.where(movable, np.where(short[:, np.newaxis], -remainders, remainders), np.inf)
+    order = np.argsort(ranking, axis=1, kind="stable")
+    moved = (
+        np.arange(rounded.shape[1])
+        < np.minimum(np.abs(missing), np.count_nonzero(movable, axis=1))[:, np.newaxis]
+    )
+    problems, places = np.nonzero(moved)
+    rounded[problems, order[problems, places]] += np.sign(missing)[problems]
+    # Past 2**53 a float can be several units off: what is still missing then moves in the same
+    # order, each member as far as its bound allows, so that the sum is still exact.
+    left = targets - column_sums(rounded.T)
+    uneven = np.flatnonzero(left)
+    if uneven.size:
+        ranked, rows = order[uneven], uneven[:, np.newaxis]
+        wanted = np.abs(left[uneven])[:, np.newaxis]
+        room = np.minimum(  # no more than is wanted, so that the running sum cannot overflow
+            np.where(
+                (left[uneven] > 0)[:, np.newaxis],
+                highs[rows, ranked] - rounded[rows, ranked],
+                rounded[rows, ranked] - lows[rows, ranked],
+            ),
+            wanted,
+        )
+        steps = np.clip(wanted - (np.cumsum(room, axis=1) - room), 0, room)
+        rounded[rows, ranked] += np.sign(left[uneven])[:, np.newaxis] * steps
     return rounded
 
 

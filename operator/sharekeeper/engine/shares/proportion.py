@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from sharekeeper.engine.resources import UNLIMITED, Vectors
-from sharekeeper.engine.shares.common import ShareProblem, water_fill
+from sharekeeper.engine.shares.common import ShareProblem, water_fill, water_fill_groups
 from sharekeeper.engine.shares.tree import TreeRows
 
 
@@ -27,13 +27,13 @@ def proportion_deserved(problem: ShareProblem) -> Vectors:
 def proportion_tree(problem: ShareProblem, tree: TreeRows) -> tuple[Vectors, Vectors]:
     """(deserved, realCapability) over a queue tree: the total is water-filled among the
     root's children as in the flat policy; each inner queue's deserved is then water-filled
-    among its children the same way. A queue's floor is the larger of its guarantee and its
-    children's floors; ``realCapability`` is the flat one with the parent's realCapability in
-    place of the total and floors in place of guarantees; a queue's cap is its demand: the
-    request within realCapability for a leaf, the children's demands within realCapability
-    for an inner queue. Four passes over the levels (floors up, realCapability down, demand
-    up, deserved down). With no queue below another, every number equals
-    ``proportion_deserved``'s."""
+    among its children the same way (all the parents of a level in one call). A queue's floor
+    is the larger of its guarantee and its children's floors; ``realCapability`` is the flat
+    one with the parent's realCapability in place of the total and floors in place of
+    guarantees; a queue's cap is its demand: the request within realCapability for a leaf, the
+    children's demands within realCapability for an inner queue. Four passes over the levels
+    (floors up, realCapability down, demand up, deserved down). With no queue below another,
+    every number equals ``proportion_deserved``'s."""
     floors = tree.floors(problem.guarantee)
     siblings = tree.sibling_sums(floors)
     real = np.zeros_like(floors)
@@ -60,9 +60,7 @@ def proportion_tree(problem: ShareProblem, tree: TreeRows) -> tuple[Vectors, Vec
         order = np.argsort(parents, kind="stable")  # rows stay sorted by name within a parent
         rows, grouped = level[order], parents[order]
         starts = np.flatnonzero(np.diff(grouped, prepend=-2))
-        for first, end in zip(starts.tolist(), [*starts[1:].tolist(), len(rows)], strict=True):
-            children = rows[first:end]
-            deserved[children] = water_fill(
-                deserved[int(grouped[first])], weights[children], floors[children], demand[children]
-            )
+        deserved[rows] = water_fill_groups(
+            deserved[grouped[starts]], starts, weights[rows], floors[rows], demand[rows]
+        )
     return deserved, real
