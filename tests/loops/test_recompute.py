@@ -421,3 +421,32 @@ def test_held_pods_are_released_once_and_the_others_told_once_why_they_wait() ->
         assert len(writer.pod_events) == 3  # h2 was told already
 
     asyncio.run(scenario())
+
+
+def test_a_round_that_turns_many_queues_overused_tells_a_hundred_and_counts_the_rest() -> None:
+    """Found at 11,430 queues in a tree: a weight change at the top turned 1,000 to 3,000
+    queues Overused a round, an Event each."""
+    names = [f"q{i:03d}" for i in range(130)]
+    store = ClusterStore()
+    store.load(
+        [
+            node("n1", cpu="1000", memory="1000Gi"),
+            *(pod(f"p-{name}", name, node="n1", cpu="2", memory="1Gi") for name in names),
+        ]
+    )
+    queues = [record(queue(name, deserved={"cpu": "1", "memory": "1Gi"}), queue_snapshot)
+              for name in names]  # fmt: skip
+    capacity = OwnRecord("all", "uid-all", 1, policy_spec(policy("all", "Capacity")), {})
+    store.queues.records.update((r.name, r) for r in queues)
+    store.policies.records.update([(capacity.name, capacity)])
+    writer = RecordingWriter()
+    loop = Recompute(writer, store, clock=lambda: 1_000_000.0)
+    asyncio.run(round_written(loop))
+    assert all(
+        condition_of(writer.stored[("Queue", name)], "Overused")["status"] == "True"
+        for name in names
+    )
+    told = [name for kind, name, reason in writer.events if reason == "AllocatedAboveDeserved"]
+    assert told == names[:100]
+    summaries = [event for event in writer.events if event[0] == "SchedulerPolicy"]
+    assert summaries == [("SchedulerPolicy", "all", "OverusedQueues")]

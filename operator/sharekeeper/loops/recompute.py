@@ -42,12 +42,15 @@ from sharekeeper.publish.annotations import AnnotationWrite, annotation_writes
 from sharekeeper.publish.diffing import Transition
 from sharekeeper.publish.statuses import (
     NORMAL_TRANSITIONS,
+    QUEUE_EVENTS_PER_ROUND,
     Kind,
     StatusWrite,
     Unchanged,
+    Untold,
     policy_writes,
     queue_writes,
     stale_writes,
+    told_in_turn,
 )
 from sharekeeper.settings import LoopSettings
 
@@ -193,15 +196,21 @@ class Recompute:
         problem = f"the last share round failed, the numbers shown are older: {self.health.error}"
         stamp = rfc3339(self._clock())
         store = self._store
-        writes: dict[tuple[str, str], StatusWrite | AnnotationWrite] = {}
         kinds: tuple[tuple[Kind, list[OwnRecord[Any]]], ...] = (
             ("Queue", store.queues.sorted_records()),
             ("SchedulerPolicy", store.policies.sorted_records()),
         )
-        for kind, records in kinds:
-            for write in stale_writes(kind, self._with_written(kind, records), problem, now=stamp):
-                writes[(write.kind, write.name)] = write
+        stale = [
+            write
+            for kind, records in kinds
+            for write in stale_writes(kind, self._with_written(kind, records), problem, now=stamp)
+        ]
+        told, untold = told_in_turn(stale)
+        writes: dict[tuple[str, str], StatusWrite | AnnotationWrite] = {
+            (write.kind, write.name): write for write in told
+        }
         self._outbox.replace(writes)
+        self._tell_untold(untold)
 
     async def written(self) -> None:
         """Until every write of the rounds so far has been sent."""
@@ -248,12 +257,14 @@ class Recompute:
         telemetry.RECOMPUTE_SECONDS.observe(time.perf_counter() - started)
         # 3. The writes, sent while the next round may already compute; a queue whose spec
         #    just changed first (someone is looking at it).
+        statuses, untold = told_in_turn(decided.statuses)
         writes: dict[tuple[str, str], StatusWrite | AnnotationWrite] = {
-            (write.kind, write.name): write for write in decided.statuses
+            (write.kind, write.name): write for write in statuses
         }
         writes.update((("Node", write.node), write) for write in decided.annotations)
-        urgent = frozenset((w.kind, w.name) for w in decided.statuses if w.spec_changed)
+        urgent = frozenset((w.kind, w.name) for w in statuses if w.spec_changed)
         self._outbox.replace(writes, urgent)
+        self._tell_untold(untold)
         shares = decided.publication.shares
         self._tell_misdirected(shares.refused, shares.unknown)
         gates = decided.publication.gates
@@ -418,6 +429,24 @@ class Recompute:
         target = reference(write.kind, write.name, uid=write.uid)
         warning = transition.type not in NORMAL_TRANSITIONS
         await self._writer.event(target, transition.reason, transition.message, warning=warning)
+
+    def _tell_untold(self, untold: Iterable[Untold]) -> None:
+        """One Event on each policy for its queues whose condition turned True this round
+        without an Event each (``told_in_turn``); a log line for queues of no policy."""
+        records = self._store.policies.records
+        for group in untold:
+            text = (
+                f"{group.queues:,} more queues turned {group.condition} in one round; Events "
+                f"went to the first {QUEUE_EVENTS_PER_ROUND} queues (by name) of each condition, "
+                "and every queue's conditions are in its status (kubectl get skq)"
+            )
+            record = records.get(group.policy)
+            if record is None:
+                logger.info("queues of no policy: %s", text)
+                continue
+            target = reference("SchedulerPolicy", group.policy, uid=record.uid)
+            reason = f"{group.condition}Queues"
+            self._spawn(self._writer.event(target, reason, text, warning=group.warning))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)

@@ -6,7 +6,8 @@ from ``diffing`` against the status the object has. Nothing here calls the API.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -31,6 +32,11 @@ POLICY_EVENTS = {"GuaranteeUnsatisfiable", "Overlapping", "Invalid", "TreeUnsupp
 NORMAL_TRANSITIONS = {"Overused", "NoPolicy"}
 """Transitions told as Normal Events (a queue borrowing, a queue no policy covers); the others
 are Warnings."""
+QUEUE_EVENTS_PER_ROUND = 100
+"""Queues told one by one per condition and round. A weight change at the top of a queue tree
+can turn thousands of queues Overused at once (and a failed round turns every queue Stale): an
+Event each would be a storm that also delays the status writes. The rest are counted in one
+Event on their policy (``told_in_turn``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +50,44 @@ class StatusWrite:
     transitions: tuple[Transition, ...]
     spec_changed: bool = False
     """The status has not seen the object's current generation yet: a person just changed it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Untold:
+    """Queues of one policy ("" for none) whose condition turned True without an Event each."""
+
+    policy: str
+    condition: str
+    queues: int
+
+    @property
+    def warning(self) -> bool:
+        return self.condition not in NORMAL_TRANSITIONS
+
+
+def told_in_turn(
+    writes: Sequence[StatusWrite], limit: int = QUEUE_EVENTS_PER_ROUND
+) -> tuple[list[StatusWrite], list[Untold]]:
+    """``writes`` with the transitions of Queues past the first ``limit`` of each condition
+    taken off (in the writes' order: by name), and how many were taken per policy and
+    condition. The conditions themselves are written all the same."""
+    told: Counter[str] = Counter()
+    untold: Counter[tuple[str, str]] = Counter()
+    kept: list[StatusWrite] = []
+    for write in writes:
+        if write.kind != "Queue" or not write.transitions:
+            kept.append(write)
+            continue
+        tellable = []
+        for transition in write.transitions:
+            if told[transition.type] < limit:
+                told[transition.type] += 1
+                tellable.append(transition)
+            else:
+                untold[(str(write.status.get("policy") or ""), transition.type)] += 1
+        whole = len(tellable) == len(write.transitions)
+        kept.append(write if whole else replace(write, transitions=tuple(tellable)))
+    return kept, [Untold(policy, kind, n) for (policy, kind), n in sorted(untold.items())]
 
 
 class Unchanged:
