@@ -121,17 +121,22 @@ def test_pods_of_an_inner_queue_count_and_are_reported() -> None:
     assert (enqueue["status"], enqueue["reason"]) == ("False", "QueueNotLeaf")
 
 
-def test_a_job_must_fit_every_ancestors_capability() -> None:
+@pytest.mark.parametrize("below", [["team"], ["team", "project"]], ids=["child", "grandchild"])
+def test_a_job_must_fit_every_ancestors_capability(below: list[str]) -> None:
+    # Two levels down, the grandparent's capability binds through the parent's view.
+    path = [
+        queue(name, parent=parent) for parent, name in zip(["org", *below[:-1]], below, strict=True)
+    ]
     result = published(
         policy("p"),
         node("n", cpu=100),
         queue("org", capability={"cpu": "10"}),
-        queue("team", parent="org"),
+        *path,
         queue("other", parent="org"),
         pod("busy", "other", node="n", cpu=8),
-        pod_group("job", "team", phase="Pending", min_resources={"cpu": "4"}),
+        pod_group("job", below[-1], phase="Pending", min_resources={"cpu": "4"}),
     )
-    enqueue = condition(result, "team", "Enqueueable")
+    enqueue = condition(result, below[-1], "Enqueueable")
     assert (enqueue["status"], enqueue["reason"]) == ("False", "CapabilityExceeded")
     assert "queue org's capability: cpu 4 requested, 2 available" in enqueue["message"]
 
