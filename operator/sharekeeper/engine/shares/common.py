@@ -76,9 +76,10 @@ def water_fill_groups(
 ) -> Vectors:
     """``water_fill`` of many groups of rows at once: rows ``starts[g]`` up to the next start
     share ``totals[g]`` (one row per group, a column per dimension), each group and dimension
-    on its own. Every (group, dimension) becomes one row of a padded matrix, so that a tree
-    level of thousands of parents costs a few numpy calls rather than a few per parent; groups
-    are padded to the next power of two of their size, in one matrix per such size."""
+    on its own; the groups cover every row, in order (``starts[0]`` is 0). Every (group,
+    dimension) becomes one row of a padded matrix, so that a tree level of thousands of parents
+    costs a few numpy calls rather than a few per parent; groups are padded to the next power
+    of two of their size, in one matrix per such size."""
     rows, dimensions = floors.shape
     if rows == 0 or dimensions == 0:
         return np.zeros((rows, dimensions), dtype=np.int64)
