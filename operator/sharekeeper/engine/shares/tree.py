@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sharekeeper.engine.resources import UNLIMITED, Vectors, add
+from sharekeeper.engine.resources import UNLIMITED, Vectors, sum_amounts
 from sharekeeper.engine.shares.accounting import NO_USAGE, QueueUsage
 from sharekeeper.engine.shares.snapshot import QueueName, Reason
 
@@ -183,22 +183,25 @@ class TreeRows:
 
 def roll_up(tree: QueueTree, usage: Mapping[QueueName, QueueUsage]) -> dict[QueueName, QueueUsage]:
     """Each queue's usage plus everything below it: what an inner queue's status shows, and
-    what its capability is checked against. O(Q x D)."""
+    what its capability is checked against. O(Q x D); one new entry per inner queue, its own
+    and its children's summed at once (adding one child at a time made one per child)."""
     rolled: dict[QueueName, QueueUsage] = dict(usage)
     for level in reversed(tree.levels[1:]):
+        children: dict[QueueName, list[QueueUsage]] = {}
         for name in level:
             parent = tree.parent[name]
             below = rolled.get(QueueName(name))
-            if parent is None or below is None:
-                continue
-            above = rolled.get(QueueName(parent), NO_USAGE)
-            rolled[QueueName(parent)] = QueueUsage(
-                allocated=add(above.allocated, below.allocated),
-                request=add(above.request, below.request),
-                inqueue=add(above.inqueue, below.inqueue),
-                elastic=add(above.elastic, below.elastic),
-                held=add(above.held, below.held),
-                admitted_pods=above.admitted_pods + below.admitted_pods,
+            if parent is not None and below is not None:
+                children.setdefault(QueueName(parent), []).append(below)
+        for parent, entries in children.items():
+            parts = [rolled.get(parent, NO_USAGE), *entries]
+            rolled[parent] = QueueUsage(
+                allocated=sum_amounts(part.allocated for part in parts),
+                request=sum_amounts(part.request for part in parts),
+                inqueue=sum_amounts(part.inqueue for part in parts),
+                elastic=sum_amounts(part.elastic for part in parts),
+                held=sum_amounts(part.held for part in parts),
+                admitted_pods=sum(part.admitted_pods for part in parts),
             )
     return rolled
 
