@@ -25,6 +25,13 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
+@pytest.fixture(autouse=True)
+def collector_on() -> None:
+    """Every test starts with the cyclic collector on: the commands run in-process here
+    (``simulate``) turn it off for the rest of their process, which is the test session."""
+    gc.enable()
+
+
 @pytest.fixture
 def collector_restored() -> Iterator[None]:
     """The cyclic collector as it was before the test: on, nothing frozen, the same thresholds

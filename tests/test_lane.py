@@ -5,6 +5,7 @@ as long as both together."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from collections.abc import Callable
@@ -14,6 +15,7 @@ import pytest
 
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.loops import qos, recompute
+from sharekeeper.loops.lane import Lane
 from sharekeeper.loops.qos import QosLoop
 from sharekeeper.loops.recompute import Recompute
 from test_isolation import NOW, Recorder, Usage, Writer, example, share_cluster
@@ -53,7 +55,7 @@ def round_and_check_at_once(*, one_lane: bool) -> None:
     usage = Usage([d for d in example() if "Metrics" in d["kind"]])
 
     async def scenario() -> None:
-        lane = asyncio.Lock()
+        lane = Lane()
         rounds = Recompute(Writer(), store, clock=lambda: NOW, lane=lane if one_lane else None)
         checks = QosLoop(Recorder(), usage, store, clock=lambda: NOW)
         if one_lane:
@@ -79,3 +81,66 @@ def test_with_a_lane_each_they_compute_at_once(spans: list[Span]) -> None:
     """The control: what the loops would do without sharing the lane."""
     round_and_check_at_once(one_lane=False)
     assert overlap(spans) > COMPUTING_SECONDS / 2
+
+
+def test_the_collector_waits_while_a_round_computes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The round's thread runs without the cyclic collector; what the round keeps is frozen
+    (``after_round``) before the collector runs again."""
+    seen: list[tuple[str, bool]] = []
+
+    def decide(*args: Any, **kwargs: Any) -> Any:
+        seen.append(("decide", gc.isenabled()))
+        return decided(*args, **kwargs)
+
+    decided = recompute._decide
+    monkeypatch.setattr(recompute, "_decide", decide)
+    store = ClusterStore()
+    store.load(share_cluster())
+
+    async def scenario() -> None:
+        rounds = Recompute(
+            Writer(), store, clock=lambda: NOW,
+            after_round=lambda: seen.append(("after_round", gc.isenabled())),
+        )  # fmt: skip
+        await rounds.recompute()
+
+    assert gc.isenabled()
+    asyncio.run(scenario())
+    assert seen == [("decide", False), ("after_round", False)]
+    assert gc.isenabled()
+
+
+def test_the_lane_gives_the_collector_back_when_a_computation_fails() -> None:
+    lane = Lane()
+    held: list[bool] = []
+
+    async def failing() -> None:
+        async with lane:
+            held.append(gc.isenabled())
+            raise RuntimeError("the engine failed")
+
+    async def scenario() -> None:
+        with pytest.raises(RuntimeError):
+            await failing()
+        assert gc.isenabled()
+        async with lane:  # and the turn is free again
+            held.append(gc.isenabled())
+        assert gc.isenabled()
+
+    asyncio.run(scenario())
+    assert held == [False, False]
+
+
+def test_the_lane_leaves_an_idle_collector_idle() -> None:
+    """Off before (the start-up's lists read with the collector off): off after."""
+
+    async def scenario() -> None:
+        async with Lane():
+            pass
+
+    gc.disable()
+    try:
+        asyncio.run(scenario())
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

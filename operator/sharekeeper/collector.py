@@ -16,6 +16,10 @@ objects of garbage a weight change. So each round ends by collecting the young g
 freezing what is left (``Refreezer``); cycles that reached the oldest generation meanwhile wait,
 frozen, for the full pass made once every ``FULL_PASS_SECONDS``.
 
+While the loops compute (a share round, a QoS check: ``loops.lane``) the collector is held back
+altogether: what they make and drop has no cycles, and collections in the middle of a round
+would walk its working set again and again.
+
 Every collection is timed into ``sharekeeper_gc_pause_seconds`` by generation: what a full
 collection costs, and how often it falls, is what tells whether the freezes keep up.
 """
@@ -68,6 +72,20 @@ def settle() -> None:
     cycles: after the initial lists, and after the first round."""
     gc.collect()
     gc.freeze()
+
+
+def hold_back() -> bool:
+    """No collection until ``let_go``; whether the collector was on (what ``let_go`` restores).
+    Reference counting still frees whatever has no cycle; cycles wait until then."""
+    collecting = gc.isenabled()
+    gc.disable()
+    return collecting
+
+
+def let_go(collecting: bool) -> None:
+    """The collector back as ``hold_back`` found it."""
+    if collecting:
+        gc.enable()
 
 
 class Refreezer:

@@ -34,6 +34,7 @@ from sharekeeper.kube.transient import Retrying
 from sharekeeper.kube.usage import MetricsApiUsage
 from sharekeeper.kube.watching import ListWatch
 from sharekeeper.kube.writing import KubeWriter
+from sharekeeper.loops.lane import Lane
 from sharekeeper.loops.mirroring import Mirroring
 from sharekeeper.loops.qos import QosLoop
 from sharekeeper.loops.recompute import Recompute
@@ -106,7 +107,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     )
     # The share round and the QoS check compute in threads of one process: one at a time, since
     # under the GIL two at once each take as long as both (benchmarks/README.md).
-    lane = asyncio.Lock()
+    lane = Lane()
     recompute = memo["recompute"] = Recompute(
         writer, store, ours.rounds, lane=lane, after_round=collector.Refreezer()
     )

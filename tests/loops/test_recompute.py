@@ -109,12 +109,13 @@ def one_policy() -> OwnRecord[Any]:
 
 
 def test_each_round_ends_with_the_owners_hook() -> None:
-    """The runtime freezes what a round keeps (``collector.Refreezer``) once it is decided."""
+    """The runtime freezes what a round keeps (``collector.Refreezer``) once it is decided,
+    in the round's turn of the lane (tests/test_lane.py)."""
     calls: list[int] = []
     store = cluster([record(queue("a"), queue_snapshot)], [one_policy()])
     loop = Recompute(
         RecordingWriter(), store, clock=lambda: 1_000_000.0,
-        after_round=lambda: calls.append(loop.rounds),
+        after_round=lambda: calls.append(loop.rounds + 1),
     )  # fmt: skip
 
     async def scenario() -> None:

@@ -32,6 +32,7 @@ from sharekeeper.kube.usage import UsageSource, UsageUnavailable
 from sharekeeper.kube.writing import Writes
 from sharekeeper.loops.echoes import Echoes
 from sharekeeper.loops.health import LoopHealth
+from sharekeeper.loops.lane import Lane
 from sharekeeper.model.objects import MutableObj, Obj, rfc3339
 from sharekeeper.model.qos import TAINT, WATERLINES_ANNOTATION
 from sharekeeper.model.records import OwnRecord
@@ -70,7 +71,7 @@ class QosLoop:
     _statuses: Echoes[str, Obj] = field(default_factory=Echoes)
     store_synced: asyncio.Event = field(default_factory=asyncio.Event)
     """Set by the owner once every initial list is in the store."""
-    lane: asyncio.Lock = field(default_factory=asyncio.Lock)
+    lane: Lane = field(default_factory=Lane)
     """Held while a check computes; the owner shares it with the share round."""
     health: LoopHealth = field(init=False)
     _unavailable: str | None = field(default=None, init=False)

@@ -30,6 +30,7 @@ from sharekeeper.kube.writing import Writes, failure_text
 from sharekeeper.loops.debouncing import debounced_rounds
 from sharekeeper.loops.echoes import Echoes
 from sharekeeper.loops.health import FAILING_WRITES, LoopHealth, StatusFailures
+from sharekeeper.loops.lane import Lane
 from sharekeeper.loops.outbox import Outbox
 from sharekeeper.loops.reclaim import carry_out
 from sharekeeper.model.nodes import SHARE_ANNOTATIONS
@@ -78,15 +79,16 @@ class Recompute:
         settings: LoopSettings = LoopSettings(),
         clock: Callable[[], float] = time.time,
         *,
-        lane: asyncio.Lock | None = None,
+        lane: Lane | None = None,
         after_round: Callable[[], None] | None = None,
     ) -> None:
         self._writer = writer
-        self._lane = lane if lane is not None else asyncio.Lock()
+        self._lane = lane if lane is not None else Lane()
         """Held while a round computes; the owner shares it with the QoS loop."""
         self._after_round = after_round
-        """Called once a round's results are handed over (the owner's ``collector.Refreezer``:
-        what the round keeps is frozen out of the garbage collector's way)."""
+        """Called once a round is decided, still in the lane (the owner's
+        ``collector.Refreezer``: what the round keeps is frozen out of the garbage collector's
+        way before the collector runs again)."""
         self._evicting: dict[PodKey, float] = {}
         """Pods whose eviction reclaim sent (when, monotonic), until the watch shows them
         terminating or gone: gone for the next rounds' plans, never evicted twice."""
@@ -254,6 +256,8 @@ class Recompute:
                 unbound=unbound, pods=store.pods, now=now, evicting=frozenset(self._evicting),
                 rendered=self._rendered, unchanged=self._unchanged,
             )  # fmt: skip
+            if self._after_round is not None:
+                self._after_round()
         telemetry.RECOMPUTE_SECONDS.observe(time.perf_counter() - started)
         # 3. The writes, sent while the next round may already compute; a queue whose spec
         #    just changed first (someone is looking at it).
@@ -276,8 +280,6 @@ class Recompute:
         telemetry.PODS_HELD.set(len(held))
         self.rounds += 1
         self.first_round.set()
-        if self._after_round is not None:
-            self._after_round()
         if writes:
             logger.info(
                 "round %d: %d status and %d node writes",
