@@ -18,8 +18,9 @@ Run: ``.venv/bin/python benchmarks/bench_reclaim.py`` (``--help`` for the sizes)
   long enough;
 - the round's bound: ``--max-evictions`` (100 by default).
 
-Only ``plan_reclaim`` is timed (the inputs are built once), as it is and with the inputs frozen
-out of the garbage collector's sight (``gc.freeze``). Five rounds:
+Only ``plan_reclaim`` is timed (the inputs are built once), as it is ("plan") and as the
+operator computes it, in its round's turn of the lane, where the cyclic collector is held back
+("lane", ``loops/lane.py``). Five rounds:
 
 ``typical``
     the cluster above;
@@ -40,13 +41,13 @@ out of the garbage collector's sight (``gc.freeze``). Five rounds:
 from __future__ import annotations
 
 import argparse
-import gc
 import random
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
+from sharekeeper import collector
 from sharekeeper.engine.reclaim import (
     Gang,
     NodeState,
@@ -242,7 +243,7 @@ def main() -> None:
         f"(of {sum(n.used['pods'] for n in base.nodes)} pods), {len(base.waiting)} waiting "
         f"in Jobs of {args.job_size}, bound {args.max_evictions}"
     )
-    print(f"{'round':<12} {'plan ms':>8} {'frozen ms':>9} {'served':>7} {'evicted':>8}  not served")
+    print(f"{'round':<12} {'plan ms':>8} {'lane ms':>9} {'served':>7} {'evicted':>8}  not served")
     for name, inputs in (
         ("typical", base),
         ("siblings", siblings(base)),
@@ -251,16 +252,17 @@ def main() -> None:
         ("adversarial", adversarial(base, args.seed)),
     ):
         seconds, plan = best(lambda inputs=inputs: plan_reclaim(inputs), args.repeat)
-        # The same with the inputs out of the garbage collector's way (gc.freeze), as a process
-        # whose long-lived store is frozen would see it.
-        gc.collect()
-        gc.freeze()
-        frozen, _ = best(lambda inputs=inputs: plan_reclaim(inputs), args.repeat)
-        gc.unfreeze()
+        # The same as the operator computes it, in its round's turn of the lane: no collection
+        # while it runs (loops/lane.py).
+        collecting = collector.hold_back()
+        try:
+            in_lane, _ = best(lambda inputs=inputs: plan_reclaim(inputs), args.repeat)
+        finally:
+            collector.let_go(collecting)
         reasons = Counter(n.reason.value for n in plan.not_served)
         with_victims = sum(1 for r in plan.reclaims if r.victims)
         print(
-            f"{name:<12} {seconds * 1000:>8.1f} {frozen * 1000:>9.1f} {len(plan.reclaims):>7} "
+            f"{name:<12} {seconds * 1000:>8.1f} {in_lane * 1000:>9.1f} {len(plan.reclaims):>7} "
             f"{plan.evictions:>8}  {dict(sorted(reasons.items()))} "
             f"({with_victims} reclaims with victims)"
         )

@@ -12,7 +12,8 @@ every node), fed to a ``ClusterStore`` the way a complete list would. Reported:
 - memory: the growth of the process's RSS from before the objects were built to after the
   store was filled and the objects dropped, per pod;
 - one round: snapshot, engines and the diff against statuses as published (the decision; the
-  writes are the API server's business), as in ``loops/recompute.py``, best of ``--repeat``;
+  writes are the API server's business), as in ``loops/recompute.py``, with the collector held
+  back and the refreeze at its end as in the lane (``loops/lane.py``), best of ``--repeat``;
 - one round after a weight change: the same, when every queue's share moves (the first of the
   repetitions renders every status, the others reuse them and diff); with ``--tree-fanout F``
   the queues are those of ``bench_operator.py --tree-fanout F`` and the change goes to a
@@ -87,18 +88,27 @@ def objects(workload: Workload) -> list[dict[str, Any]]:
 # What the operator carries from round to round, carried here too.
 RENDERED = RenderedQueues()
 UNCHANGED = Unchanged()
+REFREEZER = collector.Refreezer()
 
 
 def one_round(store: ClusterStore) -> Decision:
-    queues, policies = store.queues.sorted_records(), store.policies.sorted_records()
-    snapshot = share_snapshot(
-        store, specs(queues), [spec.shares for spec in specs(policies)], now_seconds=0.0
-    )
-    nodes = store.nodes.sorted_records()
-    return _decide(
-        snapshot, node_policies(policies), queues, policies, nodes, stamp=STAMP,
-        held=store.pods.held(), rendered=RENDERED, unchanged=UNCHANGED,
-    )  # fmt: skip
+    """A round as the operator's turn of the lane makes it: the collector held back while it
+    computes, and what it kept frozen before the collector runs again."""
+    collecting = collector.hold_back()
+    try:
+        queues, policies = store.queues.sorted_records(), store.policies.sorted_records()
+        snapshot = share_snapshot(
+            store, specs(queues), [spec.shares for spec in specs(policies)], now_seconds=0.0
+        )
+        nodes = store.nodes.sorted_records()
+        decision = _decide(
+            snapshot, node_policies(policies), queues, policies, nodes, stamp=STAMP,
+            held=store.pods.held(), rendered=RENDERED, unchanged=UNCHANGED,
+        )  # fmt: skip
+        REFREEZER()
+    finally:
+        collector.let_go(collecting)
+    return decision
 
 
 def held_pods(workload: Workload, count: int) -> list[dict[str, Any]]:
