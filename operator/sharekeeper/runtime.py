@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 from collections.abc import Hashable, Mapping
 from typing import Any
@@ -186,8 +185,10 @@ async def _synced(
     30,000 pods). So it is off while they are read, for ``COLLECTOR_OFF_AT_MOST_SECONDS`` at
     most (a list that keeps failing must not leave it off), and they are frozen out of its way
     once in; so is the per-queue state the first share round makes (``collector``)."""
-    gc.disable()
-    back_on = asyncio.get_running_loop().call_later(COLLECTOR_OFF_AT_MOST_SECONDS, gc.enable)
+    collecting = collector.hold_back()
+    back_on = asyncio.get_running_loop().call_later(
+        COLLECTOR_OFF_AT_MOST_SECONDS, collector.let_go, collecting
+    )
     try:
         await policies_listed.wait()
         volcano.reconsider()  # the policies are known now: whether Volcano Queues are wanted too
@@ -196,7 +197,7 @@ async def _synced(
         collector.settle()
     finally:
         back_on.cancel()
-        gc.enable()
+        collector.let_go(collecting)
     for loop in loops:
         loop.store_synced.set()
     await first_round.wait()
