@@ -11,8 +11,8 @@ Run: ``.venv/bin/python benchmarks/bench_reclaim.py`` (``--help`` for the sizes)
   they run (in turn), times 1.4 in a big parent and 0.7 in a small one, scaled so that the
   leaves together deserve 95% of the cluster's cpu and of the memory in use; a parent
   deserves what its leaves do, so about half of the parents are above their share. The
-  candidates are the pods of the queues above their deserved (the caller's filter): about
-  68,000;
+  candidates are the pods of the queues above their deserved (the caller's filter), by
+  queue as the pipeline gathers them: about 68,000;
 - 10,000 waiting pods, the replicas of Jobs of ``--job-size`` pods (20 by default; 1: every
   pod on its own), each Job of one of 12 shapes in a random leaf; nine Jobs in ten waited
   long enough;
@@ -72,7 +72,7 @@ def cluster(sizes: argparse.Namespace) -> ReclaimInputs:
         f"q{p:03d}-{i:03d}" for p in range(sizes.parents) for i in range(sizes.leaves_per_parent)
     ]
     node_states: list[NodeState] = []
-    pods: list[Running] = []
+    pods: dict[str, list[tuple[str, str, dict[str, int], int, float, bool]]] = {}
     allocated: dict[str, dict[str, int]] = {leaf: {} for leaf in leaves}
     for n in range(sizes.nodes):
         # One string per node, which its pods name too, as the pipeline hands them over.
@@ -89,9 +89,9 @@ def cluster(sizes: argparse.Namespace) -> ReclaimInputs:
             if any(used[d] + a > allocatable[d] for d, a in request.items()):
                 break
             leaf = rng.choice(leaves)
-            pods.append(
-                Running("bench", f"p{n}-{i}", f"uid-{n}-{i}", leaf, name, request,
-                        rng.randrange(0, 3) * 100, float(rng.randrange(0, 100_000)), i == 0, None)
+            pods.setdefault(leaf, []).append(
+                (f"p{n}-{i}", name, request, rng.randrange(0, 3) * 100,
+                 float(rng.randrange(0, 100_000)), i == 0)
             )  # fmt: skip
             for d, a in request.items():
                 used[d] += a
@@ -114,12 +114,27 @@ def cluster(sizes: argparse.Namespace) -> ReclaimInputs:
     return ReclaimInputs(
         queues=tuple(queues),
         nodes=tuple(node_states),
-        running=tuple(pod for pod in pods if pod.queue in overused),
+        running=candidates(pods, overused),
         gangs=tuple[Gang, ...](),
         waiting=tuple(reclaimers),
         excluded=frozenset(),
         settings=ReclaimSettings(60.0, sizes.max_evictions),
     )
+
+
+def candidates(
+    pods: dict[str, list[tuple[str, str, dict[str, int], int, float, bool]]], overused: set[str]
+) -> dict[str, tuple[Running, ...]]:
+    """The pods of the overused leaves, made queue by queue (request included) as the pipeline
+    makes them each round, so that they lie in memory in the order the round reads them."""
+    made: dict[str, tuple[Running, ...]] = {}
+    for leaf in sorted(overused & pods.keys()):
+        made[leaf] = tuple(
+            Running("bench", pod, f"uid-{pod}", leaf, node, dict(request), priority, created,
+                    protected, None)
+            for pod, node, request, priority, created, protected in pods[leaf]
+        )  # fmt: skip
+    return made
 
 
 def shares(
@@ -176,7 +191,7 @@ def quiet(inputs: ReclaimInputs) -> ReclaimInputs:
         replace(q, deserved={d: max(a, q.deserved.get(d, 0)) for d, a in q.allocated.items()})
         for q in inputs.queues
     )
-    return replace(inputs, queues=queues, running=())
+    return replace(inputs, queues=queues, running={})
 
 
 def constrained(inputs: ReclaimInputs) -> ReclaimInputs:
@@ -239,7 +254,7 @@ def main() -> None:
     base = cluster(args)
     print(
         f"built in {time.perf_counter() - built:.1f} s: {len(base.nodes)} nodes, "
-        f"{len(base.queues)} queues, {len(base.running)} candidates "
+        f"{len(base.queues)} queues, {sum(map(len, base.running.values()))} candidates "
         f"(of {sum(n.used['pods'] for n in base.nodes)} pods), {len(base.waiting)} waiting "
         f"in Jobs of {args.job_size}, bound {args.max_evictions}"
     )

@@ -27,6 +27,7 @@ from sharekeeper.engine.reclaim import (
     Waiting,
     plan_reclaim,
     replan_inputs,
+    running_by_queue,
     spare_reason,
 )
 
@@ -129,12 +130,16 @@ def inputs(
     return ReclaimInputs(
         tuple(queues),
         tuple(nodes),
-        tuple(pods),
+        running_by_queue(pods),
         tuple(gangs),
         tuple(reclaimers),
         frozenset(excluded),
         ReclaimSettings(after, max_evictions),
     )
+
+
+def candidates(data: ReclaimInputs) -> list[Running]:
+    return [pod for pods in data.running.values() for pod in pods]
 
 
 def evicted(plan: ReclaimPlan) -> list[str]:
@@ -372,6 +377,30 @@ def test_a_queue_that_is_not_reclaimable_keeps_its_subtree_from_outsiders_only()
     assert spare_reason(data, ("ns", "i"), ("ns", "b3")) is None
 
 
+def test_a_broken_tree_still_gives_a_cycle_and_an_unknown_parent_ending_the_walk() -> None:
+    """b and c are each other's parent, d's parent is not among the inputs: each walk up stops
+    there (as the share engine reports such trees), and both still give to a top queue."""
+    queues = [
+        queue("a", {"cpu": 20000}, {}),
+        queue("b", {"cpu": 2000}, {"cpu": 9000}, parent="c"),
+        queue("c", {"cpu": 2000}, {"cpu": 9000}, parent="b"),
+        queue("d", {"cpu": 1000}, {"cpu": 8000}, parent="gone"),
+    ]
+    pods = [
+        *(running(f"b{i}", "b", "n1", cpu=3000, created=i) for i in range(3)),
+        *(running(f"d{i}", "d", "n2", cpu=4000, created=i) for i in range(2)),
+    ]
+    nodes = [cpu_node("n1", 9000, 9000, 3), cpu_node("n2", 8000, 8000, 2)]
+    reclaimers = [waiting("w1", "a", cpu=3000), waiting("w2", "a", cpu=2000, order=1)]
+    plan = plan_reclaim(inputs(queues, nodes, pods, reclaimers))
+    # d is the most overused (8x): w1 takes one of its pods; a second would take d below its
+    # deserved, so w2 takes one of b's (c, above b, stays above its deserved too).
+    assert {r.reclaimer[1]: [v.queue for v in r.victims] for r in plan.reclaims} == {
+        "w1": ["d"],
+        "w2": ["b"],
+    }
+
+
 def test_protected_pods_stay() -> None:
     queues = [queue("a", {"cpu": 2000}, {}), queue("b", {"cpu": 0}, {"cpu": 4000})]
     pods = [
@@ -491,7 +520,7 @@ def test_single_pods_are_taken_before_a_whole_gang() -> None:
     data = replace(
         data,
         nodes=(*data.nodes, cpu_node("n3", 2000, 2000, 1)),
-        running=(*data.running, extra),
+        running=running_by_queue((*candidates(data), extra)),
         queues=(data.queues[0], queue("b", {"cpu": 0}, {"cpu": 8000})),
         waiting=(waiting("w", "a", cpu=2000),),
     )
@@ -506,8 +535,9 @@ def test_a_gang_not_described_goes_whole() -> None:
 
 def test_a_gang_with_a_protected_pod_never_goes_whole() -> None:
     data = gang_cluster(3)
-    pods = (*data.running[:2], replace(data.running[2], protected=True))
-    data = replace(data, running=pods, waiting=(waiting("w", "a", cpu=2000),))
+    pods = candidates(data)
+    pods = [*pods[:2], replace(pods[2], protected=True)]
+    data = replace(data, running=running_by_queue(pods), waiting=(waiting("w", "a", cpu=2000),))
     assert reasons(plan_reclaim(data)) == {"w": "NoVictims"}
 
 
@@ -917,7 +947,7 @@ def test_the_plan_does_not_depend_on_the_order_of_its_inputs() -> None:
             data,
             queues=tuple(rng.sample(data.queues, len(data.queues))),
             nodes=tuple(rng.sample(data.nodes, len(data.nodes))),
-            running=tuple(rng.sample(data.running, len(data.running))),
+            running=running_by_queue(rng.sample(pods, len(pods))),
             waiting=tuple(rng.sample(data.waiting, len(data.waiting))),
         )
         assert plan_reclaim(shuffled) == expected

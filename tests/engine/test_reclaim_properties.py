@@ -45,6 +45,7 @@ from sharekeeper.engine.reclaim import (
     Waiting,
     plan_reclaim,
     planning,
+    running_by_queue,
 )
 
 GI = 2**30
@@ -133,7 +134,7 @@ class Cluster:
         return ReclaimInputs(
             queues=tuple(queues.values()),
             nodes=tuple(replace(n, used=used[name]) for name, n in self.nodes.items()),
-            running=tuple(running),
+            running=running_by_queue(running),
             gangs=tuple(Gang("ns", g, members.get(g, 0), m) for g, m in self.min_member.items()),
             waiting=tuple(
                 Waiting("ns", p.name, p.queue, p.request, p.waited, p.order, p.allowed, p.group)
@@ -168,7 +169,7 @@ def check_and_apply(cluster: Cluster, inputs: ReclaimInputs, plan: ReclaimPlan) 
     for members in waiting_gangs.values():
         assert members <= served or not members & served
     paths = cluster.paths()
-    candidates = {pod.key: pod for pod in inputs.running}
+    candidates = {pod.key: pod for pods in inputs.running.values() for pod in pods}
     gangs = {g.name: g for g in inputs.gangs}
     singles: dict[str, int] = {}
     for reclaim in plan.reclaims:
@@ -422,11 +423,12 @@ def test_the_plan_depends_neither_on_input_order_nor_on_how_nodes_are_screened(
     pods may give to list their nodes) instead of the nodes of the pods that may give."""
     inputs = cluster.inputs()
     expected = plan_reclaim(inputs)
+    flat = [pod for pods in inputs.running.values() for pod in pods]
     shuffled = replace(
         inputs,
         queues=tuple(rng.sample(inputs.queues, len(inputs.queues))),
         nodes=tuple(rng.sample(inputs.nodes, len(inputs.nodes))),
-        running=tuple(rng.sample(inputs.running, len(inputs.running))),
+        running=running_by_queue(rng.sample(flat, len(flat))),
         gangs=tuple(rng.sample(inputs.gangs, len(inputs.gangs))),
         waiting=tuple(rng.sample(inputs.waiting, len(inputs.waiting))),
     )

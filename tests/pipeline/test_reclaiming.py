@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from builders import node, pod, pod_group, policy, queue
-from sharekeeper.engine.reclaim import ReclaimInputs
+from sharekeeper.engine.reclaim import ReclaimInputs, Running
 from sharekeeper.pipeline.shares import Publication, publication
 from sharekeeper.simulate.reading import parse_objects
 from sharekeeper.simulate.rendering import render
@@ -47,6 +47,10 @@ def published(*objects: dict[str, Any], now: float = NOW) -> Publication:
     )  # fmt: skip
 
 
+def candidates(inputs: ReclaimInputs) -> list[Running]:
+    return [pod for pods in inputs.running.values() for pod in pods]
+
+
 def inputs_of(result: Publication) -> ReclaimInputs:
     return result.reclaims["p"].inputs  # type: ignore[index]
 
@@ -55,8 +59,8 @@ def test_inputs_come_from_the_overused_queues_and_the_held_pods() -> None:
     result = published(*full_cluster(queue("c"), pod("c0", "c", node="n2", cpu=0, memory="1Gi")))
     inputs = inputs_of(result)
     # Only queue a is overused: only its pods are candidates (c's pod is not looked at).
-    assert sorted(r.name for r in inputs.running) == ["a0", "a1", "a2", "a3"]
-    assert {r.queue for r in inputs.running} == {"a"}
+    assert sorted(r.name for r in candidates(inputs)) == ["a0", "a1", "a2", "a3"]
+    assert {r.queue for r in candidates(inputs)} == {"a"}
     assert [(w.namespace, w.name, w.queue, w.order) for w in inputs.waiting] == [
         ("other", "b0", "b", 0)
     ]
@@ -65,7 +69,7 @@ def test_inputs_come_from_the_overused_queues_and_the_held_pods() -> None:
     assert {n.name: n.used["cpu"] for n in inputs.nodes} == {"n1": 8000, "n2": 8000}
     # The very string of the node (the engine's index by node finds it by identity).
     node_names = {n.name: n.name for n in inputs.nodes}
-    assert all(r.node is node_names[r.node] for r in inputs.running)
+    assert all(r.node is node_names[r.node] for r in candidates(inputs))
     queues = {q.name: q for q in inputs.queues}
     assert queues["a"].allocated["cpu"] == 16000
     assert queues["a"].deserved["cpu"] == 12000
@@ -82,7 +86,7 @@ def test_kube_system_and_mirror_pods_are_protected() -> None:
         *full_cluster(pod("sys", "a", node="n1", namespace="kube-system", cpu=0, memory="1Gi")),
         mirror,
     )
-    protected = {r.name: r.protected for r in inputs_of(result).running}
+    protected = {r.name: r.protected for r in candidates(inputs_of(result))}
     assert protected["sys"]
     assert protected["m"]
     assert not protected["a0"]
@@ -104,7 +108,7 @@ def test_a_pod_of_a_daemonset_that_exists_is_protected_one_claiming_a_missing_on
     result = published(
         *full_cluster(daemonset, daemon_pod("real", "ds", "u1"), daemon_pod("fake", "gone", "u2"))
     )
-    protected = {r.name: r.protected for r in inputs_of(result).running}
+    protected = {r.name: r.protected for r in candidates(inputs_of(result))}
     assert protected["real"]
     assert not protected["fake"]
 
@@ -113,7 +117,7 @@ def test_terminating_pods_are_gone_for_reclaim() -> None:
     dying = pod("a9", "a", node="n1", cpu=0, memory="1Gi")
     dying["metadata"]["deletionTimestamp"] = CREATED
     result = published(*full_cluster(dying))
-    assert "a9" not in {r.name for r in inputs_of(result).running}
+    assert "a9" not in {r.name for r in candidates(inputs_of(result))}
 
 
 def test_a_pod_whose_eviction_is_in_flight_is_neither_a_candidate_nor_counted() -> None:
@@ -124,7 +128,7 @@ def test_a_pod_whose_eviction_is_in_flight_is_neither_a_candidate_nor_counted() 
         evicting=frozenset({("ns", "a0")}),
     )  # fmt: skip
     planned = inputs_of(result)
-    assert "a0" not in {r.name for r in planned.running}
+    assert "a0" not in {r.name for r in candidates(planned)}
     assert {q.name: q.allocated.get("cpu") for q in planned.queues}["a"] == 12000
     assert {n.name: n.used["cpu"] for n in planned.nodes}["n1"] == 4000
     # a is at its deserved now: b's pod fits on n1 with nothing to evict.
@@ -192,7 +196,7 @@ def test_pods_charged_through_their_podgroup_are_candidates_with_their_gang() ->
         pod("g1", node="n2", group="pg", cpu=0, memory="1Gi"),
     )
     inputs = inputs_of(result)
-    assert {r.name: r.group for r in inputs.running if r.group} == {"g0": "pg", "g1": "pg"}
+    assert {r.name: r.group for r in candidates(inputs) if r.group} == {"g0": "pg", "g1": "pg"}
     assert [(g.name, g.running, g.min_member) for g in inputs.gangs] == [("pg", 2, 1)]
 
 

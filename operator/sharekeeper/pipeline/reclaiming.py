@@ -323,7 +323,7 @@ def reclaim_inputs(
         for name, share in sorted(governed.items())
         if share.leaf and _over(share.allocated, share.deserved)
     ] if waiting else []  # fmt: skip
-    running: list[Running] = []
+    running: dict[str, tuple[Running, ...]] = {}
     gone_by_queue: dict[str, dict[str, int]] = {}
     gone_by_node: dict[str, dict[str, int]] = {}
     groups_named: set[tuple[str, str]] = set()
@@ -338,6 +338,7 @@ def reclaim_inputs(
     node_names: dict[str, str] = {n.name: n.name for n in snapshot.nodes} if overused else {}
     for queue in overused:
         refused = shares.refused.get(queue, {})
+        candidates: list[Running] = []
         for record in _bound_pods(queue, policy, snapshot, pods, groups_of.get(queue, ())):
             pod, view = record.share, record.qos
             if pod.namespace in refused or pod.node_name is None:
@@ -350,7 +351,7 @@ def reclaim_inputs(
                     gone_by_node.get(pod.node_name, {}), {**request, PODS: 1}
                 )
                 continue
-            running.append(
+            candidates.append(
                 Running(
                     namespace=pod.namespace,
                     name=pod.name,
@@ -367,6 +368,8 @@ def reclaim_inputs(
             )
             if pod.group_name:
                 groups_named.add((pod.namespace, pod.group_name))
+        if candidates:
+            running[queue] = tuple(candidates)
     # What is gone from a leaf is gone from every queue above it too.
     gone_above: dict[str, dict[str, int]] = {}
     for leaf, amounts in gone_by_queue.items():
@@ -418,7 +421,7 @@ def reclaim_inputs(
     return ReclaimInputs(
         queues=queues,
         nodes=nodes,
-        running=tuple(running),
+        running=running,
         gangs=gangs,
         waiting=tuple(waiting),
         excluded=frozenset(),

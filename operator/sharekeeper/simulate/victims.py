@@ -97,7 +97,7 @@ def _queue_pods(inputs: ReclaimInputs, queue: str) -> list[Running]:
     reach them within a queue: lowest priority, then youngest, then name."""
     parents = {state.name: state.parent for state in inputs.queues}
     mine = {name for name in parents if _under(name, queue, parents)}
-    found = [pod for pod in inputs.running if pod.queue in mine]
+    found = [pod for name in mine for pod in inputs.running.get(name, ())]
     return sorted(found, key=lambda pod: (pod.priority, -pod.created_seconds, pod.key))
 
 

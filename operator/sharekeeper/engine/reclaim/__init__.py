@@ -40,6 +40,7 @@ from sharekeeper.engine.reclaim.values import (
     SpareReason,
     Victim,
     Waiting,
+    running_by_queue,
 )
 
 __all__ = [
@@ -62,5 +63,6 @@ __all__ = [
     "Waiting",
     "plan_reclaim",
     "replan_inputs",
+    "running_by_queue",
     "spare_reason",
 ]

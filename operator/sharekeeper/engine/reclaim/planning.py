@@ -70,6 +70,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import attrgetter
 
 import numpy as np
@@ -79,7 +80,6 @@ from sharekeeper.engine.reclaim.state import (
     INFINITE_OVERUSE,
     Candidate,
     Round,
-    queue_path,
 )
 from sharekeeper.engine.reclaim.values import (
     PODS,
@@ -538,22 +538,30 @@ class _Planner:
 
     def _tree(self, policy: str) -> dict[str | None, list[str]]:
         """Parent (None: the top) -> children, over the policy's queues with candidates and
-        those above them, in the order of the inputs' queues. Once per policy per round."""
+        those above them, in the order the candidates' queues first come. Once per policy per
+        round: O(queues with candidates), most of which stop at a parent already met."""
         found = self.trees.get(policy)
         if found is None:
-            state = self.round
+            queues = self.round.queues
             found = {}
             seen: set[str] = set()
-            for name, queue in state.queues.items():
-                if queue.policy != policy or not state.queue_pods(name):
+            for leaf in self.round.candidate_queues():
+                queue = queues.get(leaf)
+                if queue is None or queue.policy != policy:
                     continue
-                # Walked, not kept (Round.path): thousands of paths, most never needed again.
-                path = queue_path(state.queues, name)
-                for i, above in enumerate(path):
-                    if above in seen:
+                # Up to the first queue met before; as in queue_path, the walk ends at a queue
+                # whose parent is unknown or already on this walk (a cycle): it goes at the top.
+                walk: list[str] = []
+                name = leaf
+                while name not in seen:
+                    seen.add(name)
+                    walk.append(name)
+                    parent = queue.parent
+                    if parent is None or parent not in queues or parent in walk:
+                        found.setdefault(None, []).append(name)
                         break
-                    seen.add(above)
-                    found.setdefault(path[i + 1] if i + 1 < len(path) else None, []).append(above)
+                    found.setdefault(parent, []).append(name)
+                    name, queue = parent, queues[parent]
             self.trees[policy] = found
         return found
 
@@ -887,7 +895,7 @@ def spare_reason(inputs: ReclaimInputs, reclaimer: PodKey, pod: PodKey) -> Spare
     ``ReclaimPlan.victims``). For ``explain``: O(inputs)."""
     planner = _Planner(inputs)
     waiting = next((w for w in inputs.waiting if w.key == reclaimer), None)
-    running = next((r for r in inputs.running if r.key == pod), None)
+    running = next((r for r in chain.from_iterable(inputs.running.values()) if r.key == pod), None)
     if waiting is None or running is None:
         raise KeyError(reclaimer if waiting is None else pod)
     candidate = planner.round.candidate(running)

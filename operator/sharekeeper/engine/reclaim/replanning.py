@@ -25,7 +25,8 @@ def replan_inputs(
 ) -> ReclaimInputs:
     """``inputs`` with the ``accepted`` evictions gone (from their queues and the queues above,
     their nodes and their PodGroups) and the ``refused`` pods excluded."""
-    gone = [pod for pod in inputs.running if pod.key in set(accepted)]
+    taken = set(accepted)
+    gone = [pod for pods in inputs.running.values() for pod in pods if pod.key in taken]
     paths = queue_paths(inputs.queues)
     by_queue: dict[str, dict[str, int]] = {}
     by_node: dict[str, dict[str, int]] = {}
@@ -50,7 +51,11 @@ def replan_inputs(
             replace(n, used=subtract(n.used, by_node[n.name])) if n.name in by_node else n
             for n in inputs.nodes
         ),
-        running=tuple(pod for pod in inputs.running if pod.key not in keys),
+        running={
+            queue: left
+            for queue, pods in inputs.running.items()
+            if (left := tuple(pod for pod in pods if pod.key not in keys))
+        },
         gangs=tuple(
             replace(g, running=g.running - by_group.get((g.namespace, g.name), 0))
             for g in inputs.gangs

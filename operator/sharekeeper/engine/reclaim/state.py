@@ -98,8 +98,8 @@ class Round:
     """Queues, nodes and candidates of one round, with the room that changes as it goes.
 
     Node amounts are kept column-major (dimension x node), so that screening every node of a
-    policy for one pod compares a few contiguous rows. Candidates are indexed lazily: by queue
-    when a walk first needs the order, by node when a chosen node's pods are read, by PodGroup
+    policy for one pod compares a few contiguous rows. Candidates come by queue (the inputs);
+    they are indexed lazily by node when a chosen node's pods are first read, by PodGroup
     when a group is first met; a ``Candidate`` is made once per pod, on first use, and what a
     queue's pods may free once per queue (``freeable``)."""
 
@@ -153,7 +153,6 @@ class Round:
         self.excluded = inputs.excluded
         self.gang_specs = {(g.namespace, g.name): g for g in inputs.gangs}
         self.made: dict[tuple[str, str], Candidate] = {}
-        self._by_queue: defaultdict[str, list[Running]] | None = None
         self._by_node: list[list[Running]] | None = None
         self._on_node: dict[int, list[Candidate]] = {}
         self._freeable: dict[tuple[str, tuple[str, ...]], tuple[Vectors, Vectors]] = {}
@@ -221,17 +220,13 @@ class Round:
             nodes = np.where(gone, -1, nodes)
         return nodes, amounts
 
-    def _pods_by_queue(self) -> dict[str, list[Running]]:
-        """The running pods by queue, built on first use (O(candidates))."""
-        if self._by_queue is None:
-            self._by_queue = defaultdict(list)
-            for pod in self.running:
-                self._by_queue[pod.queue].append(pod)
-        return self._by_queue
+    def candidate_queues(self) -> Iterable[str]:
+        """The queues the inputs list running pods of."""
+        return self.running.keys()
 
     def queue_pods(self, queue: str) -> Sequence[Running]:
         """The running pods the inputs list for ``queue``."""
-        return self._pods_by_queue().get(queue, ())
+        return self.running.get(queue, ())
 
     def on_node(self, node: int) -> list[Candidate]:
         """The candidates of ``node``."""
@@ -240,8 +235,9 @@ class Round:
             if self._by_node is None:
                 # A pass of its own: one pass filling both indexes measured slower than two.
                 by_name: defaultdict[str, list[Running]] = defaultdict(list)
-                for pod in self.running:
-                    by_name[pod.node].append(pod)
+                for pods in self.running.values():
+                    for pod in pods:
+                        by_name[pod.node].append(pod)
                 self._by_node = [by_name.get(node.name, []) for node in self.nodes]
             found = self._on_node[node] = [self.candidate(p) for p in self._by_node[node]]
         return found
@@ -251,9 +247,10 @@ class Round:
         if found is None:
             if self._by_gang is None:
                 self._by_gang = {}
-                for pod in self.running:
-                    if pod.group:
-                        self._by_gang.setdefault((pod.namespace, pod.group), []).append(pod)
+                for pods in self.running.values():
+                    for pod in pods:
+                        if pod.group:
+                            self._by_gang.setdefault((pod.namespace, pod.group), []).append(pod)
             spec = self.gang_specs.get(key)
             spare = max(spec.running - spec.min_member, 0) if spec is not None else 0
             members = [self.candidate(p) for p in self._by_gang.get(key, ())]

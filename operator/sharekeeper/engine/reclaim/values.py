@@ -9,7 +9,7 @@ bytes, other resources milli-units, ``pods`` a count.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -137,7 +137,9 @@ class ReclaimSettings:
 class ReclaimInputs:
     queues: tuple[QueueState, ...]
     nodes: tuple[NodeState, ...]
-    running: tuple[Running, ...]
+    running: Mapping[str, tuple[Running, ...]]
+    """The candidates by their queue (``Running.queue``), as the caller gathers them: the
+    round reads them queue by queue (``running_by_queue`` groups a flat list)."""
     gangs: tuple[Gang, ...]
     """Every PodGroup a ``Running`` pod names; one not listed goes whole or not at all."""
     waiting: tuple[Waiting, ...]
@@ -145,6 +147,14 @@ class ReclaimInputs:
     """Pods whose eviction was refused (a PodDisruptionBudget): never chosen, so the plan
     picks the next victim instead (``replan_inputs``)."""
     settings: ReclaimSettings
+
+
+def running_by_queue(pods: Iterable[Running]) -> dict[str, tuple[Running, ...]]:
+    """``pods`` by their queue, in the order each queue's first pod comes."""
+    grouped: dict[str, list[Running]] = {}
+    for pod in pods:
+        grouped.setdefault(pod.queue, []).append(pod)
+    return {queue: tuple(found) for queue, found in grouped.items()}
 
 
 # --- outputs ---------------------------------------------------------------------------------
