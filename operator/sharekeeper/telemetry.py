@@ -155,6 +155,13 @@ USAGE_AVAILABLE = Gauge(
 PODS_HELD = Gauge(
     "sharekeeper_admission_held_pods", "Pods the admission gate holds, at the last share round"
 )
+ADMISSION_UNBOUND = Gauge(
+    "sharekeeper_admission_unbound",
+    "What the pods the admission gate released and no scheduler has bound yet (within their"
+    " bind timeout) request, by policy and resource, in Kubernetes units (pods: how many), at"
+    " the last share round: the room they hold until they are bound",
+    ["policy", "resource"],
+)
 PODS_RELEASED = Counter(
     "sharekeeper_admission_released_pods_total", "Pods released from the admission gate"
 )

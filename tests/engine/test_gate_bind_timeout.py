@@ -84,6 +84,20 @@ def test_a_pod_bound_after_its_timeout_counts_again() -> None:
     assert result.queues["a"]["notBound"] == 0
 
 
+def test_what_released_pods_not_bound_request_is_summed_by_policy_until_their_timeout() -> None:
+    # A resource no node offers and no queue names is no dimension of the policy: a tenant's
+    # pod adds no series to the gauge made of this.
+    odd = pod("odd", "a", admitted=True, cpu=1, widgets=5)
+    before = decide(*stuck_queue(odd), now=RELEASED + 59)
+    assert before.gates.unbound == {"p": {"pods": 2, "cpu": 4000}}
+    # Past its timeout a pod holds no room, and is counted apart (not_bound).
+    after = decide(*stuck_queue(odd), now=RELEASED + 60)
+    assert after.gates.unbound == {}
+    assert set(after.gates.not_bound) == {PodKey("ns", "stuck"), PodKey("ns", "odd")}
+    bound = decide(*stuck_queue(bound=True), now=RELEASED)
+    assert bound.gates.unbound == {}
+
+
 def test_the_default_timeout_is_the_api_models() -> None:
     spec = policy_spec(policy("p"))
     assert spec.nodes.bind_timeout_seconds == BIND_TIMEOUT_UNSET == 300

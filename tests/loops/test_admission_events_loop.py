@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from prometheus_client import REGISTRY
+
 from builders import node, pod, policy, queue
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.loops.recompute import Recompute
@@ -131,6 +133,30 @@ def test_a_round_is_due_when_the_next_released_pod_reaches_its_timeout() -> None
         due = timer.when() - asyncio.get_running_loop().time()
         assert 39 < due <= 40.5
         timer.cancel()
+
+    asyncio.run(scenario())
+
+
+def unbound_gauge(resource: str) -> float | None:
+    labels = {"policy": "p", "resource": resource}
+    return REGISTRY.get_sample_value("sharekeeper_admission_unbound", labels)
+
+
+def test_the_gauge_shows_what_released_pods_not_bound_hold_until_their_timeout() -> None:
+    store = ClusterStore()
+    store.load(stuck_cluster())
+    clock = [RELEASED + 20]
+    loop = Recompute(Writer(), store, clock=lambda: clock[0])
+
+    async def scenario() -> None:
+        await a_round(loop)
+        assert (unbound_gauge("pods"), unbound_gauge("cpu")) == (1.0, 3.0)  # cores
+        # Past its timeout the pod holds nothing: the count stays, at 0; the cpu series goes.
+        clock[0] = RELEASED + 61
+        await a_round(loop)
+        assert (unbound_gauge("pods"), unbound_gauge("cpu")) == (0.0, None)
+        if loop._bind_timer is not None:
+            loop._bind_timer.cancel()
 
     asyncio.run(scenario())
 

@@ -127,6 +127,10 @@ class GateDecisions:
     """Released pods past their bind timeout, left out of their queue's in-use amount."""
     next_timeout_seconds: float | None
     """Seconds until the next released pod not bound yet reaches its timeout; None: none will."""
+    unbound: Mapping[PolicyName, Amounts]
+    """Per policy, what the released pods no scheduler has bound yet, within their bind
+    timeout, request (in the policy's dimensions; ``pods``: how many): the room they hold
+    until they are bound. Policies with none are absent."""
 
     def positions(self, pods: Iterable[PodKey]) -> dict[PodKey, tuple[int, int]]:
         """Of ``pods``, those in a line: their place in it (1 first) and its length. O(the
@@ -232,7 +236,7 @@ def gate_decisions(
     round's clock; default the snapshot's)."""
     groups = {(group.namespace, group.name): group for group in snapshot.pod_groups}
     queues = shares.queues
-    not_bound, stuck, next_timeout = _timed_out(
+    not_bound, stuck, unbound_held, next_timeout = _timed_out(
         unbound, groups, shares, node_policies, snapshot.now_seconds if now is None else now
     )
     waiting: dict[PodKey, Waiting] = {}
@@ -263,7 +267,9 @@ def gate_decisions(
     if unrunnable:
         _hold_whole_gangs(units, unrunnable, waiting)
     if not units:  # the common round: nothing held that room could admit
-        return GateDecisions((), dict(sorted(waiting.items())), {}, not_bound, next_timeout)
+        return GateDecisions(
+            (), dict(sorted(waiting.items())), {}, not_bound, next_timeout, unbound_held
+        )
     state = _Round(
         queues,
         facts,
@@ -292,7 +298,12 @@ def gate_decisions(
         if line:
             lines[lane.queue] = line
     return GateDecisions(
-        tuple(released_now), dict(sorted(waiting.items())), lines, not_bound, next_timeout
+        tuple(released_now),
+        dict(sorted(waiting.items())),
+        lines,
+        not_bound,
+        next_timeout,
+        unbound_held,
     )
 
 
@@ -377,12 +388,19 @@ def _timed_out(
     shares: ShareResult,
     node_policies: Mapping[PolicyName, NodePolicy],
     now: float,
-) -> tuple[dict[PodKey, NotBound], dict[QueueName, list[Amounts]], float | None]:
+) -> tuple[
+    dict[PodKey, NotBound],
+    dict[QueueName, list[Amounts]],
+    dict[PolicyName, dict[str, int]],
+    float | None,
+]:
     """The released pods not bound past their policy's bind timeout (sorted), their requests
-    by the queue they are charged to, and the seconds until the next one times out. A pod whose
+    by the queue they are charged to, what the others request by policy
+    (``GateDecisions.unbound``), and the seconds until the next one times out. A pod whose
     release time is unknown, or that no queue is charged for, is left as it is."""
     not_bound: dict[PodKey, NotBound] = {}
     stuck: dict[QueueName, list[Amounts]] = {}
+    held: dict[PolicyName, dict[str, int]] = {}
     soonest: float | None = None
     for pod in unbound:
         queue = _queue_of(pod, groups)
@@ -395,10 +413,28 @@ def _timed_out(
         left = pod.admitted_seconds + timeout - now
         if left > 0:
             soonest = left if soonest is None else min(soonest, left)
+            _hold(held, share.policy, pod.request, shares)
             continue
         not_bound[PodKey(pod.namespace, pod.name)] = NotBound(queue, pod.admitted_seconds, timeout)
         stuck.setdefault(queue, []).append(pod.request)
-    return dict(sorted(not_bound.items())), stuck, soonest
+    return dict(sorted(not_bound.items())), stuck, held, soonest
+
+
+def _hold(
+    held: dict[PolicyName, dict[str, int]],
+    policy: PolicyName,
+    request: Amounts,
+    shares: ShareResult,
+) -> None:
+    """Add one unbound pod's request to its policy's, in the policy's dimensions only: what a
+    tenant writes in a pod names no new metric series."""
+    into = held.setdefault(policy, {PODS: 0})
+    into[PODS] += 1
+    found = shares.policies.get(policy)
+    kept = found.dimensions if found is not None else frozenset[str]()
+    for name, amount in request.items():
+        if name in kept and name != PODS:
+            into[name] = into.get(name, 0) + amount
 
 
 def _hold_whole_gangs(

@@ -23,7 +23,7 @@ from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.gates import GateDecisions, NotBound
 from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.shares import PodSnapshot, ShareSnapshot
-from sharekeeper.engine.shares.snapshot import PolicyName, QueueName
+from sharekeeper.engine.shares.snapshot import PODS, PolicyName, QueueName
 from sharekeeper.kube.kinds import reference
 from sharekeeper.kube.transient import http_status, transient_reason
 from sharekeeper.kube.writing import Writes, failure_text
@@ -35,6 +35,7 @@ from sharekeeper.loops.outbox import Outbox
 from sharekeeper.loops.reclaim import carry_out
 from sharekeeper.model.nodes import SHARE_ANNOTATIONS
 from sharekeeper.model.objects import Obj, rfc3339
+from sharekeeper.model.quantities import scale
 from sharekeeper.model.records import NodeRecord, OwnRecord
 from sharekeeper.pipeline.reclaiming import BoundPods, PolicyReclaim
 from sharekeeper.pipeline.shares import Publication, publication
@@ -95,6 +96,7 @@ class Recompute:
         self._reclaiming: set[PolicyName] = set()
         """Policies whose evictions are being sent: their next plan waits for them."""
         self._reclaim_series: set[PolicyName] = set()
+        self._unbound_series: set[tuple[PolicyName, str]] = set()
         self._evictions: set[asyncio.Task[None]] = set()
         """The eviction tasks in flight, cancelled when the loop stops (leadership lost)."""
         self._reclaim_timer: asyncio.TimerHandle | None = None
@@ -275,6 +277,7 @@ class Recompute:
         self._release(gates.released, stamp)
         self._tell_waiting(gates)
         self._tell_not_bound(gates.not_bound)
+        self._count_unbound(gates.unbound, shares.policies.keys())
         self._bind_timer = self._wake_in(gates.next_timeout_seconds, self._bind_timer)
         self._reclaim(decided.publication.reclaims)
         telemetry.PODS_HELD.set(len(held))
@@ -421,6 +424,21 @@ class Recompute:
             said = record.unscheduled if record is not None else None
             message = not_bound_text(not_bound[key], said)
             self._spawn(self._pod_event(key, "NotBound", message, warning=True))
+
+    def _count_unbound(
+        self, unbound: Mapping[PolicyName, Mapping[str, int]], policies: Iterable[PolicyName]
+    ) -> None:
+        """The gauge of what released pods not bound yet request: every policy's pod count
+        (0 when none), the resources they request; the series of resources no longer
+        requested, and of policies gone, removed."""
+        series = {(policy, PODS) for policy in policies}
+        series.update((policy, name) for policy, amounts in unbound.items() for name in amounts)
+        for gone in self._unbound_series - series:
+            telemetry.ADMISSION_UNBOUND.remove(*gone)
+        self._unbound_series = series
+        for policy, name in series:
+            amount = unbound.get(policy, {}).get(name, 0)
+            telemetry.ADMISSION_UNBOUND.labels(policy, name).set(amount / scale(name))
 
     async def _pod_event(self, pod: PodKey, reason: str, message: str, *, warning: bool) -> None:
         namespace, name = pod
