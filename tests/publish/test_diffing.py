@@ -70,6 +70,29 @@ def test_transition_time_moves_only_when_status_changes() -> None:
     ]
 
 
+def test_a_condition_already_there_as_desired_is_that_same_object() -> None:
+    there = {**condition("Ready", "True", "t0"), "observedGeneration": 3}
+    foreign = {**condition("Overused", "True", "t0"), "observedGeneration": 3, "by": "someone"}
+    older = {**condition("NoPolicy", "False", "t0"), "observedGeneration": 2}
+    reworded = {**condition("Invalid", "False", "t0"), "observedGeneration": 3}
+    desired = [
+        condition("Ready", "True"),
+        condition("Overused", "True"),
+        condition("NoPolicy", "False"),
+        {**condition("Invalid", "False"), "message": "new words"},
+    ]
+    stamped = stamped_conditions([there, foreign, older, reworded], desired, generation=3, now="t1")
+    assert stamped[0] is there
+    # A field someone else added goes; an older generation and new words are stamped anew,
+    # the transition time kept (the status did not change).
+    assert stamped[1:] == [
+        {**condition("Overused", "True", "t0"), "observedGeneration": 3},
+        {**condition("NoPolicy", "False", "t0"), "observedGeneration": 3},
+        {**condition("Invalid", "False", "t0"), "message": "new words", "observedGeneration": 3},
+    ]
+    assert merge_patch({"conditions": [there]}, {"conditions": stamped[:1]}) == {}
+
+
 def test_events_for_conditions_that_became_true_only() -> None:
     current = [condition("Overused", "False"), condition("NoPolicy", "True")]
     desired = [
