@@ -108,4 +108,6 @@ def parse_resources(resources: Mapping[str, str | int | float] | None) -> dict[s
 
 def format_resources(amounts: Mapping[str, int]) -> dict[str, str]:
     """Internal units back to a ResourceList, keys sorted for stable output."""
+    if not amounts:  # a queue's guarantee, inqueue, elastic: mostly none
+        return {}
     return {name: to_quantity(name, amounts[name]) for name in sorted(amounts)}

@@ -160,8 +160,9 @@ def queue_status(result: QueueShare) -> MutableObj:
             else "allocated is within deserved",
         ),
     ]
+    reasons = sorted(result.reasons)  # most queues have none
     for kind, (reason, message) in _QUEUE_CLEAR.items():
-        found = [r.message for r in sorted(result.reasons) if r.kind == kind]
+        found = [r.message for r in reasons if r.kind == kind] if reasons else None
         conditions.append(
             condition(kind, True, kind, "; ".join(found))
             if found
