@@ -56,19 +56,10 @@ def stamped_conditions(
     stamped: list[Mapping[str, Any]] = []
     for condition in desired:
         old = previous.get(condition["type"])
-        if old is None or old.get("status") != condition["status"]:
-            since = now
-        elif (
-            old.get("observedGeneration") == generation
-            and "lastTransitionTime" in old
-            and len(old) == len(condition) + 2
-            and all(old.get(key) == value for key, value in condition.items())
-        ):
-            stamped.append(old)
-            continue
-        else:
-            since = old.get("lastTransitionTime", now)
-        stamped.append({**condition, "observedGeneration": generation, "lastTransitionTime": since})
+        unchanged = old is not None and old.get("status") == condition["status"]
+        since = old.get("lastTransitionTime", now) if old is not None and unchanged else now
+        new = {**condition, "observedGeneration": generation, "lastTransitionTime": since}
+        stamped.append(old if old == new else new)
     return stamped
 
 
