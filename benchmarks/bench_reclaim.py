@@ -63,6 +63,10 @@ from sharekeeper.engine.reclaim import (
 GI = 2**30
 GPU = "nvidia.com/gpu"
 
+PodSpec = tuple[str, str, dict[str, int], int, float, bool]
+"""A running pod before it is made a ``Running``: name, node, request, priority, created,
+protected."""
+
 
 def cluster(sizes: argparse.Namespace) -> ReclaimInputs:
     """Nodes filled with pods of random leaves until a pod no longer fits (or ``pods_per_node``
@@ -72,7 +76,7 @@ def cluster(sizes: argparse.Namespace) -> ReclaimInputs:
         f"q{p:03d}-{i:03d}" for p in range(sizes.parents) for i in range(sizes.leaves_per_parent)
     ]
     node_states: list[NodeState] = []
-    pods: dict[str, list[tuple[str, str, dict[str, int], int, float, bool]]] = {}
+    pods: dict[str, list[PodSpec]] = {}
     allocated: dict[str, dict[str, int]] = {leaf: {} for leaf in leaves}
     for n in range(sizes.nodes):
         # One string per node, which its pods name too, as the pipeline hands them over.
@@ -123,7 +127,7 @@ def cluster(sizes: argparse.Namespace) -> ReclaimInputs:
 
 
 def candidates(
-    pods: dict[str, list[tuple[str, str, dict[str, int], int, float, bool]]], overused: set[str]
+    pods: dict[str, list[PodSpec]], overused: set[str]
 ) -> dict[str, tuple[Running, ...]]:
     """The pods of the overused leaves, made queue by queue (request included) as the pipeline
     makes them each round, so that they lie in memory in the order the round reads them."""
