@@ -11,6 +11,8 @@ import pytest
 import reference
 from builders import node, pod, pod_group, policy, queue, shares
 from sharekeeper.cli import main
+from sharekeeper.engine.admission import admission_facts
+from sharekeeper.engine.shares import deserved_shares
 from sharekeeper.model.objects import MutableObj
 from sharekeeper.pipeline.shares import Publication, publication
 from sharekeeper.simulate.reading import parse_objects
@@ -139,6 +141,28 @@ def test_a_job_must_fit_every_ancestors_capability(below: list[str]) -> None:
     enqueue = condition(result, below[-1], "Enqueueable")
     assert (enqueue["status"], enqueue["reason"]) == ("False", "CapabilityExceeded")
     assert "queue org's capability: cpu 4 requested, 2 available" in enqueue["message"]
+
+
+def test_only_queues_with_a_pending_podgroup_get_a_verdict() -> None:
+    # The verdict still reads every queue above: a grandparent left out of the views would
+    # let the job through.
+    inputs = parse_objects(
+        [
+            policy("p"),
+            node("n", cpu=100),
+            queue("org", capability={"cpu": "10"}),
+            queue("team", parent="org"),
+            queue("project", parent="team"),
+            queue("idle", parent="org"),
+            pod("busy", "idle", node="n", cpu=8),
+            pod_group("job", "project", phase="Pending", min_resources={"cpu": "4"}),
+            pod_group("done", "idle", phase="Running", min_resources={"cpu": "1"}),
+        ]
+    )
+    snapshot = snapshot_of(inputs, Context(0.0, 0))
+    facts = admission_facts(snapshot, inputs.node_policies, deserved_shares(snapshot))
+    assert set(facts.queues) == {"project"}
+    assert (facts.queues["project"].limiting, facts.queues["project"].admitted) == ("org", False)
 
 
 # --- Volcano's hierarchical capacity cases ------------------------------------------------------
