@@ -57,8 +57,7 @@ from sharekeeper.cluster.store import ClusterStore  # noqa: E402
 from sharekeeper.loops.recompute import Decision, _decide  # noqa: E402
 from sharekeeper.model.pods import ADMISSION_GATE  # noqa: E402
 from sharekeeper.pipeline.qos import cluster_check  # noqa: E402
-from sharekeeper.pipeline.statuses import RenderedQueues  # noqa: E402
-from sharekeeper.publish.statuses import Unchanged  # noqa: E402
+from sharekeeper.pipeline.shares import Carried  # noqa: E402
 
 STAMP = "2026-01-01T00:00:00Z"
 
@@ -86,8 +85,7 @@ def objects(workload: Workload) -> list[dict[str, Any]]:
 
 
 # What the operator carries from round to round, carried here too.
-RENDERED = RenderedQueues()
-UNCHANGED = Unchanged()
+CARRIED = Carried()
 REFREEZER = collector.Refreezer()
 
 
@@ -103,7 +101,7 @@ def one_round(store: ClusterStore) -> Decision:
         nodes = store.nodes.sorted_records()
         decision = _decide(
             snapshot, node_policies(policies), queues, policies, nodes, stamp=STAMP,
-            held=store.pods.held(), rendered=RENDERED, unchanged=UNCHANGED,
+            held=store.pods.held(), carried=CARRIED,
         )  # fmt: skip
         REFREEZER()
     finally:

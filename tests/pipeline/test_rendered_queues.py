@@ -1,6 +1,7 @@
-"""A round renders again only the Queue statuses whose inputs changed, and diffs only the
-objects whose record or desired status is new: what the operator carries from one round to the
-next (``pipeline.statuses.RenderedQueues``, ``publish.statuses.Unchanged``)."""
+"""A round renders again only the Queue statuses whose inputs changed, computes and renders
+again only the nodes whose inputs changed, and diffs only the objects whose record or desired
+value is new: what the operator carries from one round to the next
+(``pipeline.shares.Carried``)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from typing import Any
 
 from builders import node, pod, policy, queue
 from sharekeeper.api.queue import queue_snapshot
-from sharekeeper.model.records import OwnRecord
-from sharekeeper.pipeline.shares import Publication, publication
-from sharekeeper.pipeline.statuses import RenderedQueues
-from sharekeeper.publish.statuses import Unchanged, queue_writes
+from sharekeeper.model.nodes import PROPORTIONAL_AVAILABLE, SHARE_ANNOTATIONS
+from sharekeeper.model.records import NodeRecord, OwnRecord
+from sharekeeper.pipeline.shares import Carried, Publication, publication
+from sharekeeper.publish.annotations import annotation_writes
+from sharekeeper.publish.statuses import queue_writes
 from sharekeeper.simulate.reading import parse_objects
 from sharekeeper.simulate.report import Context, snapshot_of
 
@@ -30,55 +32,108 @@ def cluster(*extra: dict[str, Any]) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def decide(objects: list[dict[str, Any]], now: float, rendered: RenderedQueues) -> Publication:
+def decide(objects: list[dict[str, Any]], now: float, carried: Carried) -> Publication:
     inputs = parse_objects(objects)
     return publication(
         snapshot_of(inputs, Context(now, 0)), inputs.node_policies,
-        unbound=inputs.store.pods.released_unbound(), now=now, rendered=rendered,
+        unbound=inputs.store.pods.released_unbound(), now=now, carried=carried,
     )  # fmt: skip
 
 
 def test_a_queue_whose_inputs_are_the_same_keeps_its_status_object() -> None:
-    rendered = RenderedQueues()
-    first = decide(cluster(), RELEASED + 10, rendered)
-    again = decide(cluster(), RELEASED + 20, rendered)
+    carried = Carried()
+    first = decide(cluster(), RELEASED + 10, carried)
+    again = decide(cluster(), RELEASED + 20, carried)
     assert again.queues["a"] is first.queues["a"]
     assert again.queues["b"] is first.queues["b"]
 
 
 def test_a_queue_is_rendered_again_when_its_share_changes() -> None:
-    rendered = RenderedQueues()
-    first = decide(cluster(), RELEASED + 10, rendered)
+    carried = Carried()
+    first = decide(cluster(), RELEASED + 10, carried)
     one_more = cluster(pod("a1", "a", node="n", cpu=1))
-    after = decide(one_more, RELEASED + 10, rendered)
+    after = decide(one_more, RELEASED + 10, carried)
     assert "cpu" not in first.queues["a"]["allocated"]
     assert after.queues["a"]["allocated"]["cpu"] == "1"
-    assert after.queues["a"] == decide(one_more, RELEASED + 10, RenderedQueues()).queues["a"]
+    assert after.queues["a"] == decide(one_more, RELEASED + 10, Carried()).queues["a"]
 
 
 def test_a_queue_is_rendered_again_when_only_its_pods_past_their_bind_timeout_change() -> None:
     """The share is the same before and after ``stuck`` times out; the status is not."""
-    rendered = RenderedQueues()
-    before = decide(cluster(), RELEASED + 59, rendered)
-    after = decide(cluster(), RELEASED + 60, rendered)
+    carried = Carried()
+    before = decide(cluster(), RELEASED + 59, carried)
+    after = decide(cluster(), RELEASED + 60, carried)
     assert (before.queues["a"]["notBound"], after.queues["a"]["notBound"]) == (0, 1)
     assert after.queues["a"]["notBoundPods"] == ["ns/stuck"]
     assert after.queues["b"] is before.queues["b"]
 
 
 def test_a_status_someone_else_overwrote_is_written_again_though_nothing_else_changed() -> None:
-    rendered, unchanged = RenderedQueues(), Unchanged()
-    desired = decide(cluster(), RELEASED + 10, rendered).queues
+    carried = Carried()
+    unchanged = carried.statuses
+    desired = decide(cluster(), RELEASED + 10, carried).queues
     records = [OwnRecord(name, f"uid-{name}", 1, queue_snapshot(queue(name)), {}) for name in "ab"]
     stamp = "2026-01-01T00:00:10Z"
     first = queue_writes(records, desired, now=stamp, unchanged=unchanged)
     assert sorted(w.name for w in first) == ["a", "b"]
     # The watch shows both writes: nothing more to write, round after round.
     shown = [replace(r, status=w.status) for r, w in zip(records, first, strict=True)]
-    desired = decide(cluster(), RELEASED + 20, rendered).queues
+    desired = decide(cluster(), RELEASED + 20, carried).queues
     assert queue_writes(shown, desired, now=stamp, unchanged=unchanged) == []
     assert queue_writes(shown, desired, now=stamp, unchanged=unchanged) == []
     # Another client writes into a's status: the watch shows a new record, and it is restored.
     overwritten = replace(shown[0], status={**shown[0].status, "deserved": {"cpu": "99"}})
     [restore] = queue_writes([overwritten, shown[1]], desired, now=stamp, unchanged=unchanged)
     assert (restore.name, restore.patch["deserved"]) == ("a", desired["a"]["deserved"])
+
+
+def reserving(*extra: dict[str, Any]) -> list[dict[str, Any]]:
+    """A GPU node whose idle GPUs keep cpu idle, and a cpu-only node."""
+    kept = policy("p")
+    kept["spec"]["proportional"] = {
+        "enable": True,
+        "resources": {"nvidia.com/gpu": {"cpu": "4", "memory": "8Gi"}},
+    }
+    return [
+        kept, node("gpu", cpu=16, memory="64Gi", gpu=2), node("cpu", cpu=8), queue("a"), *extra,
+    ]  # fmt: skip
+
+
+def test_a_node_whose_inputs_are_the_same_keeps_its_facts_and_annotations() -> None:
+    carried = Carried()
+    first = decide(reserving(), RELEASED, carried)
+    facts = dict(carried.nodes.last)
+    again = decide(reserving(), RELEASED, carried)
+    assert carried.nodes.last["gpu"][1] is facts["gpu"][1]
+    assert again.nodes["gpu"] is first.nodes["gpu"]
+    assert again.nodes["cpu"] is first.nodes["cpu"]
+
+
+def test_a_node_is_computed_again_when_what_runs_on_it_changes() -> None:
+    carried = Carried()
+    first = decide(reserving(), RELEASED, carried)
+    gpu_pod = pod("train", "a", node="gpu", cpu=1, gpu=1)
+    after = decide(reserving(gpu_pod), RELEASED, carried)
+    assert after.nodes["cpu"] is first.nodes["cpu"]
+    # One GPU busy: half the cpu kept idle, and the pod's own cpu used.
+    assert after.nodes["gpu"][PROPORTIONAL_AVAILABLE] != first.nodes["gpu"][PROPORTIONAL_AVAILABLE]
+    assert after.nodes["gpu"] == decide(reserving(gpu_pod), RELEASED, Carried()).nodes["gpu"]
+
+
+def test_node_annotations_someone_else_overwrote_are_written_again() -> None:
+    carried = Carried()
+    unchanged = carried.node_writes
+    desired = decide(reserving(), RELEASED, carried).nodes
+    inputs = parse_objects(reserving())
+    records = inputs.store.nodes.sorted_records()
+    first = annotation_writes(records, desired, SHARE_ANNOTATIONS, unchanged)
+    assert sorted(w.node for w in first) == ["cpu", "gpu"]
+    shown = [replace(r, annotations=w.annotations) for r, w in zip(records, first, strict=True)]
+    desired = decide(reserving(), RELEASED, carried).nodes
+    assert annotation_writes(shown, desired, SHARE_ANNOTATIONS, unchanged) == []
+    assert annotation_writes(shown, desired, SHARE_ANNOTATIONS, unchanged) == []
+    # Another client changes one of ours: the watch shows a new record, and it is restored.
+    wrong = {**shown[1].annotations, PROPORTIONAL_AVAILABLE: "{}"}
+    overwritten: NodeRecord = replace(shown[1], annotations=wrong)
+    [restore] = annotation_writes([shown[0], overwritten], desired, SHARE_ANNOTATIONS, unchanged)
+    assert restore.patch == {PROPORTIONAL_AVAILABLE: desired["gpu"][PROPORTIONAL_AVAILABLE]}

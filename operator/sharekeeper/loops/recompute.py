@@ -38,8 +38,8 @@ from sharekeeper.model.objects import Obj, rfc3339
 from sharekeeper.model.quantities import scale
 from sharekeeper.model.records import NodeRecord, OwnRecord
 from sharekeeper.pipeline.reclaiming import BoundPods, PolicyReclaim
-from sharekeeper.pipeline.shares import Publication, publication
-from sharekeeper.pipeline.statuses import RenderedQueues, not_bound_text, waiting_message
+from sharekeeper.pipeline.shares import Carried, Publication, publication
+from sharekeeper.pipeline.statuses import not_bound_text, waiting_message
 from sharekeeper.publish.annotations import AnnotationWrite, annotation_writes
 from sharekeeper.publish.diffing import Transition
 from sharekeeper.publish.statuses import (
@@ -47,7 +47,6 @@ from sharekeeper.publish.statuses import (
     QUEUE_EVENTS_PER_ROUND,
     Kind,
     StatusWrite,
-    Unchanged,
     Untold,
     policy_writes,
     queue_writes,
@@ -113,10 +112,9 @@ class Recompute:
         self.first_round = asyncio.Event()
         """Set once a round has been decided: each queue's long-lived state exists."""
         self._statuses: Echoes[tuple[Kind, str], Obj] = Echoes()
-        self._rendered = RenderedQueues()
-        self._unchanged = Unchanged()
-        """The Queue statuses the last round rendered, and those it found nothing to write for:
-        the next round redoes neither for a queue whose inputs are the same."""
+        self._carried = Carried()
+        """What the last round computed, rendered and found nothing to write for: the next
+        round redoes none of it where the inputs are the same."""
         self._annotations: Echoes[str, Mapping[str, str]] = Echoes()
         self._annotations_failing: set[str] = set()
         """Nodes whose last annotation write failed (said once until one lands)."""
@@ -173,7 +171,7 @@ class Recompute:
         # Run again after leadership came back: another leader may have written since, so
         # what we wrote in an earlier term says nothing about what the objects hold now.
         self._statuses, self._annotations = Echoes(), Echoes()
-        self._rendered, self._unchanged = RenderedQueues(), Unchanged()
+        self._carried = Carried()
         self.status_failures.clear()
         self._woken.set()  # the first round publishes whatever changed while we were away
         try:
@@ -256,7 +254,7 @@ class Recompute:
                 _decide, snapshot, node_policies(policies_now), queues, policies, nodes,
                 stamp=stamp, held=held, released=frozenset(self._releasing),
                 unbound=unbound, pods=store.pods, now=now, evicting=frozenset(self._evicting),
-                rendered=self._rendered, unchanged=self._unchanged,
+                carried=self._carried,
             )  # fmt: skip
             if self._after_round is not None:
                 self._after_round()
@@ -612,17 +610,20 @@ def _decide(
     pods: BoundPods | None = None,
     now: float | None = None,
     evicting: frozenset[PodKey] = frozenset(),
-    rendered: RenderedQueues | None = None,
-    unchanged: Unchanged | None = None,
+    carried: Carried | None = None,
 ) -> Decision:
-    """``rendered`` and ``unchanged``: what the caller's last round rendered and found nothing
-    to write for (both updated), to redo neither where the inputs are the same."""
+    """``carried``: what the caller's last round computed, rendered and found nothing to write
+    for (updated), to redo none of it where the inputs are the same."""
     published = publication(
         snapshot, policies_by_name, held=held, released=released, unbound=unbound, pods=pods,
-        now=now, evicting=evicting, rendered=rendered,
+        now=now, evicting=evicting, carried=carried,
     )  # fmt: skip
-    statuses = queue_writes(queues, published.queues, now=stamp, unchanged=unchanged)
+    statuses = queue_writes(
+        queues, published.queues, now=stamp, unchanged=carried.statuses if carried else None
+    )
     statuses += policy_writes(policies, published.policies, now=stamp)
-    annotations = annotation_writes(nodes, published.nodes, SHARE_ANNOTATIONS)
+    annotations = annotation_writes(
+        nodes, published.nodes, SHARE_ANNOTATIONS, carried.node_writes if carried else None
+    )
     telemetry.QUEUES.export(published.shares)
     return Decision(published, statuses, annotations)

@@ -40,7 +40,7 @@ class RenderedQueues:
     """The last round's Queue statuses and what each was rendered from. At 10,000 queues,
     rendering them all was about a fifth of a settled round, and from one round to the next
     most queues' inputs do not change: those keep their status, the very same object, which
-    also lets the publisher skip their diff (``publish.statuses.Unchanged``). Comparing the
+    also lets the publisher skip their diff (``publish.diffing.Unchanged``). Comparing the
     inputs costs a tenth of rendering them. The statuses handed on are never changed
     afterwards (their readers copy them)."""
 

@@ -15,6 +15,18 @@ from sharekeeper.model.objects import MutableObj
 _MISSING = object()
 
 
+class Unchanged:
+    """The objects whose last diff found nothing to write, with the record and the desired
+    value it compared (a status, a node's annotations). A round that brings both again, the
+    very same objects, would find nothing either, and skips the diff: the store replaces a
+    record whenever the watch shows a change to it (someone else's write included), and the
+    pipeline hands on a value whose inputs did not change as the same object. At 10,000 queues
+    the status diff was about a sixth of a settled round."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, tuple[object, object]] = {}
+
+
 def merge_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> MutableObj:
     """The RFC 7386 merge patch that turns ``current`` into ``desired``; ``{}`` when equal.
 
