@@ -93,6 +93,30 @@ def test_a_condition_already_there_as_desired_is_that_same_object() -> None:
     assert merge_patch({"conditions": [there]}, {"conditions": stamped[:1]}) == {}
 
 
+def test_conditions_are_matched_by_type_in_whatever_order_they_are_there() -> None:
+    """The conditions we wrote are looked up by position; any other order finds them by type."""
+    there = [
+        {**condition("Ready", "True", "t0"), "observedGeneration": 3},
+        {**condition("Overused", "False", "t0"), "observedGeneration": 3},
+        {**condition("Stale", "True", "t0"), "observedGeneration": 3},
+    ]
+    desired = [
+        condition("Ready", "True"),
+        condition("NoPolicy", "False"),
+        condition("Overused", "True"),
+    ]
+    expected = [
+        there[0],
+        {**condition("NoPolicy", "False", "t1"), "observedGeneration": 3},
+        {**condition("Overused", "True", "t1"), "observedGeneration": 3},
+    ]
+    for order in ([0, 1, 2], [2, 1, 0], [1, 2, 0], [2, 0]):
+        current = [there[i] for i in order]
+        stamped = stamped_conditions(current, desired, generation=3, now="t1")
+        assert stamped == expected
+        assert (stamped[0] is there[0]) == (0 in order)
+
+
 def test_events_for_conditions_that_became_true_only() -> None:
     current = [condition("Overused", "False"), condition("NoPolicy", "True")]
     desired = [

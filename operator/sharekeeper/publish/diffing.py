@@ -13,6 +13,8 @@ from typing import Any
 from sharekeeper.model.objects import MutableObj
 
 _MISSING = object()
+_NOT_OBJECTS = (str, int, float, list, type(None))
+"""JSON values other than objects (``bool`` is an ``int``)."""
 
 
 class Unchanged:
@@ -44,7 +46,9 @@ def merge_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Mutab
         # change moves a queue's deserved and share, not its other fifteen fields).
         if old == value:
             continue
-        if isinstance(value, dict | Mapping) and isinstance(old, dict | Mapping):
+        if isinstance(value, _NOT_OBJECTS):  # asked first: a ``Mapping`` check is an ABC's
+            patch[key] = value
+        elif isinstance(value, dict | Mapping) and isinstance(old, dict | Mapping):
             nested = merge_patch(old, value)
             if nested:
                 patch[key] = nested
@@ -60,19 +64,42 @@ def stamped_conditions(
     generation: int,
     now: str,
 ) -> list[Mapping[str, Any]]:
-    """``desired`` conditions with ``observedGeneration``, and ``lastTransitionTime`` carried
-    over from ``current`` wherever the condition's status did not change. A condition already
-    there as desired, stamps and all, is that same object: comparing the status with the one
-    there (``merge_patch``) then finds it equal by identity instead of field by field."""
-    previous = {condition.get("type"): condition for condition in current}
+    """``desired`` conditions (``model.conditions.condition``'s four fields) with
+    ``observedGeneration``, and ``lastTransitionTime`` carried over from ``current`` wherever
+    the condition's status did not change. A condition already there as desired, stamps and
+    all, is that same object: comparing the status with the one there (``merge_patch``) then
+    finds it equal by identity instead of field by field. Checked field by field without
+    building the stamped condition first, and ``current`` read by position (where the
+    conditions we wrote are) before by type: at 11,430 queues, every round after a weight
+    change stamps 91,000 conditions."""
     stamped: list[Mapping[str, Any]] = []
-    for condition in desired:
-        old = previous.get(condition["type"])
-        unchanged = old is not None and old.get("status") == condition["status"]
-        since = old.get("lastTransitionTime", now) if old is not None and unchanged else now
-        new = {**condition, "observedGeneration": generation, "lastTransitionTime": since}
-        stamped.append(old if old == new else new)
+    by_type: dict[Any, Mapping[str, Any]] | None = None
+    for at, condition in enumerate(desired):
+        kind = condition["type"]
+        old = current[at] if at < len(current) else None
+        if old is None or old.get("type") != kind:
+            if by_type is None:
+                by_type = {c.get("type"): c for c in current}
+            old = by_type.get(kind)
+        if old is None or old.get("status") != condition["status"]:
+            since = now
+        elif (
+            old.get("reason") == condition["reason"]
+            and old.get("message") == condition["message"]
+            and old.get("observedGeneration") == generation
+            and len(old) == _STAMPED_FIELDS
+            and "lastTransitionTime" in old
+        ):
+            stamped.append(old)
+            continue
+        else:
+            since = old.get("lastTransitionTime", now)
+        stamped.append({**condition, "observedGeneration": generation, "lastTransitionTime": since})
     return stamped
+
+
+_STAMPED_FIELDS = 6
+"""A condition's four fields and its two stamps."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +114,10 @@ class Transition:
 def transitions(
     current: Sequence[Mapping[str, Any]], desired: Sequence[Mapping[str, Any]], watched: set[str]
 ) -> list[Transition]:
+    true = [c for c in desired if c["status"] == "True" and c["type"] in watched]
+    if not true:  # most statuses: what was there needs no reading
+        return []
     was_true = {c.get("type") for c in current if c.get("status") == "True"}
     return [
-        Transition(c["type"], c["reason"], c["message"])
-        for c in desired
-        if c["type"] in watched and c["status"] == "True" and c["type"] not in was_true
+        Transition(c["type"], c["reason"], c["message"]) for c in true if c["type"] not in was_true
     ]
