@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import resource
 import sys
 import time
@@ -128,10 +129,13 @@ def held_pods(workload: Workload, count: int) -> list[dict[str, Any]]:
 
 
 def published(store: ClusterStore, decision: Decision) -> None:
-    """Every status and annotation as if the writes had landed and the watch brought them back."""
+    """Every status and annotation as if the writes had landed and the watch brought them back:
+    a status as a copy read from JSON, as the watch's is (the very objects the round rendered
+    would make every later diff compare them by identity)."""
     for write in decision.statuses:
         kind = store.queues if write.kind == "Queue" else store.policies
-        kind.records[write.name] = replace(kind.records[write.name], status=write.status)
+        shown = json.loads(json.dumps(write.status))
+        kind.records[write.name] = replace(kind.records[write.name], status=shown)
     for note in decision.annotations:
         store.nodes.records[note.node] = replace(
             store.nodes.records[note.node], annotations=note.annotations
