@@ -9,7 +9,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
-from builders import node, pod, policy, queue
+from builders import node, pod, pod_group, policy, queue
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.loops.recompute import Recompute
 from sharekeeper.model.objects import MutableObj
@@ -201,5 +201,36 @@ def test_each_held_pod_is_told_its_place_in_its_queues_line() -> None:
         assert (
             told["ns/lost"] == "waits for admission: it names queue nowhere, which does not exist"
         )
+
+    asyncio.run(scenario())
+
+
+def test_a_held_pod_is_told_again_when_the_reason_it_waits_changes() -> None:
+    """Found: a gang's first pod, told its PodGroup had 1 of its 2 pods, kept saying so after
+    the Job controller made the second; the gang waited for room, which nobody was told."""
+    writer = Writer()
+    objects = [
+        policy("p"), node("n", cpu=8, memory="64Gi"), queue("a"), queue("b"),
+        pod("b0", "b", node="n", cpu=4), pod_group("g", "a", min_member=2),
+        pod("g0", "a", group="g", held=True, created="2026-01-01T00:00:00Z", cpu=3),
+    ]  # fmt: skip
+    loop = loop_at(objects, RELEASED, writer)
+
+    async def scenario() -> None:
+        await a_round(loop)
+        assert writer.told("AdmissionWaiting") == [
+            ("ns/g0", "waits for admission: its PodGroup has 1 of its minMember 2 pods; it goes "
+             "whole; 1st of 1 held in queue a")
+        ]  # fmt: skip
+        loop._store.pods.event(
+            "ADDED", pod("g1", "a", group="g", held=True, created="2026-01-01T00:00:01Z", cpu=3)
+        )
+        await a_round(loop)
+        told = writer.told("AdmissionWaiting")[1:]
+        assert sorted(name for name, _ in told) == ["ns/g0", "ns/g1"]
+        # 2 x 3 cpu in a's half of 8 (b runs 4): the gang waits for room, and both pods say so.
+        assert all("no room in queue a's deserved share: cpu 6 requested" in m for _, m in told)
+        await a_round(loop)
+        assert len(writer.told("AdmissionWaiting")) == 3  # a reason is told once
 
     asyncio.run(scenario())

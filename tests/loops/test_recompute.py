@@ -391,7 +391,7 @@ def test_a_round_hands_its_result_to_the_registered_series() -> None:
     assert REGISTRY.get_sample_value("sharekeeper_queue_share", {"queue": "metered"}) is not None
 
 
-def test_held_pods_are_released_once_and_the_others_told_once_why_they_wait() -> None:
+def test_held_pods_are_released_once_and_the_others_told_why_they_wait_once_per_reason() -> None:
     writer = RecordingWriter()
     queues = [record(queue("a"), queue_snapshot), record(queue("b"), queue_snapshot)]
     loop = recompute_loop(writer, queues, [one_policy()])
@@ -419,7 +419,16 @@ def test_held_pods_are_released_once_and_the_others_told_once_why_they_wait() ->
         await round_written(loop)
         await asyncio.gather(*loop._telling)
         assert writer.released == ["ns/h0", "ns/h1"]
-        assert len(writer.pod_events) == 3  # h2 was told already
+        # h2 was told it waits behind h0; first in line now, it is told there is no room.
+        assert len(writer.pod_events) == 4
+        assert writer.pod_events[3][:2] == ("ns/h2", "AdmissionWaiting")
+        assert "behind" in writer.pod_events[2][2]
+        assert writer.pod_events[3][2].endswith(
+            "cpu 3 requested, 0 available; 1st of 1 held in queue b"
+        )
+        await round_written(loop)
+        await asyncio.gather(*loop._telling)
+        assert len(writer.pod_events) == 4  # told once per reason
 
     asyncio.run(scenario())
 

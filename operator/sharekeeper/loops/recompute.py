@@ -20,7 +20,7 @@ from sharekeeper import telemetry
 from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.engine.admission import NodePolicy
-from sharekeeper.engine.gates import GateDecisions, NotBound
+from sharekeeper.engine.gates import GateDecisions, NotBound, WaitReason
 from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.shares import PodSnapshot, ShareSnapshot
 from sharekeeper.engine.shares.snapshot import PODS, PolicyName, QueueName
@@ -130,7 +130,8 @@ class Recompute:
         self._telling: set[asyncio.Task[None]] = set()
         self._releasing: dict[PodKey, float] = {}
         """Pods released (when, monotonic) whose release the watch has not shown yet."""
-        self._told_waiting: set[PodKey] = set()
+        self._told_waiting: dict[PodKey, WaitReason] = {}
+        """Held pods told why they wait, and the reason they were told."""
         self._told_not_bound: set[PodKey] = set()
         self.status_failures = StatusFailures(wall_clock=clock)
         """Statuses whose writes keep failing: told once, and reported by ``/healthz``."""
@@ -374,7 +375,9 @@ class Recompute:
             for key, at in self._releasing.items()
             if key in held_now and now - at < RELEASE_SEEN_SECONDS
         }
-        self._told_waiting &= held_now
+        self._told_waiting = {
+            key: reason for key, reason in self._told_waiting.items() if key in held_now
+        }
 
     def _release(self, pods: Iterable[PodKey], stamp: str) -> None:
         now = time.monotonic()
@@ -399,14 +402,18 @@ class Recompute:
 
     def _tell_waiting(self, gates: GateDecisions) -> None:
         """A Normal Event on each held pod saying why it waits and its place in its queue's
-        line: once per pod, not every round (a pod that is released and held again by hand is
-        told again). Its place is the one of the round that tells it: a place changes with
-        every pod admitted or arriving ahead, and ``explain queue`` has the current ones."""
+        line: once per pod and reason, not every round (a pod that is released and held again
+        by hand is told again). A new reason is told (a gang the Job controller has just
+        completed no longer waits for its pods but for room); new amounts or a new place are
+        not: a place changes with every pod admitted or arriving ahead, and ``explain queue``
+        has the current ones."""
         waiting = gates.waiting
-        new = [key for key in waiting if key not in self._told_waiting][:MAX_POD_EVENTS]
-        self._told_waiting.update(new)
+        told = self._told_waiting
+        new = [key for key, why in waiting.items() if told.get(key) != why.reason]
+        new = new[:MAX_POD_EVENTS]
         places = gates.positions(new)
         for key in new:
+            told[key] = waiting[key].reason
             message = waiting_message(waiting[key], key[0], places.get(key))
             self._spawn(self._pod_event(key, "AdmissionWaiting", message, warning=False))
 
