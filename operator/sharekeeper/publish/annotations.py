@@ -29,28 +29,19 @@ def annotation_writes(
     unchanged: Unchanged | None = None,
 ) -> list[AnnotationWrite]:
     """``unchanged``: the last call's nodes that needed no write (updated)."""
-    last = unchanged.last if unchanged is not None else {}
-    settled: dict[str, tuple[object, object]] = {}
-    writes = []
-    for record in records:
-        name = str(record.snapshot.name)
-        annotations = desired.get(name, _NONE)
-        before = last.get(name)
-        if before is not None and before[0] is record and before[1] is annotations:
-            settled[name] = before
-            continue
+
+    def write(record: NodeRecord, annotations: Mapping[str, str]) -> AnnotationWrite | None:
         want = {key: value for key, value in annotations.items() if key in owned}
         have = {key: value for key, value in record.annotations.items() if key in owned}
         patch: dict[str, str | None] = {key: None for key in have if key not in want}
         patch |= {key: value for key, value in want.items() if have.get(key) != value}
-        if patch:
-            after = {k: v for k, v in record.annotations.items() if k not in owned} | want
-            writes.append(AnnotationWrite(name, patch, after))
-        else:
-            settled[name] = (record, annotations)
-    if unchanged is not None:
-        unchanged.last = settled
-    return writes
+        if not patch:
+            return None
+        after = {k: v for k, v in record.annotations.items() if k not in owned} | want
+        return AnnotationWrite(str(record.snapshot.name), patch, after)
+
+    wanted = ((str(r.snapshot.name), r, desired.get(str(r.snapshot.name), _NONE)) for r in records)
+    return (unchanged if unchanged is not None else Unchanged()).writes(wanted, write)
 
 
 _NONE: Mapping[str, str] = {}

@@ -6,11 +6,15 @@ alone: equal inputs give an empty patch, and the caller skips the call.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sharekeeper.model.objects import MutableObj
+
+Record = TypeVar("Record")
+Desired = TypeVar("Desired")
+Write = TypeVar("Write")
 
 _MISSING = object()
 _NOT_OBJECTS = (str, int, float, list, type(None))
@@ -26,7 +30,31 @@ class Unchanged:
     the status diff was about a sixth of a settled round."""
 
     def __init__(self) -> None:
-        self.last: dict[str, tuple[object, object]] = {}
+        self._last: dict[str, tuple[object, object]] = {}
+
+    def writes(
+        self,
+        wanted: Iterable[tuple[str, Record, Desired]],
+        write: Callable[[Record, Desired], Write | None],
+    ) -> list[Write]:
+        """``write(record, desired)`` of each name in ``wanted``, those whose two objects are
+        the ones the last call found nothing to write for skipped; what needs no write now is
+        what the next call skips."""
+        last = self._last
+        settled: dict[str, tuple[object, object]] = {}
+        writes = []
+        for name, record, desired in wanted:
+            before = last.get(name)
+            if before is not None and before[0] is record and before[1] is desired:
+                settled[name] = before
+                continue
+            found = write(record, desired)
+            if found is None:
+                settled[name] = (record, desired)
+            else:
+                writes.append(found)
+        self._last = settled
+        return writes
 
 
 def merge_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> MutableObj:

@@ -123,23 +123,10 @@ def own_writes(
 ) -> list[StatusWrite]:
     """The writes for our own objects; one the engine has no result for is reported Invalid.
     ``unchanged``: the last round's objects that needed no write (updated)."""
-    last = unchanged.last if unchanged is not None else {}
-    settled: dict[str, tuple[object, object]] = {}
-    writes = []
-    for record in records:
-        status = desired.get(record.name) or invalid_status(record)
-        before = last.get(record.name)
-        if before is not None and before[0] is record and before[1] is status:
-            settled[record.name] = before
-            continue
-        write = status_write(kind, record, status, watched, now=now)
-        if write is not None:
-            writes.append(write)
-        else:
-            settled[record.name] = (record, status)
-    if unchanged is not None:
-        unchanged.last = settled
-    return writes
+    wanted = ((r.name, r, desired.get(r.name) or invalid_status(r)) for r in records)
+    return (unchanged if unchanged is not None else Unchanged()).writes(
+        wanted, lambda record, status: status_write(kind, record, status, watched, now=now)
+    )
 
 
 def invalid_status(record: OwnRecord[Any]) -> MutableObj:
