@@ -41,7 +41,7 @@ policy's accelerator nodes; no other pod is visited.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Set
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -154,21 +154,23 @@ class GateDecisions:
 class _Unit:
     """What is admitted at once: one pod, or the held pods of one PodGroup."""
 
-    pods: list[PodSnapshot]
     group: PodGroupSnapshot | None
+    pods: list[PodSnapshot] = field(default_factory=list)
+    keys: list[PodKey] = field(default_factory=list)
+    """Of ``pods``, in the same order."""
     order: tuple[int, float, str] = (0, 0.0, "")
 
     @property
     def request(self) -> Amounts:
+        if len(self.pods) == 1:
+            return self.pods[0].request  # most units: read, never changed
         return sum_amounts(pod.request for pod in self.pods)
-
-    @property
-    def keys(self) -> list[PodKey]:
-        return [PodKey(pod.namespace, pod.name) for pod in self.pods]
 
     @property
     def ordered_keys(self) -> list[PodKey]:
         """Its pods in the admission order (a PodGroup's by their own priority, age, name)."""
+        if len(self.pods) == 1:
+            return self.keys
         return [PodKey(p.namespace, p.name) for p in sorted(self.pods, key=_order)]
 
 
@@ -183,6 +185,8 @@ class _Lane:
     """One queue's units in its admission order, and how far the round has served them."""
 
     queue: QueueName
+    levels: tuple[QueueName, ...]
+    """The queue and every queue above it, nearest first: whose bounds a unit must fit."""
     settings: NodePolicy
     units: list[_Unit]
     next: int = 0
@@ -214,8 +218,13 @@ class _Round:
         found = self.in_use.get(queue)
         if found is None:
             share = self.queues[queue]
-            in_use = add(subtract(share.request, share.held), self.flying.get(queue, {}))
-            found = self.in_use[queue] = exceeded_part(in_use, self.stuck.get(queue, {}))
+            held = share.held
+            # The held pods are in the request: what it asks for beyond them is in use.
+            in_use = {name: amount - held.get(name, 0) for name, amount in share.request.items()}
+            flying = self.flying.get(queue)
+            if flying:
+                in_use = add(in_use, flying)
+            found = self.in_use[queue] = exceeded_part(in_use, self.stuck.get(queue, _NOTHING))
         return found
 
 
@@ -260,8 +269,9 @@ def gate_decisions(
         assert queue is not None
         group = groups.get((pod.namespace, pod.group_name)) if pod.group_name else None
         unit_key: object = (pod.namespace, pod.group_name) if group is not None else key
-        unit = units.setdefault(queue, {}).setdefault(unit_key, _Unit([], group))
+        unit = units.setdefault(queue, {}).setdefault(unit_key, _Unit(group))
         unit.pods.append(pod)
+        unit.keys.append(key)
         order = _order(pod)
         unit.order = order if len(unit.pods) == 1 else min(unit.order, order)
     if unrunnable:
@@ -278,9 +288,11 @@ def gate_decisions(
         stuck=_above(queues, stuck),
         headroom=_headroom(queues, facts, in_flight, stuck),
     )
+    chains: dict[QueueName, tuple[QueueName, ...]] = {}
     lanes = [
         _Lane(
             queue,
+            _levels(queue, queues, chains),
             _settings(queues[queue], node_policies),
             sorted(units[queue].values(), key=_by_order),
         )
@@ -307,8 +319,24 @@ def gate_decisions(
     )
 
 
+def _levels(
+    queue: QueueName,
+    queues: Mapping[QueueName, QueueShare],
+    chains: dict[QueueName, tuple[QueueName, ...]],
+) -> tuple[QueueName, ...]:
+    """``queue`` and the queues above it, nearest first; ``chains``: those found so far (the
+    leaves of a tree share their parents')."""
+    found = chains.get(queue)
+    if found is None:
+        found = chains[queue] = (queue,)  # so that a cycle, which the share engine refuses, ends
+        parent = queues[queue].parent
+        if parent is not None and parent in queues:
+            found = chains[queue] = (queue, *_levels(parent, queues, chains))
+    return found
+
+
 def _settings(share: QueueShare, node_policies: Mapping[PolicyName, NodePolicy]) -> NodePolicy:
-    return node_policies.get(share.policy, NodePolicy()) if share.policy else NodePolicy()
+    return node_policies.get(share.policy, _NO_POLICY) if share.policy else _NO_POLICY
 
 
 def _by_order(unit: _Unit) -> tuple[int, float, str]:
@@ -329,7 +357,7 @@ def _serve(
     unit = lane.units[lane.next]
     verdict = _incomplete(unit, state.snapshot, lane.queue)
     if verdict is None:
-        verdict = _fits(state, unit, lane.queue, lane.settings, borrowing=borrowing)
+        verdict = _fits(state, unit, lane, borrowing=borrowing)
     if verdict is None:
         released.extend(unit.keys)
         for key in unit.keys:  # refused its deserved share, it went borrowing
@@ -374,8 +402,8 @@ def _incomplete(unit: _Unit, snapshot: ShareSnapshot, queue: QueueName) -> Waiti
 
 def _hold_the_rest(lane: _Lane, snapshot: ShareSnapshot, waiting: dict[PodKey, Waiting]) -> None:
     """The units behind the one that stopped the lane wait behind it (or for their gang)."""
-    if lane.through:
-        return
+    if lane.next + 1 >= len(lane.units):
+        return  # through, or stopped at its last unit
     behind = Waiting("BehindOthers", lane.queue, behind=lane.units[lane.next].order[2])
     for unit in lane.units[lane.next + 1 :]:
         verdict = _incomplete(unit, snapshot, lane.queue)
@@ -409,7 +437,7 @@ def _timed_out(
         share = shares.queues.get(queue)
         if share is None or share.policy is None or pod.namespace in shares.refused.get(queue, {}):
             continue  # charged to no queue: it holds no room to give back
-        timeout = node_policies.get(share.policy, NodePolicy()).bind_timeout_seconds
+        timeout = node_policies.get(share.policy, _NO_POLICY).bind_timeout_seconds
         left = pod.admitted_seconds + timeout - now
         if left > 0:
             soonest = left if soonest is None else min(soonest, left)
@@ -493,10 +521,12 @@ def _queue_problem(
     return None
 
 
-def not_offered(request: Amounts, offered: Collection[str]) -> tuple[str, ...]:
+def not_offered(request: Amounts, offered: Set[str]) -> tuple[str, ...]:
     """What a pod asks for (``pods`` aside) that no node of its policy offers, sorted: it
     waits for ever (no node could run it), stops no other pod, and the name becomes no
     dimension anywhere (``shares.computing``). O(dimensions of the pod)."""
+    if request.keys() <= offered:
+        return ()  # the common case, compared in C
     return tuple(
         sorted(
             name
@@ -504,6 +534,11 @@ def not_offered(request: Amounts, offered: Collection[str]) -> tuple[str, ...]:
             if amount > 0 and name != PODS and name not in offered
         )
     )
+
+
+_NOTHING: Amounts = {}
+_NO_POLICY = NodePolicy()
+"""The settings of a queue whose policy's are not known: the defaults."""
 
 
 def _above(
@@ -526,36 +561,46 @@ def _headroom(
 ) -> dict[PolicyName, Amounts]:
     """Each policy's overcommit headroom less what its admitted pods not yet bound will take
     (``used`` counts bound pods only), those past their bind timeout left out."""
-    headroom: dict[PolicyName, Amounts] = {
-        policy: status.headroom for policy, status in facts.policies.items()
-    }
+    taken: dict[PolicyName, dict[str, int]] = {policy: {} for policy in facts.policies}
     for name, share in queues.items():
-        if share.policy not in headroom or not share.leaf:
+        into = taken.get(share.policy) if share.policy is not None else None
+        if into is None or not share.leaf:
             continue
-        pending = share.request.get(PODS, 0) - share.allocated.get(PODS, 0)
-        if pending == share.held.get(PODS, 0) and name not in in_flight:
+        request, held, allocated = share.request, share.held, share.allocated
+        pending = request.get(PODS, 0) - allocated.get(PODS, 0)
+        if pending == held.get(PODS, 0) and name not in in_flight:
             continue  # every unbound pod of the queue is held: nothing admitted is unbound
-        unbound = subtract(subtract(share.request, share.held), share.allocated)
-        unbound = exceeded_part(unbound, sum_amounts(stuck.get(name, [])))
-        flying = sum_amounts(in_flight.get(name, []))
-        headroom[share.policy] = subtract(headroom[share.policy], add(unbound, flying))
-    return headroom
+        gone = sum_amounts(stuck.get(name, ()))
+        # Per dimension of the request (held and bound pods are in it): never below 0.
+        for resource, amount in request.items():
+            unbound = amount - held.get(resource, 0) - allocated.get(resource, 0)
+            unbound -= gone.get(resource, 0)
+            if unbound > 0:
+                into[resource] = into.get(resource, 0) + unbound
+        for flying in in_flight.get(name, ()):
+            for resource, amount in flying.items():
+                into[resource] = into.get(resource, 0) + amount
+    return {
+        policy: subtract(status.headroom, taken[policy])
+        for policy, status in facts.policies.items()
+    }
 
 
-def _fits(
-    state: _Round, unit: _Unit, queue: QueueName, settings: NodePolicy, *, borrowing: bool
-) -> Waiting | None:
+def _fits(state: _Round, unit: _Unit, lane: _Lane, *, borrowing: bool) -> Waiting | None:
     """None, and the round's accounts charged, when the unit may go; else why it waits."""
     queues = state.queues
+    queue, levels = lane.queue, lane.levels
     policy = queues[queue].policy
     assert policy is not None
     request = unit.request
     need = _gang_need(unit, request, state.snapshot)
-    levels = [queue, *ancestors(queue, queues)]
     for level in levels:
         share = queues[level]
         bound = share.real_capability if borrowing else share.deserved
-        short = shortfalls(request, subtract(bound, state.used(level)))
+        used = state.used(level)
+        # What is left, in the dimensions the unit asks for (the others cannot refuse it).
+        left = {name: bound.get(name, 0) - used.get(name, 0) for name in request}
+        short = shortfalls(request, left)
         if short:
             limiting = None if level == queue else str(level)
             return Waiting("QuotaExceeded", queue, short, limiting=limiting, borrow=borrowing)
@@ -564,7 +609,7 @@ def _fits(
         short = shortfalls(need, headroom)
         if short:
             return Waiting("OvercommitHeadroomExceeded", queue, short)
-    placed = _place(state, unit, policy, settings)
+    placed = _place(state, unit, policy, lane.settings)
     if isinstance(placed, tuple):
         return Waiting("NoNodeFits", queue, placed)
     for node, pod_request in placed:

@@ -224,11 +224,15 @@ def shortfalls(requested: Mapping[str, int], available: Mapping[str, int]) -> tu
     asks for (> 0) count, ``pods`` never does, a dimension missing from ``available`` is 0,
     and the comparison is strict (equality fits).
     """
-    return tuple(
-        Shortfall(name, requested[name], max(available.get(name, 0), 0))
-        for name in sorted(requested)
-        if name != PODS and requested[name] > 0 and requested[name] > available.get(name, 0)
-    )
+    short = [
+        name
+        for name, amount in requested.items()
+        if amount > 0 and amount > available.get(name, 0) and name != PODS
+    ]
+    if not short:
+        return ()  # the common case: nothing sorted, nothing made
+    short.sort()
+    return tuple(Shortfall(name, requested[name], max(available.get(name, 0), 0)) for name in short)
 
 
 @dataclass(frozen=True, slots=True)
