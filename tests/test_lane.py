@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from sharekeeper.cluster.store import ClusterStore
+from sharekeeper.loops import lane as lane_module
 from sharekeeper.loops import qos, recompute
 from sharekeeper.loops.lane import Lane
 from sharekeeper.loops.qos import QosLoop
@@ -46,13 +47,31 @@ def spans(monkeypatch: pytest.MonkeyPatch) -> list[Span]:
     return found
 
 
-def round_and_check_at_once(*, one_lane: bool) -> None:
+def both_clusters() -> ClusterStore:
+    """The share cluster and the QoS example in one store."""
     store = ClusterStore()
     objects = [*share_cluster(), *(d for d in example() if "Metrics" not in d["kind"])]
     for obj in objects:
         obj.setdefault("metadata", {}).setdefault("uid", f"uid-{obj['metadata']['name']}")
     store.load(objects)
-    usage = Usage([d for d in example() if "Metrics" in d["kind"]])
+    return store
+
+
+class TimedUsage(Usage):
+    """The example's usage, and when it was read."""
+
+    def __init__(self) -> None:
+        super().__init__([d for d in example() if "Metrics" in d["kind"]])
+        self.read_at: list[float] = []
+
+    async def node_metrics(self) -> list[dict[str, Any]]:
+        self.read_at.append(time.monotonic())
+        return await super().node_metrics()
+
+
+def round_and_check_at_once(*, one_lane: bool) -> None:
+    store = both_clusters()
+    usage = TimedUsage()
 
     async def scenario() -> None:
         lane = Lane()
@@ -81,6 +100,52 @@ def test_with_a_lane_each_they_compute_at_once(spans: list[Span]) -> None:
     """The control: what the loops would do without sharing the lane."""
     round_and_check_at_once(one_lane=False)
     assert overlap(spans) > COMPUTING_SECONDS / 2
+
+
+def test_a_check_due_while_a_round_is_due_reads_usage_after_that_round(
+    spans: list[Span],
+) -> None:
+    """Reading usage is event-loop work that would slow the round's thread: a check that comes
+    due between the round's wake-up and its end starts once the round is done."""
+    store = both_clusters()
+    usage = TimedUsage()
+
+    async def scenario() -> None:
+        lane = Lane()
+        rounds = Recompute(Writer(), store, clock=lambda: NOW, lane=lane)
+        checks = QosLoop(Recorder(), usage, store, clock=lambda: NOW, lane=lane)
+        rounds.wake()  # an event: the round settles before it runs
+
+        async def settled_round() -> None:
+            await asyncio.sleep(0.1)
+            await rounds.recompute()
+
+        await asyncio.gather(settled_round(), checks.check())
+
+    asyncio.run(scenario())
+    (round_ended, check_started) = (min(end for _, end in spans), usage.read_at[0])
+    assert check_started >= round_ended
+
+
+def test_a_round_that_never_comes_holds_a_check_back_a_bounded_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Woken but not run (a follower's watches wake it; a leader's round may fail): the check
+    waits ``CHECK_DEFERRAL_SECONDS`` at most, then checks."""
+    monkeypatch.setattr(lane_module, "CHECK_DEFERRAL_SECONDS", 0.3)
+    store = both_clusters()
+    usage = TimedUsage()
+
+    async def scenario() -> float:
+        lane = Lane()
+        Recompute(Writer(), store, clock=lambda: NOW, lane=lane).wake()
+        checks = QosLoop(Recorder(), usage, store, clock=lambda: NOW, lane=lane)
+        started = time.monotonic()
+        await checks.check()
+        return started
+
+    started = asyncio.run(scenario())
+    assert 0.3 <= usage.read_at[0] - started < 2.0
 
 
 def test_the_collector_waits_while_a_round_computes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,14 +11,26 @@ the event loop made meanwhile: a young collection every few milliseconds and, on
 echoes have piled up in the oldest generation, full collections of 0.1 to 0.3 s
 (benchmarks/README.md). The share round ends its turn by collecting what it kept and freezing
 it (``collector.Refreezer``); the QoS check keeps little, which the next young collection sees.
+
+The QoS check also reads every node's usage on the event loop before its turn (at 5,000 nodes
+about a third of a second of parsing), which competes with a round's thread for the interpreter
+as a second thread would. So a check that comes due while a share round is due (woken,
+settling) or computing waits for that round first, a bounded time: the round is what someone is
+waiting to see, and a check that starts a second later loses nothing; a stream of rounds holds
+a check back by ``CHECK_DEFERRAL_SECONDS`` at most.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from types import TracebackType
 
 from sharekeeper import collector
+
+CHECK_DEFERRAL_SECONDS = 2.0
+"""The longest a QoS check waits for share rounds before it starts (a round at the top size
+takes 1 to 1.5 s; the check's interval is 10 s by default)."""
 
 
 class Lane:
@@ -28,6 +40,24 @@ class Lane:
         self._turn = asyncio.Lock()
         self._collecting = True
         """Whether the collector ran when the holder came in (it is put back so)."""
+        self._no_round = asyncio.Event()
+        """Clear while a share round is due or computing."""
+        self._no_round.set()
+
+    def round_due(self) -> None:
+        """The share round was woken: it will want the lane once events settle."""
+        self._no_round.clear()
+
+    def round_done(self) -> None:
+        """No share round is due any more (the last one ended and nothing woke it since)."""
+        self._no_round.set()
+
+    async def after_rounds(self) -> None:
+        """Until no share round is due or computing, ``CHECK_DEFERRAL_SECONDS`` at most."""
+        if self._no_round.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._no_round.wait(), CHECK_DEFERRAL_SECONDS)
 
     async def __aenter__(self) -> None:
         await self._turn.acquire()

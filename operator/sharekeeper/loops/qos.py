@@ -136,6 +136,7 @@ class QosLoop:
         #    Without a policy nothing needs usage (the check still clears what deleted
         #    policies left on nodes), and a cluster without metrics-server is no news then.
         if policies:
+            await self.lane.after_rounds()
             reading = time.perf_counter()
             try:
                 node_metrics = await self.usage.node_metrics()

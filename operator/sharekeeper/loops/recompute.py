@@ -143,6 +143,7 @@ class Recompute:
 
     def wake(self) -> None:
         self._woken.set()
+        self._lane.round_due()
 
     def status_seen(self, kind: str, name: str, value: Obj) -> None:
         """A status (or a node's ``sharekeeper.io/`` annotations, kind ``Node``) changed on its
@@ -223,6 +224,13 @@ class Recompute:
         asyncio.get_running_loop().call_later(self._settings.error_backoff_seconds, self.wake)
 
     async def recompute(self) -> Publication:
+        try:
+            return await self._round()
+        finally:
+            if not self._woken.is_set():  # else the next round is due already
+                self._lane.round_done()
+
+    async def _round(self) -> Publication:
         started = time.perf_counter()
         # The QoS check computes in a thread too; taking turns (``lane``) lets whichever came
         # first run at full speed, where sharing the GIL would slow both to the end of the two.
