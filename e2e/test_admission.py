@@ -68,12 +68,17 @@ def test_jobs_beyond_the_cluster_run_in_deserved_proportions_and_complete(
 ) -> None:
     installed, _ = admitting
     cluster = installed.cluster
-    cluster.apply(objects.queue("a"), objects.queue("b"), objects.queue("c", weight=2))
+    weights = {"a": 1, "b": 1, "c": 2}
+    # Closed until every Job has made its pods: a round that saw a's and b's pods before c's
+    # would let them have c's share, and the first wave would not be the proportions'.
+    cluster.apply(*(objects.queue(q, weight, state="Closed") for q, weight in weights.items()))
     # 18 cpu asked of 8: a and b deserve 2 each, c 4.
     cluster.apply(*(
         queued_job(f"job-{q}", space, q, completions=6, parallelism=6, cpu="1", run_for="6s")
         for q in "abc"
     ))  # fmt: skip
+    eventually(lambda: sum(held(pod) for pod in pods_of(installed, space)) == 18, timeout=30)
+    cluster.apply(*(objects.queue(q, weight, state="Open") for q, weight in weights.items()))
 
     def first_wave() -> Counter[str]:
         through = let_through(installed, space)
@@ -87,8 +92,12 @@ def test_jobs_beyond_the_cluster_run_in_deserved_proportions_and_complete(
     # The real scheduler bound each released pod to a fake node, and kwok runs it.
     assert {pod["spec"].get("nodeName") for pod in running} <= {"kwok-1", "kwok-2"}
     assert all(pod["metadata"]["annotations"].get("sharekeeper.io/admitted") for pod in running)
-    waiting = cluster.get("events", "-n", space, "--field-selector", "reason=AdmissionWaiting")
-    assert any("deserved share" in event["message"] for event in waiting["items"])
+
+    def told_why() -> bool:  # the Events go out after the round's releases, not before them
+        found = cluster.get("events", "-n", space, "--field-selector", "reason=AdmissionWaiting")
+        return any("deserved share" in event["message"] for event in found["items"])
+
+    eventually(told_why)
     counts = lambda: [objects.status(cluster, "queue", "c").get(k) for k in ("admitted", "gated")]  # noqa: E731
     eventually(lambda: counts() == [4, 2], timeout=5)
     # Pods finish, the next ones are let through, and every Job completes.

@@ -19,8 +19,10 @@ from admitting import admitting_operator, held, opted_in_namespace
 from clusters import Installed
 from operating import Operator, eventually
 
-TIMEOUT = 5
-"""Seconds: far longer than the scheduler takes to bind a pod that fits."""
+TIMEOUT = 15
+"""Seconds: far longer than the scheduler takes to bind a pod that fits, and long enough for
+the test to create the next pod and see it told to wait before the stuck one's time is up
+(kubectl calls take seconds on a loaded machine)."""
 
 
 def bind_timeout_policy(seconds: int | None) -> dict[str, Any]:

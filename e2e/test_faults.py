@@ -209,6 +209,8 @@ def test_thirty_seconds_without_the_api_server(
             converged = time.monotonic() - cut_at - outage
 
         codes = [answer.code for answer in health.answers]
+        # The Event follows the status write it tells of.
+        eventually(lambda: events_of(cluster_with, "queue", "a", "AllocatedAboveDeserved")[0])
         events = events_of(cluster_with, "queue", "a", "AllocatedAboveDeserved")
         figures(
             "outage",

@@ -155,10 +155,15 @@ def test_guarantees_above_the_cluster_are_reported(
     )
     assert found is not None
     assert found["status"] == "True"
-    events = cluster_with.kubectl(
-        "get", "events", "-A", "--field-selector", "reason=GuaranteeUnsatisfiable", "-o", "name"
-    ).stdout
-    assert events.strip(), "a person should see an Event"
+
+    def told() -> str:  # the Event follows the status write it tells of
+        events = cluster_with.kubectl(
+            "get", "events", "-A", "--field-selector", "reason=GuaranteeUnsatisfiable", "-o", "name"
+        ).stdout
+        assert events.strip(), "a person should see an Event"
+        return events
+
+    eventually(told)
 
 
 def test_a_pod_of_a_namespace_the_queue_does_not_admit_is_not_charged_and_is_told(

@@ -134,7 +134,14 @@ def test_unschedulable_pods_outside_admission_reclaim_just_enough(
     assert objects.status(cluster, "schedulerpolicy", POLICY)["reclaim"]["evictions"] == 0
     assert len(events_of(installed, borrower, "Reclaimed")) == 2
     assert live_by_queue(installed, borrower, plain) == Counter({"a": 6, "b": 2})
-    replacements = [p for p in pods_of(installed, borrower) if not p["spec"].get("nodeName")]
-    assert replacements
+
+    def replaced() -> list[dict[str, Any]]:
+        # The Job controller may count an evicted pod as failed and back off before it
+        # replaces it (10 s, then 20 s).
+        found = [p for p in pods_of(installed, borrower) if not p["spec"].get("nodeName")]
+        assert found, "a's Job has not replaced its evicted pods yet"
+        return found
+
+    replacements = eventually(replaced, timeout=60)
     assert all(held(p) for p in replacements)
     assert len(events_of(installed, plain, "ReclaimedFor")) == 2
