@@ -45,7 +45,7 @@ from collections.abc import Collection, Iterable, Mapping, Set
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from sharekeeper.engine.admission import AdmissionResult, NodePolicy, ancestors
+from sharekeeper.engine.admission import AdmissionResult, NodePolicy
 from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.overcommit import Shortfall, shortfalls
 from sharekeeper.engine.proportional import NodeUsage, idle_resources, is_unrestricted
@@ -280,15 +280,15 @@ def gate_decisions(
         return GateDecisions(
             (), dict(sorted(waiting.items())), {}, not_bound, next_timeout, unbound_held
         )
+    chains: dict[QueueName, tuple[QueueName, ...]] = {}
     state = _Round(
         queues,
         facts,
         snapshot,
-        flying=_above(queues, in_flight),
-        stuck=_above(queues, stuck),
+        flying=_above(queues, in_flight, chains),
+        stuck=_above(queues, stuck, chains),
         headroom=_headroom(queues, facts, in_flight, stuck),
     )
-    chains: dict[QueueName, tuple[QueueName, ...]] = {}
     lanes = [
         _Lane(
             queue,
@@ -542,13 +542,15 @@ _NO_POLICY = NodePolicy()
 
 
 def _above(
-    queues: Mapping[QueueName, QueueShare], requests: Mapping[QueueName, list[Amounts]]
+    queues: Mapping[QueueName, QueueShare],
+    requests: Mapping[QueueName, list[Amounts]],
+    chains: dict[QueueName, tuple[QueueName, ...]],
 ) -> dict[QueueName, Amounts]:
     """The sum of ``requests`` of each queue, in it and in every queue above it (what pods
     released but not yet seen released take; what pods past their bind timeout give back)."""
     found: dict[QueueName, Amounts] = {}
     for queue, amounts in requests.items():
-        for name in (queue, *ancestors(queue, queues)):
+        for name in _levels(queue, queues, chains):
             found[name] = sum_amounts([found.get(name, {}), *amounts])
     return found
 
