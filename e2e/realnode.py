@@ -522,9 +522,12 @@ def cleanup_crashed() -> None:
 
 # --- checking the host ----------------------------------------------------------------------------
 
-# What a node's processes carry in their command lines (the containers: busybox's sleep of the
-# sandbox, and what tests run), besides the state directory.
-_PROCESS_MARKERS = ("containerd", "kubelet", "metrics-server", "runc", "sleep 2147483647")
+# What a node's processes run: its programs (containerd's shims too), and busybox's sleep of the
+# sandbox; the containers' own processes are in the node's cgroups. Matched on the program, not
+# anywhere in the command line: another test worker's `openssl genrsa -out .../metrics-server.key`
+# is no node's.
+_NODE_PROGRAMS = ("containerd", "kubelet", "metrics-server", "runc")
+_SANDBOX_COMMAND = "sleep 2147483647"
 # Sysctls that change by themselves.
 _VOLATILE_SYSCTLS = ("kernel/random/", "kernel/ns_last_pid", "kernel/pty/nr")
 
@@ -545,7 +548,12 @@ def host_snapshot() -> dict[str, list[str]]:
             cgroups = Path(f"/proc/{pid}/cgroup").read_text()
         except OSError:
             continue
-        if any(m in command for m in _PROCESS_MARKERS) or "sharekeeper-node-" in cgroups:
+        program = os.path.basename(command.split(" ", 1)[0])
+        if (
+            program.startswith(_NODE_PROGRAMS)
+            or _SANDBOX_COMMAND in command
+            or "sharekeeper-node-" in cgroups
+        ):
             processes.append(f"{pid} {command.strip()}")
     cgroups = []
     for hierarchy in _cgroup_hierarchies(unified=True):
