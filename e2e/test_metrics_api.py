@@ -17,17 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lightkube import AsyncClient, KubeConfig
 
 import controlplane
 from clusters import TARGET, Cluster
 from metrics_api import register_metrics_api, unregister_metrics_api
 from metrics_server import PREFIX, MetricsServer
 from operating import SERVICE_ACCOUNT
-from sharekeeper.kube.usage import (
-    MetricsApiUsage,
-    UsageUnavailable,
-)
+from sharekeeper.kube.clients import connect
+from sharekeeper.kube.usage import MetricsApiUsage, UsageUnavailable
 from sharekeeper.model.qos import node_from_dicts, node_metrics_by_name, pod_metrics_by_key
 
 pytestmark = pytest.mark.skipif(
@@ -46,14 +43,20 @@ def raw_error(cluster: Cluster, path: str) -> str:
 
 
 def read(kubeconfig: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """NodeMetrics and PodMetrics as the operator reads them: lightkube, MetricsApiUsage."""
+    """NodeMetrics and PodMetrics as the operator reads them: MetricsApiUsage with the plain
+    HTTP client of its watches, configured as the operator's (``connect``, ``$KUBECONFIG``)."""
 
     async def both() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        async with AsyncClient(KubeConfig.from_file(kubeconfig)) as client:
-            usage = MetricsApiUsage(client)
+        clients = connect()
+        try:
+            usage = MetricsApiUsage(clients.http)
             return await usage.node_metrics(), await usage.pod_metrics()
+        finally:
+            await clients.close()
 
-    return asyncio.run(both())
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("KUBECONFIG", str(kubeconfig))
+        return asyncio.run(both())
 
 
 def unavailable(kubeconfig: Path) -> UsageUnavailable:

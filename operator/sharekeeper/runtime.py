@@ -110,7 +110,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     recompute = memo["recompute"] = Recompute(
         writer, store, ours.rounds, lane=lane, after_round=collector.Refreezer()
     )
-    qos_loop = memo["qos"] = QosLoop(writer, MetricsApiUsage(client), store, lane=lane)
+    qos_loop = memo["qos"] = QosLoop(writer, MetricsApiUsage(http), store, lane=lane)
     stores = store.by_kind
     watches = {r.name: ListWatch(http, r, stores[r.kind], ours.watches) for r in kinds.STORED}
     policies_listed = watches[kinds.POLICIES.name].synced

@@ -3,8 +3,9 @@ in-cluster service account, else ``$KUBECONFIG``, else ``~/.kube/config``.
 
 Two kinds of client share that configuration: lightkube's typed client (the Lease, the
 webhook's objects, status patches, evictions, Events) and the plain HTTP client under it (the
-watches, ``explain``'s list, the Queue mirrors), whose answers are parsed into plain dicts
-(``model.jsontext``): at 150,000 pods a typed model per object would cost more than its parse.
+watches, ``explain``'s list, the Queue mirrors, the QoS checks' usage), whose answers are parsed
+into plain dicts (``model.jsontext``): at 150,000 pods a typed model per object would cost more
+than its parse.
 """
 
 from __future__ import annotations

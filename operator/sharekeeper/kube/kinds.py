@@ -1,8 +1,9 @@
 """The one table of the kinds we read and write: group, version, plural, scope, field selector.
 
-The watches (``watching``), ``explain``'s list (``listing``), the writer (``writing``) and the
-Events' references all take their kinds from here. Our own three kinds are derived from the API
-models (``__resource__``), which the CRD generator reads too: a group or plural is spelled once.
+The watches (``watching``), ``explain``'s list (``listing``), the usage reader (``usage``), the
+writer (``writing``) and the Events' references all take their kinds from here. Our own three
+kinds are derived from the API models (``__resource__``), which the CRD generator reads too: a
+group or plural is spelled once.
 """
 
 from __future__ import annotations
@@ -83,6 +84,17 @@ QOS_POLICIES = _ours(NodeQosEnsurancePolicy)
 VOLCANO_QUEUES = Resource(
     "Queue", "scheduling.volcano.sh", "v1beta1", "queues", namespaced=False, optional=True,
     label="queues.scheduling.volcano.sh",
+)  # fmt: skip
+
+# Node and pod usage for the QoS checks (``usage``), from metrics-server: listed at each check,
+# never watched or stored.
+NODE_METRICS = Resource(
+    "NodeMetrics", "metrics.k8s.io", "v1beta1", "nodes", namespaced=False,
+    label="nodes.metrics.k8s.io",
+)  # fmt: skip
+POD_METRICS = Resource(
+    "PodMetrics", "metrics.k8s.io", "v1beta1", "pods", namespaced=True,
+    label="pods.metrics.k8s.io",
 )  # fmt: skip
 
 STORED = (NODES, PODS, PODGROUPS, NAMESPACES, DAEMONSETS, QUEUES, POLICIES, QOS_POLICIES)

@@ -11,6 +11,9 @@ Items of a LIST carry no ``kind`` and ``apiVersion`` (the list does): each item 
 that the objects read exactly as ``kubectl get -o yaml`` prints them, and as simulate reads
 files. Every failure is one ``ClusterUnreachable`` with a one-line reason: this is a command a
 person runs, and it never retries.
+
+How a LIST page and a refusal are read (``page_of``, ``status_message``) is shared with the
+operator's usage reader (``usage``), whose client is asynchronous.
 """
 
 from __future__ import annotations
@@ -79,24 +82,42 @@ def list_items(http: httpx.Client, resource: Resource) -> Iterator[MutableObj]:
         if response.status_code != 200:
             raise ClusterUnreachable(f"{where}: {refusal(response)}")
         try:
-            page = jsontext.parse(response.content)
-            items = page.get("items") or []
-            token = (page.get("metadata") or {}).get("continue")
-        except (ValueError, AttributeError) as error:
+            items, token = page_of(response)
+        except ValueError as error:
             raise ClusterUnreachable(f"{where}: not a Kubernetes list: {error}") from None
         for item in items:
-            if isinstance(item, dict):
-                yield {"apiVersion": resource.api_version, "kind": resource.kind, **item}
+            yield {"apiVersion": resource.api_version, "kind": resource.kind, **item}
         if not token:
             return
-        params["continue"] = str(token)
+        params["continue"] = token
+
+
+def page_of(response: httpx.Response) -> tuple[list[MutableObj], str | None]:
+    """The objects of one LIST page (its ``items`` as the API server sent them, anything that
+    is not an object left out) and its ``continue`` token, None on the last page.
+    ``ValueError`` when the body is not a Kubernetes list."""
+    page = jsontext.parse(response.content)
+    if not isinstance(page, dict) or "items" not in page:
+        raise ValueError("not a JSON object with items")
+    items, metadata = page["items"] or [], page.get("metadata") or {}
+    if not isinstance(items, list) or not isinstance(metadata, dict):
+        raise ValueError("its items are not an array, or its metadata not an object")
+    token = metadata.get("continue")
+    return [item for item in items if isinstance(item, dict)], str(token) if token else None
 
 
 def refusal(response: httpx.Response) -> str:
     """``HTTP 403: nodes is forbidden: User "x" cannot list ...``: the API server's Status."""
+    detail = status_message(response)
+    return f"HTTP {response.status_code}" + (f": {detail}" if detail else "")
+
+
+def status_message(response: httpx.Response) -> str:
+    """What a refusal says: its Status' message (or reason), else the first 300 characters of
+    its text (an aggregator's or a proxy's plain-text error)."""
     try:
         status = response.json()
         detail = str(status.get("message") or status.get("reason") or "")
     except (ValueError, AttributeError):
         detail = response.text[:300]
-    return f"HTTP {response.status_code}" + (f": {detail.strip()}" if detail.strip() else "")
+    return detail.strip()

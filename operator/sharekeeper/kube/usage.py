@@ -4,8 +4,9 @@ Belongs here: reading NodeMetrics and PodMetrics through the API server and hand
 raw dicts that ``model.qos.node_from_dicts`` reads (``usage`` of a NodeMetrics,
 ``containers[].usage`` of a PodMetrics), keyed the way it wants them. When there is no usage to
 read (the APIService is not registered, its server is down or not ready, access is denied, the
-API server is unreachable) the reader raises ``UsageUnavailable`` with the reason; it never
-lets a transport or HTTP error through. What to do without usage is the caller's decision.
+API server is unreachable or answers with something that is not a list) the reader raises
+``UsageUnavailable`` with the reason; it never lets a transport or HTTP error through. What to
+do without usage is the caller's decision.
 
 Does not belong: parsing quantities (``model``), deciding anything (``engine``), a clock.
 ``UsageSource`` is the seam: tests and other sources (a file, a fake) implement the same two
@@ -14,20 +15,13 @@ methods.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-import httpx2 as httpx  # lightkube's HTTP client: its errors are lightkube's errors
-from lightkube import ApiError, AsyncClient
-from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+import httpx2 as httpx  # lightkube's HTTP client
 
+from sharekeeper.kube.kinds import NODE_METRICS, POD_METRICS, Resource
+from sharekeeper.kube.listing import PAGE_SIZE, UNREACHABLE, page_of, status_message
 from sharekeeper.model.objects import MutableObj
-
-GROUP, VERSION = "metrics.k8s.io", "v1beta1"
-NodeMetrics = create_global_resource(GROUP, VERSION, "NodeMetrics", "nodes", verbs=["get", "list"])
-PodMetrics = create_namespaced_resource(
-    GROUP, VERSION, "PodMetrics", "pods", verbs=["get", "list", "global_list"]
-)
 
 
 class UsageUnavailable(Exception):
@@ -54,41 +48,45 @@ class UsageSource(Protocol):
 
 
 class MetricsApiUsage:
-    """Reads usage from the metrics.k8s.io API through ``client`` (a UsageSource)."""
+    """Reads usage from the metrics.k8s.io API (a UsageSource) through ``http``, the plain HTTP
+    client of the watches (``clients.Clients.http``): paged LISTs, each page parsed into plain
+    dicts (``listing.page_of``), in half the time of lightkube's typed list or less."""
 
-    def __init__(self, client: AsyncClient) -> None:
-        self._client = client
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self._http = http
 
     async def node_metrics(self) -> list[MutableObj]:
-        async def read() -> list[MutableObj]:
-            return [dict(item) async for item in self._client.list(NodeMetrics)]
-
-        return await _unavailable_on_error("NodeMetrics", read)
+        return await self._list(NODE_METRICS)
 
     async def pod_metrics(self) -> list[MutableObj]:
-        async def read() -> list[MutableObj]:
-            return [dict(item) async for item in self._client.list(PodMetrics, namespace="*")]
+        return await self._list(POD_METRICS)  # all namespaces: the cluster-wide collection
 
-        return await _unavailable_on_error("PodMetrics", read)
+    async def _list(self, resource: Resource) -> list[MutableObj]:
+        kind = resource.kind
+        items: list[MutableObj] = []
+        params = {"limit": str(PAGE_SIZE)}
+        while True:
+            try:
+                response = await self._http.get(resource.path, params=params)
+            except UNREACHABLE as error:  # connection refused, timeout, TLS, credentials
+                raise UsageUnavailable(f"cannot read {kind}: {error!r}") from error
+            code = response.status_code
+            if code != 200:  # a Status, or plain text (e.g. from the aggregator)
+                raise UsageUnavailable(_why(kind, code, status_message(response)), code=code)
+            try:
+                page, token = page_of(response)
+            except ValueError as error:
+                raise UsageUnavailable(
+                    f"cannot read {kind}: not a Kubernetes list: {error}"
+                ) from error
+            items += page
+            if not token:
+                return items
+            params["continue"] = token
 
 
-async def _unavailable_on_error(
-    kind: str, read: Callable[[], Awaitable[list[MutableObj]]]
-) -> list[MutableObj]:
-    try:
-        return await read()
-    except ApiError as error:
-        code = error.status.code
-        raise UsageUnavailable(_why(kind, code, error.status.message), code=code) from error
-    except httpx.HTTPStatusError as error:  # a plain-text error, e.g. from the aggregator
-        code = error.response.status_code
-        raise UsageUnavailable(_why(kind, code, error.response.text), code=code) from error
-    except httpx.HTTPError as error:  # connection refused, timeout, TLS
-        raise UsageUnavailable(f"cannot read {kind}: {error!r}") from error
-
-
-def _why(kind: str, code: int | None, message: str | None) -> str:
-    detail = (message or "").strip()[:300]
+def _why(kind: str, code: int, message: str) -> str:
+    detail = message.strip()[:300]
     if code == 404:
         return f"metrics.k8s.io is not served (no metrics-server registered?): {detail}"
     if code == 503:

@@ -3,7 +3,7 @@
 Every ``checkIntervalSeconds`` (the smallest among the policies) one check runs over all nodes
 that a NodeQosEnsurancePolicy selects:
 
-1. read usage from metrics.k8s.io (all nodes and pods in two calls);
+1. read usage from metrics.k8s.io (all nodes and pods in two paged LISTs);
 2. run the engine per node, with the counters and taint state persisted in policy status;
 3. drive each node's action flow, telling the planner what each action really did, so a
    release counts only when the eviction or resize was accepted, and a refused eviction ends
