@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import signal
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +176,38 @@ def test_eviction_takes_the_lowest_ranked_busiest_pod_and_stops_at_the_waterline
         "get", "events", "-n", NAMESPACE, "--field-selector", selector, "-o", "name"
     ).stdout
     assert events.strip(), "the evicted pod carries an Event"
+
+
+def test_a_sample_older_than_the_eviction_evicts_nothing_more(
+    hot_node: Cluster, metrics: MetricsServer, operator: Operator
+) -> None:
+    """metrics-server samples every 15 s or so, and an evicted pod takes its grace period to
+    stop: checks in between see its usage still in the node's. They used to evict the next
+    pod at each check. Here the node's sample stays the one from before the eviction."""
+    hot_node.apply(qos_policy("guard", action=EVICT))
+    eventually(lambda: evicted(hot_node) == ["a"], timeout=30)
+    more_checks(operator, 5)  # a terminating, the sample unchanged
+    assert evicted(hot_node) == ["a"]
+    entry = node_entry(hot_node, "guard")
+    assert entry["gaps"][0]["leaving"] == "900m", entry
+    # Playing the kubelet: a stops and goes; the node's sample is still the old one.
+    hot_node.kubectl("delete", "pod", "a", "-n", NAMESPACE, "--grace-period=0", "--force")
+    metrics.remove_pod(NAMESPACE, "a")
+
+    def found_gone() -> str:
+        (release,) = node_entry(hot_node, "guard")["releasing"]
+        assert release["pod"] == f"{NAMESPACE}/a" and "goneAt" in release, release
+        return str(release["goneAt"])
+
+    gone_at = datetime.fromisoformat(eventually(found_gone, timeout=30))
+    more_checks(operator, 3)
+    assert evicted(hot_node) == []  # a is gone, and nothing else was evicted
+    # A sample whose 10 s window began after a stopped, still above 6 cores: b (600m) goes for
+    # the 330m left, and nothing more.
+    metrics.set_node("w1", cpu="6300m", memory="8Gi", timestamp=gone_at + timedelta(seconds=11))
+    eventually(lambda: evicted(hot_node) == ["b"], timeout=30)
+    more_checks(operator, 3)
+    assert evicted(hot_node) == ["b"]
 
 
 def test_a_pod_protected_by_a_disruption_budget_stops_the_evictions(

@@ -182,3 +182,22 @@ def test_a_gap_left_open_names_why_pods_were_passed_over(
         "nothing (CPU limit floor (request or minCPURatio) not below its usage: batch/batch-0 "
         "(floor 900m))"
     )
+
+
+def test_a_terminating_pods_usage_is_leaving_and_not_released_again(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """batch-0 (900m) is already terminating: its usage is on its way out, so the gap of 550m
+    is closed without another eviction, and the plan says why."""
+    docs = example_docs()
+    dying = next(d for d in docs if d["kind"] == "Pod" and d["metadata"]["name"] == "batch-0")
+    dying["metadata"]["deletionTimestamp"] = "2026-11-18T11:07:00Z"  # --now plus 20 s
+    dying["metadata"]["deletionGracePeriodSeconds"] = 30
+    report = run(capsys, written(tmp_path, docs))
+    assert report["actions"] == []
+    (entry,) = report["nodeQosEnsurancePolicies"]["cpu-guard"]["nodes"]  # type: ignore[index]
+    assert entry["gaps"] == [
+        {"class": "evict", "metric": "cpu_total_usage", "gap": "-440m", "leaving": "900m"}
+    ]  # (6.5 - 0.9 - 6) x 1.1
+    assert main(["simulate", "-f", str(tmp_path / "input.yaml"), "-o", "table", "--now", NOW]) == 0
+    assert "evict.cpu_total_usage=-440m(900m leaving)" in capsys.readouterr().out

@@ -17,6 +17,7 @@ from prometheus_client import REGISTRY
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.kube.usage import UsageUnavailable
 from sharekeeper.loops.qos import QosLoop
+from sharekeeper.model.objects import rfc3339
 from sharekeeper.model.qos import TAINT, WATERLINES_ANNOTATION
 from sharekeeper.model.records import OwnRecord
 
@@ -283,3 +284,46 @@ def test_a_node_that_becomes_calm_loses_the_waterlines_annotation() -> None:
     recorder = Recorder()
     asyncio.run(loop_for(docs, recorder).check())
     assert recorder.annotation_patches == [("worker-1", {WATERLINES_ANNOTATION: None})]
+
+
+def test_checks_on_a_sample_older_than_the_eviction_evict_nothing_more() -> None:
+    """metrics-server samples every 15 s or so and a pod takes its grace period to stop: the
+    checks in between see the evicted pod's usage still in the node's. They used to evict the
+    next pod each time (batch-2, then batch-4 and batch-6, for one gap of 550m)."""
+    docs = example()
+    for doc in docs:
+        if doc["kind"] == "Pod":
+            doc["metadata"]["uid"] = f"uid-{doc['metadata']['name']}"
+    sample = next(d for d in docs if d["kind"] == "NodeMetrics")
+    sample["timestamp"], sample["window"] = rfc3339(NOW - 5), "10s"
+    recorder = Recorder()
+    clock = [NOW]
+    loop = loop_for(docs, recorder)
+    loop.clock = lambda: clock[0]
+    asyncio.run(loop.check())
+    assert recorder.evicted == ["batch/batch-0"]
+    # The eviction is accepted: the pod terminates (the action's 30 s), the sample is the same.
+    victim = next(d for d in docs if d["metadata"]["name"] == "batch-0")
+    dying = {**victim, "metadata": {**victim["metadata"], "deletionTimestamp": rfc3339(NOW + 30)}}
+    loop.store.pods.event("MODIFIED", dying)
+    clock[0] = NOW + 10
+    asyncio.run(loop.check())
+    assert recorder.evicted == ["batch/batch-0"]
+    entry = recorder.statuses["cpu-guard"]["nodes"][0]
+    assert entry["gaps"][0]["leaving"] == "900m"
+    assert [r["pod"] for r in entry["releasing"]] == ["batch/batch-0"]
+    # The pod is gone; the sample is still the same. A restarted operator knows it too.
+    loop.store.pods.event("DELETED", dying)
+    clock[0] = NOW + 20
+    restarted = loop_for(docs, recorder, status=recorder.statuses["cpu-guard"])
+    restarted.store.pods.event("DELETED", dying)
+    restarted.clock = lambda: clock[0]
+    asyncio.run(restarted.check())
+    assert recorder.evicted == ["batch/batch-0"]
+    # A sample begun after the pod stopped, still above 6 cores: what is left is real.
+    sample["timestamp"], sample["usage"]["cpu"] = rfc3339(NOW + 38), "6300m"
+    clock[0] = NOW + 40
+    asyncio.run(restarted.check())
+    assert recorder.evicted == ["batch/batch-0", "batch/batch-2"]
+    entry = recorder.statuses["cpu-guard"]["nodes"][0]
+    assert [r["pod"] for r in entry["releasing"]] == ["batch/batch-2"]

@@ -32,6 +32,7 @@ from sharekeeper.api.base import (
     Schema,
     read,
 )
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos import (
     Action,
     Candidates,
@@ -41,6 +42,7 @@ from sharekeeper.engine.qos import (
     Objective,
     Phase,
     QosPolicy,
+    Release,
     RuleKey,
     RuleState,
     SchedulingState,
@@ -288,6 +290,11 @@ class GapStatus(ApiModel):
         None,
         description="The amount to release (or that restore may give back), in the metric's unit.",
     )
+    leaving: str | None = Field(
+        None,
+        description="evict and throttleDown: usage on its way out (terminating pods, evictions "
+        "the usage sample does not show yet), left out of the gap.",
+    )
 
 
 class LastAction(ApiModel):
@@ -326,6 +333,26 @@ class ThrottledPod(ApiModel):
         "restore never goes above it.",
     )
     limit: str = Field(max_length=64, description="The CPU limit the operator set last.")
+
+
+class ReleasingPod(ApiModel):
+    """A pod this policy's checks evicted whose usage the node's usage sample may still show:
+    it is left out of the gaps until a sample whose window starts after the pod stopped (5
+    minutes at most)."""
+
+    pod: str = Field(max_length=317, description="namespace/name of the pod.")
+    uid: str = Field("", max_length=128, description="The pod's UID.")
+    cpu: str = Field(max_length=64, description="Its CPU usage when evicted.")
+    memory: str = Field(max_length=64, description="Its memory usage when evicted.")
+    evicted_at: DateTime = Field(description="When the eviction was accepted.")
+    deadline: DateTime | None = Field(
+        None,
+        description="When the kubelet kills what is left of the pod (the eviction's grace "
+        "period after it, or the pod's deletionTimestamp once seen).",
+    )
+    gone_at: DateTime | None = Field(
+        None, description="When a check first found the pod gone from the node."
+    )
 
 
 class BlockedEviction(ApiModel):
@@ -381,6 +408,12 @@ class NodeStatus(ApiModel):
         max_length=1000,
         description="Pods on the node whose CPU limit this policy's checks lowered and have not "
         "restored yet.",
+    )
+    releasing: Annotated[list[ReleasingPod], Atomic] | None = Field(
+        None,
+        max_length=100,
+        description="Pods evicted here whose usage the node's sample may still show: not "
+        "counted again in the gaps (no second eviction for the same usage).",
     )
     blocked_evictions: Annotated[list[BlockedEviction], Atomic] | None = Field(
         None,
@@ -541,10 +574,15 @@ def state_from_status(policies: Iterable[NodeQosEnsurancePolicy], node: str) -> 
     """
     rules: dict[RuleKey, RuleState] = {}
     scheduling = SchedulingState()
+    releases: dict[str, Release] = {}
     for policy in policies:
         for entry in policy.status.nodes if policy.status is not None else ():
             if entry.name != node:
                 continue
+            for pod in entry.releasing or ():
+                release = _release(pod)
+                if release is not None:  # every selecting policy holds a copy
+                    releases.setdefault(throttle_key(release.uid, pod.pod), release)
             for rule in entry.rules:
                 phase = Phase.TRIGGERED if rule.phase == "Triggered" else Phase.CALM
                 key = RuleKey(policy.metadata.name, rule.name)
@@ -555,7 +593,27 @@ def state_from_status(policies: Iterable[NodeQosEnsurancePolicy], node: str) -> 
                 candidate = SchedulingState(True, taint.cool_down_seconds, _epoch(taint.calm_since))
                 if not scheduling.disabled or candidate.calm_since is None:
                     scheduling = candidate
-    return NodeQosState(rules, scheduling)
+    return NodeQosState(rules, scheduling, tuple(releases.values()))
+
+
+def _release(pod: ReleasingPod) -> Release | None:
+    namespace, slash, name = pod.pod.partition("/")
+    evicted_at = _epoch(pod.evicted_at)
+    try:
+        cpu, memory = to_internal(CPU, pod.cpu), to_internal("memory", pod.memory)
+    except QuantityError:
+        return None  # not ours (we write only valid quantities): forget it
+    if not slash or evicted_at is None:
+        return None
+    return Release(
+        PodKey(namespace, name),
+        pod.uid,
+        cpu,
+        memory,
+        evicted_at,
+        deadline=_epoch(pod.deadline),
+        gone_at=_epoch(pod.gone_at),
+    )
 
 
 def throttles_from_status(

@@ -13,6 +13,8 @@ NodeQosEnsurancePolicies are read by ``api.qos``.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -119,6 +121,31 @@ def _epoch(obj: Obj, value: object, path: str, kind: str) -> int | None:
         raise fail(obj, path, "is not an RFC 3339 time", value, kind=kind) from error
 
 
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|us|µs|ns|h|m|s)")
+_DURATION = re.compile(f"(?:{_DURATION_PART.pattern})+")
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def _duration(obj: Obj, value: object, path: str, kind: str) -> float:
+    """A Go duration as metav1.Duration writes it (``10s``, ``1m0.5s``, ``500ms``), in
+    seconds."""
+    text = str(value)
+    if not _DURATION.fullmatch(text):
+        raise fail(obj, path, "is not a duration such as 10s or 1m0s", value, kind=kind)
+    return sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(text))
+
+
+def usage_since(metrics: Mapping[str, object]) -> int | None:
+    """When a NodeMetrics sample's window began (``timestamp`` minus ``window``, rounded down to
+    the second), or None when it does not say."""
+    kind = "NodeMetrics"
+    stamp = _epoch(metrics, metrics.get("timestamp"), "timestamp", kind)
+    window = metrics.get("window")
+    if stamp is None or window is None:
+        return None
+    return stamp - math.ceil(_duration(metrics, window, "window", kind))
+
+
 def pod_usage(metrics: Mapping[str, object]) -> tuple[int, int]:
     """A PodMetrics' CPU (millicores) and memory (bytes), summed over its containers."""
     kind = "PodMetrics"
@@ -190,8 +217,22 @@ def pod_view(
         and any(_owned_by_node(owner, spec.get("nodeName")) for owner in owners),
         daemonset=claimed is not None and (key.namespace, *claimed) in daemonsets,
         claimed_daemonset=claimed,
-        terminating=meta.get("deletionTimestamp") is not None,
+        grace_period_seconds=_seconds(
+            obj, spec.get("terminationGracePeriodSeconds"), "spec.terminationGracePeriodSeconds"
+        ),
+        deletion_deadline=_epoch(
+            obj, meta.get("deletionTimestamp"), "metadata.deletionTimestamp", kind
+        ),
+        deletion_grace_seconds=_seconds(
+            obj, meta.get("deletionGracePeriodSeconds"), "metadata.deletionGracePeriodSeconds"
+        ),
     )
+
+
+def _seconds(obj: Obj, value: object, path: str) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise fail(obj, path, "must be an integer", value, kind="Pod")
+    return value
 
 
 def _owned_by_node(owner: object, node: object) -> bool:
@@ -301,6 +342,7 @@ def with_usage(
         node,
         cpu_usage_milli=_amount(node_metrics or {}, usage, "cpu", "usage", kind),
         memory_usage_bytes=_amount(node_metrics or {}, usage, "memory", "usage", kind),
+        usage_since=usage_since(node_metrics) if node_metrics else None,
         pods=tuple(sorted(snapshots, key=lambda p: p.key)),
         namespace_labels=namespace_labels if namespace_labels is not None else {},
     )

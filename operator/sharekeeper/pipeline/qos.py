@@ -37,12 +37,14 @@ from sharekeeper.engine.qos import (
     QosNode,
     QosPod,
     QosPolicy,
+    Release,
     Skip,
     SkipReason,
     ThrottleState,
     UnreachableRule,
     check_node,
     unreachable_rules,
+    with_evictions,
 )
 from sharekeeper.engine.qos.planning import Stop
 from sharekeeper.model.conditions import condition
@@ -55,7 +57,7 @@ from sharekeeper.model.qos import (
     waterlines_annotation,
     with_usage,
 )
-from sharekeeper.model.quantities import CPU, to_quantity
+from sharekeeper.model.quantities import CPU, MEMORY, to_quantity
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,8 @@ class NodeCheck:
 class ClusterCheck:
     policies: Mapping[str, QosPolicy]
     nodes: tuple[NodeCheck, ...]
+    now: int
+    """When the check ran (seconds since the epoch)."""
     invalid: Mapping[str, str] = field(default_factory=dict)
     """Policies that could not be read, with the reason; they take part in nothing."""
     usage_missing: str | None = None
@@ -220,6 +224,7 @@ def cluster_check(
     return ClusterCheck(
         policies=parsed,
         nodes=tuple(checks),
+        now=now,
         invalid=invalid,
         usage_missing=None
         if node_metrics is not None
@@ -280,6 +285,17 @@ def _throttled_after(node: QosNode, outcomes: Outcomes) -> list[MutableObj]:
     ]
 
 
+def _releasing_after(node_check: NodeCheck, outcomes: Outcomes, now: int) -> list[MutableObj]:
+    """The node's evictions whose usage its sample may still show, this check's accepted ones
+    included: what the next check (and a restarted operator) leaves out of its gaps."""
+    releases = node_check.result.state.releases
+    if not releases and not any(a.kind == "evict" for a in outcomes.done):
+        return []  # most nodes of most checks
+    return [
+        releasing_entry(r) for r in with_evictions(node_check.node, releases, outcomes.done, now)
+    ]
+
+
 def policy_statuses(
     check: ClusterCheck,
     outcomes: Mapping[str, Outcomes],
@@ -316,6 +332,9 @@ def policy_statuses(
             throttled = _throttled_after(node_check.node, done)
             if throttled:
                 entry["throttled"] = throttled
+            releasing = _releasing_after(node_check, done, check.now)
+            if releasing:
+                entry["releasing"] = releasing
             message = "; ".join((*node_check.result.notes, *done.waiting))
             if message:
                 entry["message"] = message
@@ -376,6 +395,7 @@ def _at_rest(entry: MutableObj) -> bool:
         and "lastActions" not in entry
         and "blockedEvictions" not in entry
         and "throttled" not in entry
+        and "releasing" not in entry
         and "message" not in entry
         and all(
             rule["phase"] == "Calm"
@@ -400,8 +420,9 @@ def _most_urgent(kept: list[MutableObj]) -> list[MutableObj]:
 def _urgency(entry: MutableObj) -> tuple[int, int, int, int, str]:
     rules = entry["rules"]
     return (
-        # A node holding throttle records is never left out: they are the only way back.
-        -int("throttled" in entry),
+        # A node holding throttle records is never left out: they are the only way back; nor
+        # one holding releases: without them its next check would evict for the same usage.
+        -int("throttled" in entry or "releasing" in entry),
         -sum(1 for rule in rules if rule["phase"] == "Triggered"),
         -int((entry.get("scheduling") or {}).get("disabled", False)),
         -max((rule["hotStreak"] for rule in rules), default=0),
@@ -490,14 +511,32 @@ def throttled_entry(key: PodKey, uid: str, state: ThrottleState) -> dict[str, ob
     return entry
 
 
+def releasing_entry(release: Release) -> dict[str, object]:
+    """A ``ReleasingPod`` status entry."""
+    entry: dict[str, object] = {"pod": str(release.pod)}
+    if release.uid:
+        entry["uid"] = release.uid
+    entry["cpu"] = to_quantity(CPU, release.cpu_milli)
+    entry["memory"] = to_quantity(MEMORY, release.memory_bytes)
+    entry["evictedAt"] = rfc3339(release.evicted_at)
+    if release.deadline is not None:
+        entry["deadline"] = rfc3339(release.deadline)
+    if release.gone_at is not None:
+        entry["goneAt"] = rfc3339(release.gone_at)
+    return entry
+
+
 def _gap_dict(gap: Gap) -> dict[str, object]:
     spec = REGISTRY.get(gap.metric)
     resource = spec.resource if spec else "cpu"
-    return {
+    out: dict[str, object] = {
         "class": gap.action_class.value,
         "metric": gap.metric,
         "gap": None if gap.amount is None else _signed_quantity(resource, gap.amount),
     }
+    if gap.leaving:
+        out["leaving"] = to_quantity(resource, gap.leaving)
+    return out
 
 
 def _signed_quantity(resource: str, amount: int) -> str:

@@ -234,7 +234,9 @@ def _rule(rule: Obj) -> str:
 
 
 def _gap(gap: Obj) -> str:
-    return f"{gap.get('class')}.{gap.get('metric')}={gap.get('gap') or 'unknown'}"
+    """``evict.cpu_total_usage=550m``, and ``(900m leaving)`` for usage on its way out."""
+    text = f"{gap.get('class')}.{gap.get('metric')}={gap.get('gap') or 'unknown'}"
+    return f"{text}({gap['leaving']} leaving)" if gap.get("leaving") else text
 
 
 def _conditions(conditions: Iterable[Obj]) -> str:

@@ -71,10 +71,14 @@ def pod(
     throttled: tuple[int | None, int] | None = None,
     ext_cpu: int = 0,
     labels: dict[str, str] | None = None,
+    uid: str = "",
+    grace: int | None = None,
+    deletion_deadline: int | None = None,
     **flags: bool,
 ) -> QosPod:
     return QosPod(
         key=PodKey(namespace, name),
+        uid=uid,
         qos_class=qos,
         priority=priority,
         labels=labels or {},
@@ -85,6 +89,8 @@ def pod(
         cpu_limit_milli=limit,
         ext_cpu_limit_milli=ext_cpu,
         throttle=None if throttled is None else ThrottleState(*throttled),
+        grace_period_seconds=grace,
+        deletion_deadline=deletion_deadline,
         **flags,
     )
 
@@ -97,6 +103,7 @@ def node(
     cpu_capacity: int | None = 16_000,
     memory_capacity: int | None = 64 * 2**30,
     labels: dict[str, str] | None = None,
+    usage_since: int | None = None,
 ) -> QosNode:
     return QosNode(
         name=name,
@@ -105,6 +112,7 @@ def node(
         memory_capacity_bytes=memory_capacity,
         cpu_usage_milli=cpu,
         memory_usage_bytes=memory,
+        usage_since=usage_since,
         pods=pods,
     )
 

@@ -33,7 +33,7 @@ def test_defaults_never_touch_system_pods() -> None:
         pod("mirror", mirror_or_static=True),
         pod("ds", daemonset=True),
         pod("critical", priority=2_000_000_000),
-        pod("dying", terminating=True),
+        pod("dying", deletion_deadline=1_795_000_000),
         pod("important", priority=1000),
     )
     assert [p.key.name for p in candidate_pods([candidates_with()], n)] == ["ok"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from sharekeeper.engine.qos import (
     accept_all,
     check_node,
     node_actions,
+    with_evictions,
 )
 from sharekeeper.engine.qos.candidates import protected
 from sharekeeper.model.objects import ObjectError
@@ -23,7 +25,7 @@ from sharekeeper.model.qos import (
     pod_view,
     waterlines_annotation,
 )
-from sharekeeper.pipeline.qos import action_dict, node_status_entry
+from sharekeeper.pipeline.qos import action_dict, node_status_entry, releasing_entry
 
 POLICY: dict[str, Any] = {
     "apiVersion": "ensurance.sharekeeper.io/v1alpha1",
@@ -153,6 +155,21 @@ def test_pod_and_node_from_dicts_with_metrics() -> None:
     assert ds.cpu_usage_milli is None  # no PodMetrics: unknown, not zero
 
 
+def test_the_usage_sample_says_when_its_window_began_and_a_pod_when_it_is_killed() -> None:
+    node = {"metadata": {"name": "n1"}, "status": {"capacity": {"cpu": "8"}}}
+    dying = k8s_pod("a", deletionTimestamp="2026-01-01T00:00:30Z", deletionGracePeriodSeconds=30)
+    dying["spec"]["terminationGracePeriodSeconds"] = 30  # type: ignore[index]
+    metrics = {"timestamp": "2026-01-01T00:01:00Z", "window": "1m0.5s", "usage": {"cpu": "1"}}
+    snapshot = node_from_dicts(node, [dying], metrics)
+    assert snapshot.usage_since == 1_767_225_600 - 1  # the window's half second rounds it down
+    (pod,) = snapshot.pods
+    assert (pod.terminating, pod.deletion_deadline) == (True, 1_767_225_630)
+    assert (pod.grace_period_seconds, pod.deletion_grace_seconds) == (30, 30)
+    assert node_from_dicts(node, [], {"usage": {"cpu": "1"}}).usage_since is None
+    with pytest.raises(ObjectError, match="window: is not a duration such as 10s"):
+        node_from_dicts(node, [], {**metrics, "window": "10"})
+
+
 @pytest.mark.parametrize(
     ("metadata", "protected_pod"),
     [
@@ -215,3 +232,26 @@ def test_outputs_and_state_round_trip_through_status() -> None:
     json.dumps(entry)  # plain JSON
     restored = state_from_status([read_policy({**POLICY, "status": {"nodes": [entry]}})], "n1")
     assert restored == result.state
+
+
+def test_releases_round_trip_through_status() -> None:
+    n = node_from_dicts(
+        {
+            "metadata": {"name": "n1", "labels": {"pool": "batch"}},
+            "status": {"capacity": {"cpu": "8"}},
+        },
+        [k8s_pod("a", uid="u-a")],
+        {"usage": {"cpu": "7", "memory": "9Gi"}},
+        {PodKey("default", "a"): {"containers": [{"usage": {"cpu": "1500m", "memory": "1Gi"}}]}},
+    )
+    (evicted,) = accept_all(
+        node_actions(check_node([qos_policy(read_policy(POLICY))], n, NodeQosState(), 1_000), n)
+    ).accepted
+    (release,) = with_evictions(n, (), [evicted], 1_000)
+    entries = [releasing_entry(release), releasing_entry(replace(release, gone_at=1_010))]
+    status = {"nodes": [{"name": "n1", "releasing": entries[:1]}]}
+    other = {"nodes": [{"name": "n1", "releasing": entries[1:]}]}
+    read = [read_policy({**POLICY, "status": status}), read_policy({**POLICY, "status": other})]
+    # One record per pod, whichever policy holds a copy.
+    assert state_from_status(read, "n1").releases == (release,)
+    assert (release.cpu_milli, release.memory_bytes, release.deadline) == (1_500, 2**30, 1_005)

@@ -35,6 +35,7 @@ from sharekeeper.engine.qos.planning import (
     metric_plans,
     throttled_pods,
 )
+from sharekeeper.engine.qos.releasing import NOTHING_LEAVING, Release, carried, leaving
 from sharekeeper.engine.qos.waterlines import (
     Contribution,
     Gap,
@@ -56,6 +57,10 @@ class NodeQosState:
 
     rules: Mapping[RuleKey, RuleState] = field(default_factory=dict)
     scheduling: SchedulingState = field(default_factory=SchedulingState)
+    releases: tuple[Release, ...] = ()
+    """Our evictions whose usage the node's sample may still show (``releasing``); a check's
+    result carries the earlier ones on, and its caller adds the evictions it saw accepted
+    (``with_evictions``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,15 +178,19 @@ def check_node(
             if not preview and action.disable_scheduling and step.state.phase is Phase.TRIGGERED:
                 disabling.append(action.cool_down_seconds)
     # 3. Pool waterlines, measure gaps, decide how each class acts.
+    #    Usage on its way out does not count towards what to release (``releasing``).
     lines = pooled_waterlines(enforced, metrics)
-    line_gaps = gaps(lines, metrics, node)
     preview_lines = pooled_waterlines(previewed, metrics)
-    preview_gaps = gaps(preview_lines, metrics, node)
+    out = leaving(node, state.releases, now) if lines or preview_lines else NOTHING_LEAVING
+    line_gaps = gaps(lines, metrics, node, out)
+    preview_gaps = gaps(preview_lines, metrics, node, out)
     scheduling = scheduling_state(state.scheduling, tuple(disabling), now)
     return NodeCheckResult(
         node=node.name,
         rules=tuple(statuses),
-        state=NodeQosState({s.key: s.state for s in statuses}, scheduling),
+        state=NodeQosState(
+            {s.key: s.state for s in statuses}, scheduling, carried(node, state.releases, now)
+        ),
         scheduling_disabled=scheduling.disabled,
         waterlines=lines,
         gaps=line_gaps,

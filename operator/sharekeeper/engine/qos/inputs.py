@@ -70,7 +70,18 @@ class QosPod:
     """``(name, uid)`` of the DaemonSet (``apps/v1``) the pod's controller owner reference
     names: what the pod says of itself, which anyone who creates a pod can write; None when
     its controller is no such DaemonSet."""
-    terminating: bool = False
+    grace_period_seconds: int | None = None
+    """``spec.terminationGracePeriodSeconds``: how long it may take to stop once deleted."""
+    deletion_deadline: int | None = None
+    """``metadata.deletionTimestamp``: the pod is terminating, and the kubelet kills what is
+    left of it then (deletion + grace period). None while it is not being deleted."""
+    deletion_grace_seconds: int | None = None
+    """``metadata.deletionGracePeriodSeconds``: the grace period the deletion gave it (so it
+    was deleted at ``deletion_deadline`` minus this)."""
+
+    @property
+    def terminating(self) -> bool:
+        return self.deletion_deadline is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +94,9 @@ class QosNode:
     memory_capacity_bytes: int | None = None
     cpu_usage_milli: int | None = None
     memory_usage_bytes: int | None = None
+    usage_since: int | None = None
+    """When the usage sample's window began (NodeMetrics ``timestamp`` minus ``window``): usage
+    that ended before then is not in it. None when unknown."""
     pods: tuple[QosPod, ...] = ()
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Labels of every namespace a pod lives in (for ``candidates.namespaceSelector``)."""

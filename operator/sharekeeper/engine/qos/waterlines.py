@@ -29,6 +29,7 @@ from sharekeeper.engine.qos.metrics import (
     node_capacity,
     node_usage,
 )
+from sharekeeper.engine.qos.releasing import NOTHING_LEAVING, Leaving
 
 CLASS_ORDER = (ActionClass.EVICT, ActionClass.THROTTLE_DOWN, ActionClass.THROTTLE_UP)
 """Crane's executor order: evict, then throttle down, then restore (crane.md §2)."""
@@ -73,6 +74,8 @@ class Gap:
     """The waterline in the resource's absolute unit."""
     amount: int | None
     """(Signed) distance to close, * (1 + excess), in the resource's absolute unit."""
+    leaving: int = 0
+    """Evict and throttle down: usage on its way out (``releasing``), left out of ``amount``."""
 
 
 def pooled_waterlines(
@@ -103,27 +106,42 @@ def _with_excess(raw: int, excess_percent: int) -> int:
     return -(-scaled // 100)  # ceiling division
 
 
-def gap(waterline: Waterline, spec: MetricSpec | None, node: QosNode) -> Gap:
+def gap(
+    waterline: Waterline,
+    spec: MetricSpec | None,
+    node: QosNode,
+    leaving: Leaving = NOTHING_LEAVING,
+) -> Gap:
+    """``leaving``: usage on its way out of the node, which an evict or throttle-down gap does
+    not count (a restore's headroom does not grow by it before it has left)."""
     if spec is None:
         return Gap(waterline.action_class, waterline.metric, None, None, None)
     usage = node_usage(spec.resource, node)
     line = absolute(spec, waterline.value, node)
     if usage is None or line is None:
         return Gap(waterline.action_class, waterline.metric, usage, line, None)
-    raw = line - usage if waterline.action_class is ActionClass.THROTTLE_UP else usage - line
+    if waterline.action_class is ActionClass.THROTTLE_UP:
+        raw, left_out = line - usage, 0
+    else:
+        left_out = min(leaving.of(spec.resource), usage)
+        raw = usage - left_out - line
     return Gap(
         waterline.action_class,
         waterline.metric,
         usage,
         line,
         _with_excess(raw, waterline.excess_percent),
+        left_out,
     )
 
 
 def gaps(
-    waterlines: Iterable[Waterline], metrics: Mapping[str, MetricSpec], node: QosNode
+    waterlines: Iterable[Waterline],
+    metrics: Mapping[str, MetricSpec],
+    node: QosNode,
+    leaving: Leaving = NOTHING_LEAVING,
 ) -> tuple[Gap, ...]:
-    return tuple(gap(w, metrics.get(w.metric), node) for w in waterlines)
+    return tuple(gap(w, metrics.get(w.metric), node, leaving) for w in waterlines)
 
 
 @dataclass(frozen=True, slots=True)
