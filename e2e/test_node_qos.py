@@ -196,7 +196,8 @@ def test_a_sample_older_than_the_eviction_evicts_nothing_more(
 
     def found_gone() -> str:
         (release,) = node_entry(hot_node, "guard")["releasing"]
-        assert release["pod"] == f"{NAMESPACE}/a" and "goneAt" in release, release
+        assert release["pod"] == f"{NAMESPACE}/a"
+        assert "goneAt" in release, release
         return str(release["goneAt"])
 
     gone_at = datetime.fromisoformat(eventually(found_gone, timeout=30))

@@ -336,22 +336,27 @@ class ThrottledPod(ApiModel):
 
 
 class ReleasingPod(ApiModel):
-    """A pod this policy's checks evicted whose usage the node's usage sample may still show:
-    it is left out of the gaps until a sample whose window starts after the pod stopped (5
-    minutes at most)."""
+    """An eviction or throttle this policy's checks made whose effect the node's usage sample
+    may not show yet: what it frees is left out of the gaps until a sample whose window starts
+    after the pod stopped, or the lower limit applied (5 minutes at most)."""
 
+    action: Literal["evict", "throttle"] = Field(description="What was done to the pod.")
     pod: str = Field(max_length=317, description="namespace/name of the pod.")
     uid: str = Field("", max_length=128, description="The pod's UID.")
-    cpu: str = Field(max_length=64, description="Its CPU usage when evicted.")
-    memory: str = Field(max_length=64, description="Its memory usage when evicted.")
-    evicted_at: DateTime = Field(description="When the eviction was accepted.")
+    cpu: str = Field(
+        max_length=64,
+        description="evict: the pod's CPU usage when evicted; throttle: what the lower limit "
+        "frees.",
+    )
+    memory: str = Field(max_length=64, description="evict: the pod's memory usage when evicted.")
+    at: DateTime = Field(description="When the action was accepted.")
     deadline: DateTime | None = Field(
         None,
-        description="When the kubelet kills what is left of the pod (the eviction's grace "
-        "period after it, or the pod's deletionTimestamp once seen).",
+        description="evict: when the kubelet kills what is left of the pod (the eviction's "
+        "grace period after it, or the pod's deletionTimestamp once seen).",
     )
     gone_at: DateTime | None = Field(
-        None, description="When a check first found the pod gone from the node."
+        None, description="evict: when a check first found the pod gone from the node."
     )
 
 
@@ -412,8 +417,9 @@ class NodeStatus(ApiModel):
     releasing: Annotated[list[ReleasingPod], Atomic] | None = Field(
         None,
         max_length=100,
-        description="Pods evicted here whose usage the node's sample may still show: not "
-        "counted again in the gaps (no second eviction for the same usage).",
+        description="Evictions and throttles on the node whose effect its usage sample may not "
+        "show yet: what they free is not counted again in the gaps (no second action for the "
+        "same usage).",
     )
     blocked_evictions: Annotated[list[BlockedEviction], Atomic] | None = Field(
         None,
@@ -598,19 +604,20 @@ def state_from_status(policies: Iterable[NodeQosEnsurancePolicy], node: str) -> 
 
 def _release(pod: ReleasingPod) -> Release | None:
     namespace, slash, name = pod.pod.partition("/")
-    evicted_at = _epoch(pod.evicted_at)
+    at = _epoch(pod.at)
     try:
         cpu, memory = to_internal(CPU, pod.cpu), to_internal("memory", pod.memory)
     except QuantityError:
         return None  # not ours (we write only valid quantities): forget it
-    if not slash or evicted_at is None:
+    if not slash or at is None:
         return None
     return Release(
+        pod.action,
         PodKey(namespace, name),
         pod.uid,
         cpu,
         memory,
-        evicted_at,
+        at,
         deadline=_epoch(pod.deadline),
         gone_at=_epoch(pod.gone_at),
     )

@@ -44,7 +44,7 @@ from sharekeeper.engine.qos import (
     UnreachableRule,
     check_node,
     unreachable_rules,
-    with_evictions,
+    with_releases,
 )
 from sharekeeper.engine.qos.planning import Stop
 from sharekeeper.model.conditions import condition
@@ -286,13 +286,14 @@ def _throttled_after(node: QosNode, outcomes: Outcomes) -> list[MutableObj]:
 
 
 def _releasing_after(node_check: NodeCheck, outcomes: Outcomes, now: int) -> list[MutableObj]:
-    """The node's evictions whose usage its sample may still show, this check's accepted ones
-    included: what the next check (and a restarted operator) leaves out of its gaps."""
+    """The node's evictions and throttles whose effect its sample may not show yet, this
+    check's accepted ones included: what the next check (and a restarted operator) leaves out
+    of its gaps."""
     releases = node_check.result.state.releases
-    if not releases and not any(a.kind == "evict" for a in outcomes.done):
+    if not releases and not any(a.kind != "restore" for a in outcomes.done):
         return []  # most nodes of most checks
     return [
-        releasing_entry(r) for r in with_evictions(node_check.node, releases, outcomes.done, now)
+        releasing_entry(r) for r in with_releases(node_check.node, releases, outcomes.done, now)
     ]
 
 
@@ -513,12 +514,12 @@ def throttled_entry(key: PodKey, uid: str, state: ThrottleState) -> dict[str, ob
 
 def releasing_entry(release: Release) -> dict[str, object]:
     """A ``ReleasingPod`` status entry."""
-    entry: dict[str, object] = {"pod": str(release.pod)}
+    entry: dict[str, object] = {"action": release.kind, "pod": str(release.pod)}
     if release.uid:
         entry["uid"] = release.uid
     entry["cpu"] = to_quantity(CPU, release.cpu_milli)
     entry["memory"] = to_quantity(MEMORY, release.memory_bytes)
-    entry["evictedAt"] = rfc3339(release.evicted_at)
+    entry["at"] = rfc3339(release.at)
     if release.deadline is not None:
         entry["deadline"] = rfc3339(release.deadline)
     if release.gone_at is not None:

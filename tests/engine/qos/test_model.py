@@ -16,7 +16,7 @@ from sharekeeper.engine.qos import (
     accept_all,
     check_node,
     node_actions,
-    with_evictions,
+    with_releases,
 )
 from sharekeeper.engine.qos.candidates import protected
 from sharekeeper.model.objects import ObjectError
@@ -247,7 +247,7 @@ def test_releases_round_trip_through_status() -> None:
     (evicted,) = accept_all(
         node_actions(check_node([qos_policy(read_policy(POLICY))], n, NodeQosState(), 1_000), n)
     ).accepted
-    (release,) = with_evictions(n, (), [evicted], 1_000)
+    (release,) = with_releases(n, (), [evicted], 1_000)
     entries = [releasing_entry(release), releasing_entry(replace(release, gone_at=1_010))]
     status = {"nodes": [{"name": "n1", "releasing": entries[:1]}]}
     other = {"nodes": [{"name": "n1", "releasing": entries[1:]}]}

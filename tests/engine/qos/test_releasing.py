@@ -18,18 +18,21 @@ from sharekeeper.engine.qos import (
     NodeCheckResult,
     NodeQosState,
     Phase,
+    QosAction,
     QosNode,
     QosPod,
+    QosPolicy,
     Release,
+    ThrottleState,
     accept_all,
     check_node,
     node_actions,
-    with_evictions,
+    with_releases,
 )
 from sharekeeper.engine.qos.releasing import (
-    KILL_SECONDS,
     LEAVING_SECONDS,
     RELEASE_RECORD_SECONDS,
+    SETTLE_SECONDS,
     STUCK_AFTER_SECONDS,
     carried,
     leaving,
@@ -44,11 +47,13 @@ MID = pod("mid", uid="u-mid", cpu=2_000)
 SMALL = pod("small", uid="u-small", cpu=1_000)
 
 
-def check(n: QosNode, state: NodeQosState, now: int) -> tuple[list[str], NodeQosState]:
+def check(
+    n: QosNode, state: NodeQosState, now: int, guard: QosPolicy = EVICT_AT_6
+) -> tuple[list[str], NodeQosState]:
     """One check whose every action is accepted, and the state the next check reads."""
-    result = check_node([EVICT_AT_6], n, state, now)
+    result = check_node([guard], n, state, now)
     accepted = accept_all(node_actions(result, n)).accepted
-    releases = with_evictions(n, result.state.releases, accepted, now)
+    releases = with_releases(n, result.state.releases, accepted, now)
     return [a.pod.name for a in accepted], replace(result.state, releases=releases)
 
 
@@ -139,23 +144,23 @@ def test_a_pod_given_a_day_to_stop_is_leaving_for_two_minutes_only() -> None:
 
 
 def test_our_record_stands_in_for_a_terminating_pod_without_a_sample() -> None:
-    release = Release(PodKey("default", "big"), "u-big", 3_000, 0, evicted_at=100)
+    release = Release("evict", PodKey("default", "big"), "u-big", 3_000, 0, at=100)
     unsampled = replace(BIG, cpu_usage_milli=None, deletion_deadline=130)
     assert leaving(node(unsampled), (release,), 110).cpu_milli == 3_000
     assert leaving(node(unsampled), (), 110).cpu_milli == 0
 
 
 def test_an_eviction_the_watch_has_not_shown_yet_is_leaving() -> None:
-    release = Release(PodKey("default", "big"), "u-big", 3_000, 0, evicted_at=100)
+    release = Release("evict", PodKey("default", "big"), "u-big", 3_000, 0, at=100)
     assert leaving(node(BIG), (release,), 101).cpu_milli == 3_000
 
 
 def test_a_gone_pod_settles_with_the_first_sample_begun_after_it_stopped() -> None:
-    gone = Release(PodKey("default", "big"), "u-big", 3_000, 0, evicted_at=100, deadline=200)
+    gone = Release("evict", PodKey("default", "big"), "u-big", 3_000, 0, at=100, deadline=200)
     seen_gone = replace(gone, gone_at=150)
     for release, since, counted in [
         (gone, 10_000, False),  # the first check finding it gone: after its deadline
-        (gone, 200 + KILL_SECONDS, True),  # the kubelet may still have been killing it
+        (gone, 200 + SETTLE_SECONDS, True),  # the kubelet may still have been killing it
         (seen_gone, 150, True),
         (seen_gone, 151, False),  # after the check that found it gone, before the deadline
         (replace(gone, deadline=None), 10_000, True),  # when it stopped is not known yet
@@ -167,7 +172,7 @@ def test_a_gone_pod_settles_with_the_first_sample_begun_after_it_stopped() -> No
 
 
 def test_a_pod_recreated_under_the_same_name_is_not_the_evicted_one() -> None:
-    release = Release(PodKey("default", "big"), "u-big", 3_000, 0, evicted_at=100)
+    release = Release("evict", PodKey("default", "big"), "u-big", 3_000, 0, at=100)
     again = replace(BIG, uid="u-big-2")
     n = node(again, cpu=8_000, usage_since=90)
     assert leaving(n, (release,), 110).cpu_milli == 3_000  # the old one may be in the sample
@@ -175,14 +180,14 @@ def test_a_pod_recreated_under_the_same_name_is_not_the_evicted_one() -> None:
 
 
 def test_records_are_forgotten_after_a_while_settled_or_not() -> None:
-    release = Release(PodKey("default", "big"), "u-big", 3_000, 0, evicted_at=100)
+    release = Release("evict", PodKey("default", "big"), "u-big", 3_000, 0, at=100)
     n = node(usage_since=None)
     assert carried(n, (release,), 100 + RELEASE_RECORD_SECONDS) != ()
     assert carried(n, (release,), 101 + RELEASE_RECORD_SECONDS) == ()
 
 
 def test_the_record_takes_the_deadline_the_api_server_set() -> None:
-    release = Release(PodKey("default", "big"), "u-big", 3_000, 0, evicted_at=100, deadline=130)
+    release = Release("evict", PodKey("default", "big"), "u-big", 3_000, 0, at=100, deadline=130)
     dying = replace(BIG, deletion_deadline=160)
     assert [r.deadline for r in carried(node(dying), (release,), 110)] == [160]
 
@@ -194,4 +199,44 @@ def test_an_eviction_without_a_grace_period_takes_the_pods_own() -> None:
     n = node(patient, cpu=8_000)
     result = check_node([evicting], n, NodeQosState(), 100)
     accepted = accept_all(node_actions(result, n)).accepted
-    assert [r.deadline for r in with_evictions(n, (), accepted, 100)] == [700]
+    assert [r.deadline for r in with_releases(n, (), accepted, 100)] == [700]
+
+
+def test_a_throttle_the_sample_does_not_show_yet_is_not_made_again() -> None:
+    """The same for throttles: the CPU a lower limit frees shows in the usage only once the
+    kubelet has applied it and a sample has been taken since; checks before that stepped the
+    limit down again (2400m, then 1920m, for a gap the first step closed)."""
+    throttling = policy(rule("t", "cpu_total_usage", 6_000, "throttle", avoid=1))
+    hog = pod("hog", uid="u-hog", qos="Burstable", cpu=3_000, limit=4_000)
+    throttled, state = check(node(hog, cpu=6_500, usage_since=90), NodeQosState(), 100, throttling)
+    assert throttled == ["hog"]  # 3000m x 0.8 = 2400m frees 600m of a 550m gap
+    (release,) = state.releases
+    assert (release.kind, release.cpu_milli, release.at) == ("throttle", 600, 100)
+    stepped = replace(hog, cpu_limit_milli=2_400, throttle=ThrottleState(4_000, 2_400))
+    # The same sample: the hog's 3 cores are still in it.
+    throttled, state = check(node(stepped, cpu=6_500, usage_since=90), state, 110, throttling)
+    assert throttled == []
+    assert state.releases == (release,)
+    # A sample begun after the lower limit applied, still above 6 cores: one more step.
+    throttled, state = check(
+        node(stepped, cpu=6_300, usage_since=100 + SETTLE_SECONDS + 1), state, 120, throttling
+    )
+    assert throttled == ["hog"]
+    # 2400m -> 1920m, from a pod the sample shows at 3 cores: the earlier record settled.
+    assert [(r.cpu_milli, r.at) for r in state.releases] == [(1_080, 120)]
+
+
+def test_throttles_not_shown_yet_add_up_and_an_eviction_takes_their_place() -> None:
+    hog = pod("hog", uid="u-hog", cpu=3_000, limit=4_000)
+    earlier = Release("throttle", hog.key, "u-hog", 600, 0, at=100)
+    n = node(hog, cpu=6_500, usage_since=90)
+    step = QosAction("throttle", hog.key, "node-1", "cpu_total_usage", "cpu", 480)
+    (added,) = with_releases(n, (earlier,), [step], 110)
+    assert (added.kind, added.cpu_milli, added.at) == ("throttle", 1_080, 110)
+    evict = QosAction("evict", hog.key, "node-1", "cpu_total_usage", "cpu", 3_000)
+    (evicted,) = with_releases(n, (added,), [evict], 120)
+    assert (evicted.kind, evicted.cpu_milli) == ("evict", 3_000)
+    # A throttled pod that is gone takes its record with it; one terminating counts whole.
+    assert carried(node(usage_since=90), (earlier,), 110) == ()
+    dying = replace(hog, deletion_deadline=130)
+    assert leaving(node(dying, usage_since=90), (earlier,), 110).cpu_milli == 3_000

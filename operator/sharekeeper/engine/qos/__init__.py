@@ -4,8 +4,8 @@ Belongs here: the pure decisions of one periodic check of one node. Entry points
 
 - ``check_node(policies, node, state, now) -> NodeCheckResult``: hysteresis, waterlines,
   gaps, plans and the taint decision; ``result.state`` is the state to persist, once
-  ``with_evictions`` has added the evictions the caller saw accepted (``releasing``: usage on
-  its way out is not released twice).
+  ``with_releases`` has added the evictions and throttles the caller saw accepted
+  (``releasing``: usage on its way out is not released twice).
 - ``unreachable_rules(policy, nodes, REGISTRY)``: rules no selected node can cross (a value
   at or above every node's capacity, usually a unit mistake), for the status to warn about.
 - ``node_actions(result, node) -> Flow``: a sans-I/O generator; it yields ``QosAction`` values,
@@ -50,7 +50,7 @@ from sharekeeper.engine.qos.planning import (
     SkipReason,
     accept_all,
 )
-from sharekeeper.engine.qos.releasing import Leaving, Release, with_evictions
+from sharekeeper.engine.qos.releasing import Leaving, Release, with_releases
 from sharekeeper.engine.qos.waterlines import Gap, UnreachableRule, Waterline, unreachable_rules
 from sharekeeper.engine.selectors import LabelSelector, Requirement
 
@@ -96,5 +96,5 @@ __all__ = [
     "check_node",
     "node_actions",
     "unreachable_rules",
-    "with_evictions",
+    "with_releases",
 ]

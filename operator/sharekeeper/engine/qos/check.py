@@ -58,9 +58,9 @@ class NodeQosState:
     rules: Mapping[RuleKey, RuleState] = field(default_factory=dict)
     scheduling: SchedulingState = field(default_factory=SchedulingState)
     releases: tuple[Release, ...] = ()
-    """Our evictions whose usage the node's sample may still show (``releasing``); a check's
-    result carries the earlier ones on, and its caller adds the evictions it saw accepted
-    (``with_evictions``)."""
+    """Our accepted actions whose effect the node's sample may not show yet (``releasing``);
+    a check's result carries the earlier ones on, and its caller adds the actions it saw
+    accepted (``with_releases``)."""
 
 
 @dataclass(frozen=True, slots=True)

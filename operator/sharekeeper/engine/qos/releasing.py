@@ -1,20 +1,22 @@
 """Usage on its way out: what the node's usage sample still counts, but not for long.
 
-An accepted eviction frees its pod's usage only once the pod's containers stop, and the node's
-usage shows it only from the first sample whose window starts after that (metrics-server
-samples every 15 s by default, over a window about as long). A check that read the usage as it
-is would find the gap it has just closed still open, and evict the next pods, once per check,
-until the sample caught up. So the gaps of evict and throttle-down waterlines leave out:
+An accepted eviction frees its pod's usage only once the pod's containers stop, a throttle
+once the kubelet has applied the lower CPU limit, and the node's usage shows either only from
+the first sample whose window starts after that (metrics-server samples every 15 s by default,
+over a window about as long). A check that read the usage as it is would find the gap it has
+just closed still open, and evict or throttle the next pods, once per check, until the sample
+caught up. So the gaps of evict and throttle-down waterlines leave out:
 
 - a terminating pod's usage (whoever deleted it): the pod is leaving. Until its deletion
   deadline (``metadata.deletionTimestamp``, when the kubelet kills it), ``LEAVING_SECONDS``
   after its deletion at most, plus ``STUCK_AFTER_SECONDS``; a pod still running after that is
   stuck (or a tenant's pod given a day to stop, which must not hold the node's evictions for a
   day), and counts again;
-- the usage, as it was when evicted, of a pod this operator evicted (a ``Release``), from the
-  eviction until the first sample whose window starts after the pod stopped: after the check
-  that found it gone, or after its deletion deadline (``KILL_SECONDS`` later), whichever comes
-  first. Before that the sample may still hold some of it. ``RELEASE_RECORD_SECONDS`` at most.
+- what our own accepted actions free (a ``Release``): an eviction, the pod's usage as it was
+  when evicted, until the first sample whose window starts after the pod stopped (after the
+  check that found it gone, or after its deletion deadline, ``SETTLE_SECONDS`` later,
+  whichever comes first); a throttle, what the lower limit frees, until the first sample whose
+  window starts ``SETTLE_SECONDS`` after it. ``RELEASE_RECORD_SECONDS`` at most.
 
 Hysteresis (hot or calm) and a restore's headroom read the usage as sampled: a rule stays
 triggered until the usage shows it calm, and nothing is given back on the strength of usage
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos.inputs import QosNode, QosPod
@@ -40,35 +42,39 @@ its grace period."""
 STUCK_AFTER_SECONDS = 30
 """A terminating pod still on the node this long after its deletion deadline is stuck: its
 usage is no longer on its way out."""
-KILL_SECONDS = 5
+SETTLE_SECONDS = 5
 """How long after its deletion deadline a gone pod's containers may still have run (the kubelet
-kills them then, and takes a moment)."""
+kills them then, and takes a moment), and after an accepted resize the old limit may still
+have held."""
 RELEASE_RECORD_SECONDS = 300
-"""A ``Release`` is forgotten this long after its eviction, settled or not (a usage sample that
+"""A ``Release`` is forgotten this long after its action, settled or not (a usage sample that
 stays older than that is not one to wait for)."""
 MAX_RELEASES = 100
 """Releases kept per node, the most recent."""
 
+ReleaseKind = Literal["evict", "throttle"]
+
 
 @dataclass(frozen=True, slots=True)
 class Release:
-    """A pod this operator evicted (the eviction accepted) whose usage the node's sample may
-    still show. Persisted with the node's state."""
+    """An accepted action of ours whose effect the node's usage sample may not show yet.
+    Persisted with the node's state."""
 
+    kind: ReleaseKind
     pod: PodKey
     uid: str
     cpu_milli: int
     memory_bytes: int
-    """The pod's usage when it was evicted (0 when unknown)."""
-    evicted_at: int
+    """Evict: the pod's usage when evicted; throttle: what the lower limit frees (CPU only).
+    0 when unknown."""
+    at: int
+    """When the action was accepted."""
     deadline: int | None = None
-    """When the kubelet kills what is left of the pod: the eviction's grace period (the pod's
-    own if the eviction gives none) after it, or the pod's ``deletionTimestamp`` once seen."""
+    """Evict: when the kubelet kills what is left of the pod, the eviction's grace period (the
+    pod's own if the eviction gives none) after it, or the pod's ``deletionTimestamp`` once
+    seen."""
     gone_at: int | None = None
-    """The first check that found the pod gone from the node."""
-
-    def usage(self, resource: Resource) -> int:
-        return self.cpu_milli if resource == "cpu" else self.memory_bytes
+    """Evict: the first check that found the pod gone from the node."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +92,7 @@ NOTHING_LEAVING = Leaving()
 
 
 def _identity(pod: PodKey, uid: str) -> str:
-    # A re-created pod of the same name (a new UID) is not the one we evicted.
+    # A re-created pod of the same name (a new UID) is not the one we acted on.
     return uid or str(pod)
 
 
@@ -108,17 +114,23 @@ def _known(value: int | None, otherwise: int) -> int:
     return value if value is not None else otherwise
 
 
-def _settled(release: Release, node: QosNode) -> bool:
-    """The pod is gone, and the sample's window began after it stopped."""
+def _settled(release: Release, found: QosPod | None, node: QosNode) -> bool:
+    """The sample's window began after the action took effect: the evicted pod stopped, the
+    lower limit applied. A throttled pod that is gone takes its record with it."""
+    since = node.usage_since
+    if release.kind == "throttle":
+        return found is None or (since is not None and since > release.at + SETTLE_SECONDS)
+    if found is not None:
+        return False
     stopped = [
         t
         for t in (
             release.gone_at,
-            None if release.deadline is None else release.deadline + KILL_SECONDS,
+            None if release.deadline is None else release.deadline + SETTLE_SECONDS,
         )
         if t is not None
     ]
-    return bool(stopped) and node.usage_since is not None and node.usage_since > min(stopped)
+    return bool(stopped) and since is not None and since > min(stopped)
 
 
 def leaving(node: QosNode, releases: Iterable[Release], now: int) -> Leaving:
@@ -127,65 +139,72 @@ def leaving(node: QosNode, releases: Iterable[Release], now: int) -> Leaving:
     cpu = memory = 0
     for pod in node.pods:
         if _draining(pod, now):
-            # Our own record stands in for a sample the pod has none in.
+            # Our own record of its eviction stands in for a sample the pod has none in.
             mine = remembered.get(_identity(pod.key, pod.uid))
+            mine = mine if mine is not None and mine.kind == "evict" else None
             cpu += _known(pod.cpu_usage_milli, mine.cpu_milli if mine else 0)
             memory += _known(pod.memory_usage_bytes, mine.memory_bytes if mine else 0)
     if remembered:
         pods = _pods_by_identity(node)
         for identity, release in remembered.items():
             found = pods.get(identity)
-            # Found terminating: counted above (or stuck). Found running: the watch has not
-            # shown the accepted eviction yet.
-            if (found is None and not _settled(release, node)) or (
-                found is not None and not found.terminating
-            ):
+            # Found terminating: counted above, whole (or stuck). Evicted but found running:
+            # the watch has not shown the accepted eviction yet.
+            if (found is None or not found.terminating) and not _settled(release, found, node):
                 cpu += release.cpu_milli
                 memory += release.memory_bytes
     return Leaving(cpu, memory) if cpu or memory else NOTHING_LEAVING
 
 
 def carried(node: QosNode, releases: Iterable[Release], now: int) -> tuple[Release, ...]:
-    """The releases still to remember after this check: not settled and not too old; a pod
-    found gone gets its ``gone_at``."""
+    """The releases still to remember after this check: not settled and not too old; an
+    evicted pod found gone gets its ``gone_at``, found terminating its ``deadline``."""
     pods = _pods_by_identity(node) if releases else {}
     kept = []
     for release in releases:
         found = pods.get(_identity(release.pod, release.uid))
-        if now - release.evicted_at > RELEASE_RECORD_SECONDS or (
-            found is None and _settled(release, node)
-        ):
+        if now - release.at > RELEASE_RECORD_SECONDS or _settled(release, found, node):
             continue
-        if found is None and release.gone_at is None:
+        if release.kind == "evict" and found is None and release.gone_at is None:
             kept.append(replace(release, gone_at=now))
-        elif found is not None and found.deletion_deadline is not None:
+        elif release.kind == "evict" and found is not None and found.deletion_deadline:
             kept.append(replace(release, deadline=found.deletion_deadline))
         else:
             kept.append(release)
     return tuple(kept)
 
 
-def with_evictions(
+def with_releases(
     node: QosNode, releases: Iterable[Release], accepted: Iterable[QosAction], now: int
 ) -> tuple[Release, ...]:
-    """``releases`` and one for each eviction of a pod of ``node`` among ``accepted`` (a
-    check's accepted actions), with its usage as the check read it; the newest
-    ``MAX_RELEASES``."""
+    """``releases`` and one for each eviction or throttle of a pod of ``node`` among
+    ``accepted`` (a check's accepted actions): an eviction with the pod's usage as the check
+    read it (in place of anything remembered of the pod), a throttle with what it frees (added
+    to what earlier throttles of the pod still free). The newest ``MAX_RELEASES``."""
     by_key = {p.key: p for p in node.pods}
     kept = {_identity(r.pod, r.uid): r for r in releases}
     for action in accepted:
         pod = by_key.get(action.pod)
-        if action.kind != "evict" or pod is None:
+        if pod is None or action.kind == "restore":
+            continue
+        identity = _identity(pod.key, pod.uid)
+        if action.kind == "throttle":
+            earlier = kept.get(identity)
+            pending = earlier.cpu_milli if earlier and earlier.kind == "throttle" else 0
+            kept[identity] = Release(
+                "throttle", pod.key, pod.uid, pending + action.released, 0, at=now
+            )
             continue
         grace = action.grace_period_seconds
         grace = pod.grace_period_seconds if grace is None else grace
-        kept[_identity(pod.key, pod.uid)] = Release(
+        kept[identity] = Release(
+            "evict",
             pod.key,
             pod.uid,
             pod.cpu_usage_milli or 0,
             pod.memory_usage_bytes or 0,
-            evicted_at=now,
+            at=now,
             deadline=None if grace is None else now + grace,
         )
-    newest = sorted(kept.values(), key=lambda r: (-r.evicted_at, r.pod))[:MAX_RELEASES]
+    newest = sorted(kept.values(), key=lambda r: (-r.at, r.pod))[:MAX_RELEASES]
     return tuple(sorted(newest, key=lambda r: (r.pod, r.uid)))
