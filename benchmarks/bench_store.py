@@ -145,12 +145,11 @@ def published(store: ClusterStore, decision: Decision) -> None:
 def one_check(store: ClusterStore) -> object:
     policies = [{**r.spec, "status": r.status} for r in store.qos_policies.sorted_records()]
     nodes = [r.qos for r in store.nodes.sorted_records() if r.qos is not None]
-    pods = {node.name: store.pods.qos_views_on(node.name) for node in nodes}
     usage = [
         {"metadata": {"name": node.name}, "usage": {"cpu": "2", "memory": "8Gi"}} for node in nodes
     ]
     return cluster_check(
-        policies, nodes, pods, dict(store.namespaces.records),
+        policies, nodes, store.pods.qos_views_on, dict(store.namespaces.records),
         node_metrics=usage, pod_metrics=[], now=0,
     )  # fmt: skip
 

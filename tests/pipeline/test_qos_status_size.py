@@ -66,3 +66,26 @@ def test_too_many_nodes_to_list_keeps_the_most_urgent_and_says_so() -> None:
     assert all(int(name.split("-")[1]) in hot for name in listed)
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert "most urgent" in ready["message"]
+
+
+def test_a_calm_node_still_remembered_is_checked_in_full_and_the_others_are_counted() -> None:
+    """Calm nodes nothing is remembered of are left out of the full check (at 5,000 nodes,
+    most of its cost): they are counted and get no annotation nor taint. A node calm now but
+    hot at the last check is remembered in the status, and carried on: its rule restores, its
+    taint stays for the action's cool-down."""
+    first = status_of(cluster(4, hot={1, 2}))
+    assert [entry["name"] for entry in first["nodes"]] == ["node-00001", "node-00002"]
+    docs = cluster(4, hot={1})
+    policy = next(d for d in docs if d["kind"] == "NodeQosEnsurancePolicy")
+    policy["status"] = first
+    report = qos_section(parse_objects(docs), Context(now_seconds=NOW + 10, seed=0))
+    status = report["nodeQosEnsurancePolicies"]["cpu-guard"]
+    assert (status["matchedNodes"], status["triggeredNodes"]) == (4, 1)
+    entries = {entry["name"]: entry for entry in status["nodes"]}
+    assert sorted(entries) == ["node-00001", "node-00002"]
+    assert entries["node-00002"]["rules"][0]["phase"] == "Calm"
+    assert entries["node-00002"]["scheduling"]["disabled"] is True  # the 300 s cool-down
+    tainted = {name: bool(node["taints"]) for name, node in report["nodes"].items()}
+    assert tainted == {
+        "node-00000": False, "node-00001": True, "node-00002": True, "node-00003": False
+    }  # fmt: skip

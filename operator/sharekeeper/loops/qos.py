@@ -147,16 +147,15 @@ class QosLoop:
             self._usage_problem(problem)
             telemetry.QOS_USAGE_SECONDS.observe(time.perf_counter() - reading)
         # 2. The engine, per node, from the state persisted in the policies' status: on the
-        #    records read on arrival, copied here (the watches keep changing the store), in a
-        #    worker thread so the event loop keeps serving watches and probes.
-        #    Taking turns with the share round (``lane``).
+        #    records read on arrival (a node's pods copied at once as the check comes to it,
+        #    the watches keep changing the store), in a worker thread so the event loop keeps
+        #    serving watches and probes. Taking turns with the share round (``lane``).
         store = self.store
         async with self.lane:
             nodes = [r.qos for r in store.nodes.sorted_records() if r.qos is not None]
-            pods = {node.name: store.pods.qos_views_on(node.name) for node in nodes}
             namespaces = dict(store.namespaces.records)
             check = await asyncio.to_thread(
-                cluster_check, policies, nodes, pods, namespaces,
+                cluster_check, policies, nodes, store.pods.qos_views_on, namespaces,
                 node_metrics=node_metrics, pod_metrics=pod_metrics, now=now, usage_problem=problem,
             )  # fmt: skip
         self._unreadable_usage(check.unreadable_usage)

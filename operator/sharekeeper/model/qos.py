@@ -331,20 +331,30 @@ def with_usage(
 ) -> QosNode:
     """``node`` with its pods (sorted) and the usage of both, for one check. Raises
     ``ObjectError`` for a NodeMetrics or PodMetrics that cannot be read."""
-    usage = mapping_at(node_metrics, "usage") if node_metrics else None
     found = pod_metrics or {}
     snapshots = [
         pod if (metrics := found.get(pod.key)) is None else with_pod_usage(pod, metrics)
         for pod in pods
     ]
+    return replace(
+        with_node_usage(node, node_metrics),
+        pods=tuple(sorted(snapshots, key=lambda p: p.key)),
+        namespace_labels=namespace_labels if namespace_labels is not None else {},
+    )
+
+
+def with_node_usage(node: QosNode, node_metrics: Mapping[str, object] | None) -> QosNode:
+    """``node`` with its own usage (not its pods'); raises ``ObjectError`` for a NodeMetrics
+    that cannot be read."""
+    if not node_metrics:
+        return node
+    usage = mapping_at(node_metrics, "usage")
     kind = "NodeMetrics"
     return replace(
         node,
-        cpu_usage_milli=_amount(node_metrics or {}, usage, "cpu", "usage", kind),
-        memory_usage_bytes=_amount(node_metrics or {}, usage, "memory", "usage", kind),
-        usage_since=usage_since(node_metrics) if node_metrics else None,
-        pods=tuple(sorted(snapshots, key=lambda p: p.key)),
-        namespace_labels=namespace_labels if namespace_labels is not None else {},
+        cpu_usage_milli=_amount(node_metrics, usage, "cpu", "usage", kind),
+        memory_usage_bytes=_amount(node_metrics, usage, "memory", "usage", kind),
+        usage_since=usage_since(node_metrics),
     )
 
 
@@ -410,6 +420,7 @@ __all__ = [
     "pod_view",
     "waterlines_annotation",
     "with_daemonsets",
+    "with_node_usage",
     "with_pod_usage",
     "with_usage",
 ]

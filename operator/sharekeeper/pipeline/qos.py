@@ -14,12 +14,13 @@ the caller to say once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sharekeeper.api.qos import (
     NodeQosEnsurancePolicy,
+    NodeStatus,
     qos_policy,
     read_policy,
     state_from_status,
@@ -43,6 +44,7 @@ from sharekeeper.engine.qos import (
     ThrottleState,
     UnreachableRule,
     check_node,
+    stays_at_rest,
     unreachable_rules,
     with_releases,
 )
@@ -55,6 +57,7 @@ from sharekeeper.model.qos import (
     node_metrics_by_name,
     pod_metrics_by_key,
     waterlines_annotation,
+    with_node_usage,
     with_usage,
 )
 from sharekeeper.model.quantities import CPU, MEMORY, to_quantity
@@ -69,11 +72,23 @@ class NodeCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class RestingNode:
+    """A node the check left at rest without checking it in full (``stays_at_rest``): nothing
+    to report, act on or remember."""
+
+    name: str
+    policies: tuple[str, ...]
+    """The policies that select it, sorted."""
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterCheck:
     policies: Mapping[str, QosPolicy]
     nodes: tuple[NodeCheck, ...]
+    """The nodes checked in full."""
     now: int
     """When the check ran (seconds since the epoch)."""
+    resting: tuple[RestingNode, ...] = ()
     invalid: Mapping[str, str] = field(default_factory=dict)
     """Policies that could not be read, with the reason; they take part in nothing."""
     usage_missing: str | None = None
@@ -177,7 +192,7 @@ def _skipped_pod(skip: Skip) -> str:
 def cluster_check(
     policies: Sequence[Obj],
     nodes: Sequence[QosNode],
-    pods: Mapping[str, Sequence[QosPod]],
+    pods_on: Callable[[str], Sequence[QosPod]],
     namespace_labels: Mapping[str, Mapping[str, str]],
     *,
     node_metrics: Iterable[Obj] | None,
@@ -186,8 +201,9 @@ def cluster_check(
     usage_problem: str | None = None,
 ) -> ClusterCheck:
     """``policies``: NodeQosEnsurancePolicy objects (spec and status; one that cannot be read
-    is reported in ``invalid`` and takes part in nothing). ``nodes`` and ``pods`` (by node) as
-    read on arrival, without usage (``model.qos`` ``node_view``/``pod_view``);
+    is reported in ``invalid`` and takes part in nothing). ``nodes`` and the pods on a node
+    (``pods_on``, asked only for the nodes checked in full) as read on arrival, without usage
+    (``model.qos`` ``node_view``/``pod_view``);
     ``node_metrics``/``pod_metrics`` None: the metrics API is unavailable (usage missing),
     ``usage_problem`` saying why if the caller knows. Only the nodes some policy selects are
     looked at."""
@@ -202,7 +218,11 @@ def cluster_check(
     parsed = {name: qos_policy(policy) for name, policy in read.items()}
     usage = node_metrics_by_name(node_metrics or ())
     pod_usage = pod_metrics_by_key(pod_metrics or ())
+    # A node no status remembers anything of, whose rules all observe calm, stays at rest:
+    # most nodes of most checks, left out of the full check (``stays_at_rest``).
+    remembered = {entry.name for policy in read.values() for entry in _entries(policy)}
     checks = []
+    resting = []
     unreadable: dict[str, str] = {}
     for node in sorted(nodes, key=lambda n: n.name):
         selecting = tuple(
@@ -210,8 +230,11 @@ def cluster_check(
         )
         if not selecting:
             continue
+        if node.name not in remembered and _calm(selecting, parsed, node, usage.get(node.name)):
+            resting.append(RestingNode(node.name, selecting))
+            continue
         throttles = throttles_from_status(read.values(), node.name)
-        on_node = _with_throttles(pods.get(node.name, ()), throttles)
+        on_node = _with_throttles(pods_on(node.name), throttles)
         try:
             snapshot = with_usage(node, on_node, usage.get(node.name), pod_usage, namespace_labels)
         except ObjectError as error:
@@ -225,6 +248,7 @@ def cluster_check(
         policies=parsed,
         nodes=tuple(checks),
         now=now,
+        resting=tuple(resting),
         invalid=invalid,
         usage_missing=None
         if node_metrics is not None
@@ -236,6 +260,25 @@ def cluster_check(
             if (found := unreachable_rules(policy, nodes, REGISTRY))
         },
     )
+
+
+def _entries(policy: NodeQosEnsurancePolicy) -> Sequence[NodeStatus]:
+    return policy.status.nodes if policy.status is not None else ()
+
+
+def _calm(
+    selecting: Sequence[str],
+    policies: Mapping[str, QosPolicy],
+    node: QosNode,
+    node_metrics: Obj | None,
+) -> bool:
+    """Every rule of the policies selecting ``node`` observes its usage calm (an unreadable
+    usage is for the full check to report)."""
+    try:
+        measured = with_node_usage(node, node_metrics)
+    except ObjectError:
+        return False
+    return stays_at_rest((policies[name] for name in selecting), measured)
 
 
 def unreachable_message(rule: UnreachableRule) -> str:
@@ -309,7 +352,7 @@ def policy_statuses(
     statuses: dict[str, MutableObj] = {}
     for name in sorted(check.policies):
         previous = {e.get("name"): e for e in current.get(name, {}).get("nodes", [])}
-        matched = 0
+        matched = sum(1 for node in check.resting if name in node.policies)
         # Only the entries not at rest are kept, with their nulls dropped: at thousands of
         # nodes most are at rest, and none of those is listed.
         entries: list[MutableObj] = []
@@ -470,15 +513,17 @@ def _action_entries(outcomes: Outcomes, now: str) -> list[MutableObj]:
 def node_outputs(check: ClusterCheck) -> dict[str, MutableObj]:
     """Per checked node: the ``qos-waterlines`` annotation value (None: the node is calm, no
     waterline in force, so no annotation) and whether to taint it."""
-    return {
-        c.node.name: {
+    outputs: dict[str, MutableObj] = {
+        node.name: {"waterlines": None, "tainted": False} for node in check.resting
+    }
+    for c in check.nodes:
+        outputs[c.node.name] = {
             "waterlines": compact_json(waterlines_annotation(c.result.waterlines))
             if c.result.waterlines
             else None,
             "tainted": c.result.scheduling_disabled,
         }
-        for c in check.nodes
-    }
+    return dict(sorted(outputs.items()))
 
 
 def actions_in_order(outcomes: Mapping[str, Outcomes]) -> list[MutableObj]:

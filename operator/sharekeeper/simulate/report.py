@@ -155,7 +155,7 @@ def qos_section(inputs: Inputs, context: Context) -> Obj:
     check = cluster_check(
         policies,
         nodes,
-        {node.name: store.pods.qos_views_on(node.name) for node in nodes},
+        store.pods.qos_views_on,
         store.namespaces.records,
         node_metrics=node_metrics,
         pod_metrics=inputs.raw.get("PodMetrics", ()) if node_metrics is not None else None,

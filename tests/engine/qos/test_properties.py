@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from random import Random
 
 from hypothesis import given, settings
@@ -11,14 +12,18 @@ from sharekeeper.engine.qos import (
     CpuThrottle,
     NodeCheckResult,
     NodeQosState,
+    Objective,
     Observation,
     Outcome,
+    Phase,
     QosNode,
     QosPod,
     RuleState,
+    SchedulingState,
     accept_all,
     check_node,
     node_actions,
+    stays_at_rest,
 )
 from sharekeeper.engine.qos.hysteresis import advance
 from sharekeeper.engine.qos.throttling import throttle_step
@@ -125,3 +130,53 @@ def test_a_calm_rule_reaches_a_fixed_point(avoid: int, restore: int, history: li
     assert step.state == state
     assert step.restored_now
     assert step.event is None
+
+
+rules_strategy = st.lists(
+    st.builds(
+        lambda i, metric, value, action, avoid, restore, preview: rule(
+            f"r{i}", metric, value, action, avoid=avoid, restore=restore, preview=preview
+        ),
+        st.integers(0, 1_000),
+        st.sampled_from(
+            ["cpu_total_usage", "memory_total_usage", "cpu_total_utilization", "no_such_metric"]
+        ),
+        st.integers(0, 40_000),
+        st.sampled_from(["evict", "throttle", "missing"]),
+        st.integers(1, 3),
+        st.integers(1, 3),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=4,
+    unique_by=lambda r: r.name,
+)
+
+
+@FAST
+@given(
+    st.lists(rules_strategy, min_size=1, max_size=3),
+    st.one_of(st.none(), st.integers(0, 20_000)),
+    st.one_of(st.none(), st.integers(0, 20_000)),
+    pods_strategy,
+)
+def test_a_node_that_stays_at_rest_is_one_the_full_check_leaves_at_rest(
+    rule_sets: list[list[Objective]], cpu: int | None, memory: int | None, pods: list[QosPod]
+) -> None:
+    """What lets a check skip a calm node nothing is remembered of: the full check of that
+    node, from the zero state, would report, act on and remember nothing."""
+    policies = [policy(*rules, name=f"p{i}") for i, rules in enumerate(rule_sets)]
+    n = node(*pods, cpu=cpu, memory=memory)
+    if not stays_at_rest(policies, replace(n, pods=())):
+        return
+    result = check_node(policies, n, NodeQosState(), 1_000)
+    assert not result.waterlines
+    assert not result.preview_waterlines
+    assert not result.notes
+    assert not result.scheduling_disabled
+    assert all(s.observation is Observation.CALM and s.event is None for s in result.rules)
+    assert all(s.state.phase is Phase.CALM and not s.state.hot_streak for s in result.rules)
+    assert all(not s.state.restored and not s.triggered_now for s in result.rules)
+    assert accept_all(node_actions(result, n)).accepted == ()
+    assert result.state.releases == ()
+    assert result.state.scheduling == SchedulingState()

@@ -6,6 +6,8 @@ Belongs here: the pure decisions of one periodic check of one node. Entry points
   gaps, plans and the taint decision; ``result.state`` is the state to persist, once
   ``with_releases`` has added the evictions and throttles the caller saw accepted
   (``releasing``: usage on its way out is not released twice).
+- ``stays_at_rest(policies, node)``: whether a node nothing is remembered of would be left at
+  rest by a check (every rule observes calm), so that the check may skip it.
 - ``unreachable_rules(policy, nodes, REGISTRY)``: rules no selected node can cross (a value
   at or above every node's capacity, usually a unit mistake), for the status to warn about.
 - ``node_actions(result, node) -> Flow``: a sans-I/O generator; it yields ``QosAction`` values,
@@ -24,6 +26,7 @@ from sharekeeper.engine.qos.check import (
     RuleStatus,
     check_node,
     node_actions,
+    stays_at_rest,
 )
 from sharekeeper.engine.qos.hysteresis import Event, Observation, Phase, RuleState, SchedulingState
 from sharekeeper.engine.qos.inputs import (
@@ -95,6 +98,7 @@ __all__ = [
     "accept_all",
     "check_node",
     "node_actions",
+    "stays_at_rest",
     "unreachable_rules",
     "with_releases",
 ]

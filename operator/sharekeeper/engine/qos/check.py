@@ -202,6 +202,23 @@ def check_node(
     )
 
 
+def stays_at_rest(
+    policies: Iterable[QosPolicy], node: QosNode, metrics: MetricRegistry = REGISTRY
+) -> bool:
+    """Whether a check of ``node`` from the zero state (nothing remembered of it: no counter,
+    taint, throttled pod nor release) leaves it there, with nothing to report, act on or
+    remember: every rule of every policy in ``policies`` (those selecting the node) has a known
+    metric and its action, and observes the metric calm. Then ``check_node`` would find just
+    that, and the caller may skip it: at thousands of calm nodes, most of a check. Reads the
+    node's usage and capacity, not its pods."""
+    return all(
+        objective.action_name in policy.actions
+        and observe(metrics.get(objective.metric), objective.value, node) is Observation.CALM
+        for policy in policies
+        for objective in policy.objectives
+    )
+
+
 def node_actions(result: NodeCheckResult, node: QosNode, *, preview: bool = False) -> Flow:
     """The flow of actions for a checked node (``preview=True``: what Preview rules would do)."""
     return actions(result.preview_plans if preview else result.plans, node)
