@@ -292,8 +292,8 @@ class GapStatus(ApiModel):
     )
     leaving: str | None = Field(
         None,
-        description="evict and throttleDown: usage on its way out (terminating pods, evictions "
-        "the usage sample does not show yet), left out of the gap.",
+        description="evict and throttleDown: usage on its way out (terminating pods, our "
+        "evictions and throttles the usage sample does not show yet), left out of the gap.",
     )
 
 

@@ -167,7 +167,7 @@ def carried(node: QosNode, releases: Iterable[Release], now: int) -> tuple[Relea
             continue
         if release.kind == "evict" and found is None and release.gone_at is None:
             kept.append(replace(release, gone_at=now))
-        elif release.kind == "evict" and found is not None and found.deletion_deadline:
+        elif release.kind == "evict" and found is not None and found.deletion_deadline is not None:
             kept.append(replace(release, deadline=found.deletion_deadline))
         else:
             kept.append(release)
