@@ -9,7 +9,7 @@ milli-percent.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -572,8 +572,25 @@ def _action(action: ActionSpec) -> Action:
     )
 
 
-def state_from_status(policies: Iterable[NodeQosEnsurancePolicy], node: str) -> NodeQosState:
-    """Counters and taint state for ``node`` from the policies' ``status.nodes[]`` entries.
+NodeEntries = Sequence[tuple[str, NodeStatus]]
+"""One node's ``status.nodes[]`` entries, each with the name of the policy it is in."""
+
+
+def node_entries(
+    policies: Iterable[NodeQosEnsurancePolicy],
+) -> dict[str, list[tuple[str, NodeStatus]]]:
+    """Every policy's ``status.nodes[]`` entries by node: read once for a whole check (each
+    policy lists up to 1,000 nodes, and a check may look up 5,000)."""
+    found: dict[str, list[tuple[str, NodeStatus]]] = {}
+    for policy in policies:
+        for entry in policy.status.nodes if policy.status is not None else ():
+            found.setdefault(entry.name, []).append((policy.metadata.name, entry))
+    return found
+
+
+def state_from_status(entries: NodeEntries) -> NodeQosState:
+    """Counters and taint state for a node from its entries in the policies' status
+    (``node_entries``).
 
     Anything missing starts at zero; the taint state is the same in every entry (written by
     one check) and the most restrictive copy wins if they disagree.
@@ -581,24 +598,21 @@ def state_from_status(policies: Iterable[NodeQosEnsurancePolicy], node: str) -> 
     rules: dict[RuleKey, RuleState] = {}
     scheduling = SchedulingState()
     releases: dict[str, Release] = {}
-    for policy in policies:
-        for entry in policy.status.nodes if policy.status is not None else ():
-            if entry.name != node:
-                continue
-            for pod in entry.releasing or ():
-                release = _release(pod)
-                if release is not None:  # every selecting policy holds a copy
-                    releases.setdefault(throttle_key(release.uid, pod.pod), release)
-            for rule in entry.rules:
-                phase = Phase.TRIGGERED if rule.phase == "Triggered" else Phase.CALM
-                key = RuleKey(policy.metadata.name, rule.name)
-                restored = bool(rule.restored) and phase is Phase.CALM
-                rules[key] = RuleState(phase, rule.hot_streak, rule.calm_streak, restored)
-            taint = entry.scheduling
-            if taint is not None and taint.disabled:
-                candidate = SchedulingState(True, taint.cool_down_seconds, _epoch(taint.calm_since))
-                if not scheduling.disabled or candidate.calm_since is None:
-                    scheduling = candidate
+    for policy, entry in entries:
+        for pod in entry.releasing or ():
+            release = _release(pod)
+            if release is not None:  # every selecting policy holds a copy
+                releases.setdefault(throttle_key(release.uid, pod.pod), release)
+        for rule in entry.rules:
+            phase = Phase.TRIGGERED if rule.phase == "Triggered" else Phase.CALM
+            key = RuleKey(policy, rule.name)
+            restored = bool(rule.restored) and phase is Phase.CALM
+            rules[key] = RuleState(phase, rule.hot_streak, rule.calm_streak, restored)
+        taint = entry.scheduling
+        if taint is not None and taint.disabled:
+            candidate = SchedulingState(True, taint.cool_down_seconds, _epoch(taint.calm_since))
+            if not scheduling.disabled or candidate.calm_since is None:
+                scheduling = candidate
     return NodeQosState(rules, scheduling, tuple(releases.values()))
 
 
@@ -623,23 +637,18 @@ def _release(pod: ReleasingPod) -> Release | None:
     )
 
 
-def throttles_from_status(
-    policies: Iterable[NodeQosEnsurancePolicy], node: str
-) -> dict[str, ThrottleState]:
-    """What the policies' ``status.nodes[].throttled`` remember of ``node``'s pods, by
-    ``throttle_key``. Copies in several policies agree unless a write was lost; then the lower
-    limits win, so a restore can only stop short, never overshoot."""
+def throttles_from_status(entries: NodeEntries) -> dict[str, ThrottleState]:
+    """What a node's entries in the policies' status (``node_entries``) remember of its
+    throttled pods, by ``throttle_key``. Copies in several policies agree unless a write was
+    lost; then the lower limits win, so a restore can only stop short, never overshoot."""
     found: dict[str, ThrottleState] = {}
-    for policy in policies:
-        for entry in policy.status.nodes if policy.status is not None else ():
-            if entry.name != node:
+    for _, entry in entries:
+        for pod in entry.throttled or ():
+            state = _throttle_state(pod)
+            if state is None:
                 continue
-            for pod in entry.throttled or ():
-                state = _throttle_state(pod)
-                if state is None:
-                    continue
-                key = throttle_key(pod.uid, pod.pod)
-                found[key] = state if key not in found else _lower(found[key], state)
+            key = throttle_key(pod.uid, pod.pod)
+            found[key] = state if key not in found else _lower(found[key], state)
     return found
 
 

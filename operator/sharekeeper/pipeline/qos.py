@@ -20,7 +20,7 @@ from typing import Any
 
 from sharekeeper.api.qos import (
     NodeQosEnsurancePolicy,
-    NodeStatus,
+    node_entries,
     qos_policy,
     read_policy,
     state_from_status,
@@ -220,7 +220,7 @@ def cluster_check(
     pod_usage = pod_metrics_by_key(pod_metrics or ())
     # A node no status remembers anything of, whose rules all observe calm, stays at rest:
     # most nodes of most checks, left out of the full check (``stays_at_rest``).
-    remembered = {entry.name for policy in read.values() for entry in _entries(policy)}
+    remembered = node_entries(read.values())
     checks = []
     resting = []
     unreadable: dict[str, str] = {}
@@ -230,10 +230,11 @@ def cluster_check(
         )
         if not selecting:
             continue
-        if node.name not in remembered and _calm(selecting, parsed, node, usage.get(node.name)):
+        entries = remembered.get(node.name, ())
+        if not entries and _calm(selecting, parsed, node, usage.get(node.name)):
             resting.append(RestingNode(node.name, selecting))
             continue
-        throttles = throttles_from_status(read.values(), node.name)
+        throttles = throttles_from_status(entries)
         on_node = _with_throttles(pods_on(node.name), throttles)
         try:
             snapshot = with_usage(node, on_node, usage.get(node.name), pod_usage, namespace_labels)
@@ -241,7 +242,7 @@ def cluster_check(
             # Metrics that cannot be read are missing metrics, for this node only.
             unreadable[node.name] = str(error)
             snapshot = with_usage(node, on_node, None, None, namespace_labels)
-        state = state_from_status(read.values(), node.name)
+        state = state_from_status(entries)
         result = check_node([parsed[n] for n in selecting], snapshot, state, now)
         checks.append(NodeCheck(snapshot, result, selecting))
     return ClusterCheck(
@@ -260,10 +261,6 @@ def cluster_check(
             if (found := unreachable_rules(policy, nodes, REGISTRY))
         },
     )
-
-
-def _entries(policy: NodeQosEnsurancePolicy) -> Sequence[NodeStatus]:
-    return policy.status.nodes if policy.status is not None else ()
 
 
 def _calm(

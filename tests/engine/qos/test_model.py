@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sharekeeper.api.qos import qos_policy, read_policy, state_from_status
+from sharekeeper.api.qos import node_entries, qos_policy, read_policy, state_from_status
 from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.qos import (
     NodeQosState,
@@ -230,7 +230,8 @@ def test_outputs_and_state_round_trip_through_status() -> None:
     }
     entry = node_status_entry(result, "cpu")
     json.dumps(entry)  # plain JSON
-    restored = state_from_status([read_policy({**POLICY, "status": {"nodes": [entry]}})], "n1")
+    read = [read_policy({**POLICY, "status": {"nodes": [entry]}})]
+    restored = state_from_status(node_entries(read)["n1"])
     assert restored == result.state
 
 
@@ -253,5 +254,5 @@ def test_releases_round_trip_through_status() -> None:
     other = {"nodes": [{"name": "n1", "releasing": entries[1:]}]}
     read = [read_policy({**POLICY, "status": status}), read_policy({**POLICY, "status": other})]
     # One record per pod, whichever policy holds a copy.
-    assert state_from_status(read, "n1").releases == (release,)
+    assert state_from_status(node_entries(read)["n1"]).releases == (release,)
     assert (release.cpu_milli, release.memory_bytes, release.deadline) == (1_500, 2**30, 1_005)
