@@ -255,6 +255,24 @@ def test_a_node_over_its_waterline_in_the_qos_check(capsys: pytest.CaptureFixtur
     assert [(g["class"], g["metric"]) for g in qos["gaps"]] == [("evict", "cpu_total_usage")]
 
 
+def test_a_node_says_what_usage_is_leaving(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """batch-0 is terminating: its 900m are left out of the gap, which is closed."""
+    example = Path(__file__).resolve().parent.parent / "examples" / "qos-check.yaml"
+    docs = [d for d in yaml.safe_load_all(example.read_text()) if d]
+    dying = next(d for d in docs if d["metadata"]["name"] == "batch-0" and d["kind"] == "Pod")
+    dying["metadata"]["deletionTimestamp"] = "2026-11-18T11:07:00Z"  # --now plus 20 s
+    path = tmp_path / "dying.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    args = ["simulate", "-f", str(path), "--now", "1795000000", "--explain", "node/worker-1"]
+    assert main([*args, "-o", "json"]) == 0
+    (gap,) = json.loads(capsys.readouterr().out)["qos"]["gaps"]
+    assert (gap["gap"], gap["leaving"]) == ("-440m", "900m")
+    assert main(args) == 0
+    assert "evict.cpu_total_usage=-440m(900m leaving) (cpu-guard)" in capsys.readouterr().out
+
+
 # --- the cluster: one list through the kubeconfig's client --------------------------------------
 
 

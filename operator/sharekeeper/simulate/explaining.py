@@ -54,7 +54,7 @@ from sharekeeper.model.quantities import (
 )
 from sharekeeper.pipeline.statuses import ordinal
 from sharekeeper.simulate.reading import Inputs
-from sharekeeper.simulate.rendering import resources_text
+from sharekeeper.simulate.rendering import gap_text, resources_text
 from sharekeeper.simulate.report import Context
 
 Kind = Literal["queue", "node"]
@@ -376,7 +376,7 @@ def _qos_facts(report: Obj, name: str, waterlines: str | None) -> MutableObj:
             policies.append(policy)
             gaps += [
                 {"policy": policy, "class": g.get("class"), "metric": g.get("metric"),
-                 "gap": g.get("gap")}
+                 "gap": g.get("gap"), "leaving": g.get("leaving")}
                 for g in entry.get("gaps") or []
                 if isinstance(g, Mapping)
             ]  # fmt: skip
@@ -626,10 +626,7 @@ def _node_text(f: Obj) -> list[str]:
         rows.append(("QoS", NO_WATERLINE))
     else:
         rows.append(("QoS waterlines", _pairs(qos["waterlines"])))
-        gaps = [
-            f"{g['class']}.{g['metric']}={g['gap'] or 'unknown'} ({g['policy']})"
-            for g in qos["gaps"]
-        ]
+        gaps = [f"{gap_text(g)} ({g['policy']})" for g in qos["gaps"]]
         rows.append(("QoS gaps", ",".join(gaps) or "-"))
     rows += [("QoS note", message) for message in qos["messages"]]
     return [header, *_rows(rows, indent=2)]

@@ -188,7 +188,7 @@ def _node_row(name: str, entries: Sequence[tuple[str, Obj]], node: Obj) -> tuple
         name,
         _joined(f"{policy}/{_rule(rule)}" for policy, entry in entries for rule in entry["rules"]),
         _pairs(waterlines),
-        _joined(_gap(gap) for gap in gaps),
+        _joined(gap_text(gap) for gap in gaps),
         str(throttled),
         "yes" if node.get("taints") else "no",
         "; ".join(messages) or "-",
@@ -233,7 +233,7 @@ def _rule(rule: Obj) -> str:
     return text
 
 
-def _gap(gap: Obj) -> str:
+def gap_text(gap: Obj) -> str:
     """``evict.cpu_total_usage=550m``, and ``(900m leaving)`` for usage on its way out."""
     text = f"{gap.get('class')}.{gap.get('metric')}={gap.get('gap') or 'unknown'}"
     return f"{text}({gap['leaving']} leaving)" if gap.get("leaving") else text
