@@ -295,6 +295,11 @@ class GapStatus(ApiModel):
         description="evict and throttleDown: usage on its way out (terminating pods, our "
         "evictions and throttles the usage sample does not show yet), left out of the gap.",
     )
+    arriving: str | None = Field(
+        None,
+        description="throttleUp: CPU our restores gave back that the usage sample does not show "
+        "yet, left out of the headroom.",
+    )
 
 
 class LastAction(ApiModel):
@@ -336,17 +341,17 @@ class ThrottledPod(ApiModel):
 
 
 class ReleasingPod(ApiModel):
-    """An eviction or throttle this policy's checks made whose effect the node's usage sample
-    may not show yet: what it frees is left out of the gaps until a sample whose window starts
-    after the pod stopped, or the lower limit applied (5 minutes at most)."""
+    """An eviction, throttle or restore this policy's checks made whose effect the node's usage
+    sample may not show yet: it is left out of the gaps until a sample whose window starts
+    after the pod stopped, or the new limit applied (5 minutes at most)."""
 
-    action: Literal["evict", "throttle"] = Field(description="What was done to the pod.")
+    action: Literal["evict", "throttle", "restore"] = Field(description="What was done to the pod.")
     pod: str = Field(max_length=317, description="namespace/name of the pod.")
     uid: str = Field("", max_length=128, description="The pod's UID.")
     cpu: str = Field(
         max_length=64,
         description="evict: the pod's CPU usage when evicted; throttle: what the lower limit "
-        "frees.",
+        "frees; restore: what the higher limit lets the pod take back.",
     )
     memory: str = Field(max_length=64, description="evict: the pod's memory usage when evicted.")
     at: DateTime = Field(description="When the action was accepted.")
@@ -417,9 +422,9 @@ class NodeStatus(ApiModel):
     releasing: Annotated[list[ReleasingPod], Atomic] | None = Field(
         None,
         max_length=100,
-        description="Evictions and throttles on the node whose effect its usage sample may not "
-        "show yet: what they free is not counted again in the gaps (no second action for the "
-        "same usage).",
+        description="Evictions, throttles and restores on the node whose effect its usage sample "
+        "may not show yet: not counted again in the gaps (no second action for the same "
+        "usage).",
     )
     blocked_evictions: Annotated[list[BlockedEviction], Atomic] | None = Field(
         None,

@@ -317,11 +317,10 @@ def _throttled_after(node: QosNode, outcomes: Outcomes) -> list[MutableObj]:
 
 
 def _releasing_after(node_check: NodeCheck, outcomes: Outcomes, now: int) -> list[MutableObj]:
-    """The node's evictions and throttles whose effect its sample may not show yet, this
-    check's accepted ones included: what the next check (and a restarted operator) leaves out
-    of its gaps."""
+    """The node's actions whose effect its sample may not show yet, this check's accepted ones
+    included: what the next check (and a restarted operator) leaves out of its gaps."""
     releases = node_check.result.state.releases
-    if not releases and not any(a.kind != "restore" for a in outcomes.done):
+    if not releases and not outcomes.done:
         return []  # most nodes of most checks
     return [
         releasing_entry(r) for r in with_releases(node_check.node, releases, outcomes.done, now)
@@ -570,6 +569,8 @@ def _gap_dict(gap: Gap) -> dict[str, object]:
     }
     if gap.leaving:
         out["leaving"] = to_quantity(resource, gap.leaving)
+    if gap.arriving:
+        out["arriving"] = to_quantity(resource, gap.arriving)
     return out
 
 

@@ -376,7 +376,8 @@ def _qos_facts(report: Obj, name: str, waterlines: str | None) -> MutableObj:
             policies.append(policy)
             gaps += [
                 {"policy": policy, "class": g.get("class"), "metric": g.get("metric"),
-                 "gap": g.get("gap"), "leaving": g.get("leaving")}
+                 "gap": g.get("gap"), "leaving": g.get("leaving"),
+                 "arriving": g.get("arriving")}
                 for g in entry.get("gaps") or []
                 if isinstance(g, Mapping)
             ]  # fmt: skip

@@ -234,9 +234,13 @@ def _rule(rule: Obj) -> str:
 
 
 def gap_text(gap: Obj) -> str:
-    """``evict.cpu_total_usage=550m``, and ``(900m leaving)`` for usage on its way out."""
+    """``evict.cpu_total_usage=550m``, and ``(900m leaving)`` for usage on its way out or
+    ``(300m arriving)`` for CPU restores gave back, which the usage sample does not show yet."""
     text = f"{gap.get('class')}.{gap.get('metric')}={gap.get('gap') or 'unknown'}"
-    return f"{text}({gap['leaving']} leaving)" if gap.get("leaving") else text
+    for change in ("leaving", "arriving"):
+        if gap.get(change):
+            text += f"({gap[change]} {change})"
+    return text
 
 
 def _conditions(conditions: Iterable[Obj]) -> str:

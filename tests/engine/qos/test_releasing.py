@@ -35,7 +35,7 @@ from sharekeeper.engine.qos.releasing import (
     SETTLE_SECONDS,
     STUCK_AFTER_SECONDS,
     carried,
-    leaving,
+    unsampled,
 )
 from sharekeeper.engine.qos.waterlines import Contribution, gap, pooled_waterlines
 
@@ -116,8 +116,8 @@ def test_a_throttle_down_gap_leaves_it_out_a_restore_headroom_does_not() -> None
     up = Contribution("p", "t", ActionClass.THROTTLE_UP, "cpu_total_usage", 6_000, THROTTLE,
                       throttling.candidates, False, 0)  # fmt: skip
     (line,) = pooled_waterlines([up], REGISTRY)
-    out = leaving(node(dying), (), 110)
-    assert out.cpu_milli == 3_000
+    out = unsampled(node(dying), (), 110)
+    assert out.leaving_cpu_milli == 3_000
     headroom = gap(line, REGISTRY["cpu_total_usage"], node(dying, cpu=5_000), out)
     assert (headroom.amount, headroom.leaving) == (1_000, 0)
 
@@ -125,8 +125,8 @@ def test_a_throttle_down_gap_leaves_it_out_a_restore_headroom_does_not() -> None
 def test_a_pod_stuck_terminating_past_its_deadline_counts_again() -> None:
     stuck = replace(BIG, deletion_deadline=100)
     n = node(stuck, MID, cpu=8_000)
-    assert leaving(n, (), 100 + STUCK_AFTER_SECONDS).cpu_milli == 3_000
-    assert leaving(n, (), 101 + STUCK_AFTER_SECONDS).cpu_milli == 0
+    assert unsampled(n, (), 100 + STUCK_AFTER_SECONDS).leaving_cpu_milli == 3_000
+    assert unsampled(n, (), 101 + STUCK_AFTER_SECONDS).leaving_cpu_milli == 0
     result = check_node([EVICT_AT_6], n, NodeQosState(), 101 + STUCK_AFTER_SECONDS)
     assert [a.pod.name for a in accept_all(node_actions(result, n)).accepted] == ["mid"]
 
@@ -137,22 +137,22 @@ def test_a_pod_given_a_day_to_stop_is_leaving_for_two_minutes_only() -> None:
     day = 86_400
     slow = replace(BIG, deletion_deadline=100 + day, deletion_grace_seconds=day)
     n = node(slow, MID, cpu=8_000)
-    assert leaving(n, (), 100 + LEAVING_SECONDS + STUCK_AFTER_SECONDS).cpu_milli == 3_000
-    assert leaving(n, (), 101 + LEAVING_SECONDS + STUCK_AFTER_SECONDS).cpu_milli == 0
+    assert unsampled(n, (), 100 + LEAVING_SECONDS + STUCK_AFTER_SECONDS).leaving_cpu_milli == 3_000
+    assert unsampled(n, (), 101 + LEAVING_SECONDS + STUCK_AFTER_SECONDS).leaving_cpu_milli == 0
     quick = replace(BIG, deletion_deadline=130, deletion_grace_seconds=30)
-    assert leaving(node(quick), (), 130 + STUCK_AFTER_SECONDS).cpu_milli == 3_000
+    assert unsampled(node(quick), (), 130 + STUCK_AFTER_SECONDS).leaving_cpu_milli == 3_000
 
 
 def test_our_record_stands_in_for_a_terminating_pod_without_a_sample() -> None:
     release = Release("evict", PodKey("default", "big"), "u-big", 3_000, 0, at=100)
-    unsampled = replace(BIG, cpu_usage_milli=None, deletion_deadline=130)
-    assert leaving(node(unsampled), (release,), 110).cpu_milli == 3_000
-    assert leaving(node(unsampled), (), 110).cpu_milli == 0
+    unmeasured = replace(BIG, cpu_usage_milli=None, deletion_deadline=130)
+    assert unsampled(node(unmeasured), (release,), 110).leaving_cpu_milli == 3_000
+    assert unsampled(node(unmeasured), (), 110).leaving_cpu_milli == 0
 
 
 def test_an_eviction_the_watch_has_not_shown_yet_is_leaving() -> None:
     release = Release("evict", PodKey("default", "big"), "u-big", 3_000, 0, at=100)
-    assert leaving(node(BIG), (release,), 101).cpu_milli == 3_000
+    assert unsampled(node(BIG), (release,), 101).leaving_cpu_milli == 3_000
 
 
 def test_a_gone_pod_settles_with_the_first_sample_begun_after_it_stopped() -> None:
@@ -167,7 +167,10 @@ def test_a_gone_pod_settles_with_the_first_sample_begun_after_it_stopped() -> No
         (seen_gone, None, True),  # a sample without a time
     ]:
         n = node(usage_since=since)
-        assert (leaving(n, (release,), 160).cpu_milli == 3_000) is counted, (release, since)
+        assert (unsampled(n, (release,), 160).leaving_cpu_milli == 3_000) is counted, (
+            release,
+            since,
+        )
         assert (carried(n, (release,), 160) != ()) is counted, (release, since)
 
 
@@ -175,7 +178,9 @@ def test_a_pod_recreated_under_the_same_name_is_not_the_evicted_one() -> None:
     release = Release("evict", PodKey("default", "big"), "u-big", 3_000, 0, at=100)
     again = replace(BIG, uid="u-big-2")
     n = node(again, cpu=8_000, usage_since=90)
-    assert leaving(n, (release,), 110).cpu_milli == 3_000  # the old one may be in the sample
+    assert (
+        unsampled(n, (release,), 110).leaving_cpu_milli == 3_000
+    )  # the old one may be in the sample
     assert [r.gone_at for r in carried(n, (release,), 110)] == [110]
 
 
@@ -239,4 +244,26 @@ def test_throttles_not_shown_yet_add_up_and_an_eviction_takes_their_place() -> N
     # A throttled pod that is gone takes its record with it; one terminating counts whole.
     assert carried(node(usage_since=90), (earlier,), 110) == ()
     dying = replace(hog, deletion_deadline=130)
-    assert leaving(node(dying, usage_since=90), (earlier,), 110).cpu_milli == 3_000
+    assert unsampled(node(dying, usage_since=90), (earlier,), 110).leaving_cpu_milli == 3_000
+
+
+def test_a_restore_the_sample_does_not_show_yet_is_not_made_again() -> None:
+    """And the other way round: a restore lets its pod take more CPU only once the higher
+    limit applies; a stale sample showed the same headroom again, and the next check gave
+    the same CPU back a second time."""
+    restoring = policy(rule("t", "cpu_total_usage", 6_000, "throttle", avoid=1, restore=1))
+    held = pod("held", uid="u-held", qos="Burstable", cpu=1_000, limit=1_000)
+    held = replace(held, throttle=ThrottleState(4_000, 1_000))
+    calm = node(held, cpu=5_000, usage_since=90)
+    acted, state = check(calm, NodeQosState(), 100, restoring)
+    assert acted == ["held"]  # 1000m -> 1200m: 200m of the 1100m headroom
+    (release,) = state.releases
+    assert (release.kind, release.cpu_milli) == ("restore", 200)
+    raised = replace(held, cpu_limit_milli=1_200, throttle=ThrottleState(4_000, 1_200))
+    result = check_node([restoring], node(raised, cpu=5_000, usage_since=90), state, 110)
+    (up,) = result.gaps
+    assert (up.action_class, up.amount, up.arriving) == (ActionClass.THROTTLE_UP, 880, 200)
+    # A sample begun after the higher limit applied: the full headroom again.
+    later = node(raised, cpu=5_000, usage_since=100 + SETTLE_SECONDS + 1)
+    (up,) = check_node([restoring], later, state, 120).gaps
+    assert (up.amount, up.arriving) == (1_100, 0)

@@ -4,8 +4,8 @@ Belongs here: the pure decisions of one periodic check of one node. Entry points
 
 - ``check_node(policies, node, state, now) -> NodeCheckResult``: hysteresis, waterlines,
   gaps, plans and the taint decision; ``result.state`` is the state to persist, once
-  ``with_releases`` has added the evictions and throttles the caller saw accepted
-  (``releasing``: usage on its way out is not released twice).
+  ``with_releases`` has added the actions the caller saw accepted (``releasing``: what the
+  usage sample does not show yet is not acted on twice).
 - ``stays_at_rest(policies, node)``: whether a node nothing is remembered of would be left at
   rest by a check (every rule observes calm), so that the check may skip it.
 - ``unreachable_rules(policy, nodes, REGISTRY)``: rules no selected node can cross (a value
@@ -53,7 +53,7 @@ from sharekeeper.engine.qos.planning import (
     SkipReason,
     accept_all,
 )
-from sharekeeper.engine.qos.releasing import Leaving, Release, with_releases
+from sharekeeper.engine.qos.releasing import Release, Unsampled, with_releases
 from sharekeeper.engine.qos.waterlines import Gap, UnreachableRule, Waterline, unreachable_rules
 from sharekeeper.engine.selectors import LabelSelector, Requirement
 
@@ -68,7 +68,6 @@ __all__ = [
     "Flow",
     "Gap",
     "LabelSelector",
-    "Leaving",
     "MetricPlan",
     "MetricSpec",
     "Mode",
@@ -94,6 +93,7 @@ __all__ = [
     "Strategy",
     "ThrottleState",
     "UnreachableRule",
+    "Unsampled",
     "Waterline",
     "accept_all",
     "check_node",

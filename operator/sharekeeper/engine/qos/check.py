@@ -35,7 +35,7 @@ from sharekeeper.engine.qos.planning import (
     metric_plans,
     throttled_pods,
 )
-from sharekeeper.engine.qos.releasing import NOTHING_LEAVING, Release, carried, leaving
+from sharekeeper.engine.qos.releasing import NOTHING_UNSAMPLED, Release, carried, unsampled
 from sharekeeper.engine.qos.waterlines import (
     Contribution,
     Gap,
@@ -178,12 +178,12 @@ def check_node(
             if not preview and action.disable_scheduling and step.state.phase is Phase.TRIGGERED:
                 disabling.append(action.cool_down_seconds)
     # 3. Pool waterlines, measure gaps, decide how each class acts.
-    #    Usage on its way out does not count towards what to release (``releasing``).
+    #    What the sample does not show yet does not count twice (``releasing``).
     lines = pooled_waterlines(enforced, metrics)
     preview_lines = pooled_waterlines(previewed, metrics)
-    out = leaving(node, state.releases, now) if lines or preview_lines else NOTHING_LEAVING
-    line_gaps = gaps(lines, metrics, node, out)
-    preview_gaps = gaps(preview_lines, metrics, node, out)
+    changing = unsampled(node, state.releases, now) if lines or preview_lines else NOTHING_UNSAMPLED
+    line_gaps = gaps(lines, metrics, node, changing)
+    preview_gaps = gaps(preview_lines, metrics, node, changing)
     scheduling = scheduling_state(state.scheduling, tuple(disabling), now)
     return NodeCheckResult(
         node=node.name,

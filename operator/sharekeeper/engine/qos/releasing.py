@@ -18,9 +18,13 @@ caught up. So the gaps of evict and throttle-down waterlines leave out:
   whichever comes first); a throttle, what the lower limit frees, until the first sample whose
   window starts ``SETTLE_SECONDS`` after it. ``RELEASE_RECORD_SECONDS`` at most.
 
-Hysteresis (hot or calm) and a restore's headroom read the usage as sampled: a rule stays
-triggered until the usage shows it calm, and nothing is given back on the strength of usage
-that has not left yet.
+The other way round, a restore lets its pods take more CPU only once the higher limit applies:
+a restore's headroom leaves out what our restores gave back that no sample shows yet (the same
+records and the same settling as a throttle's), or stale samples would restore twice as fast
+and overshoot the waterline.
+
+Hysteresis (hot or calm) reads the usage as sampled: a rule stays triggered until the usage
+shows it calm, and nothing is given back on the strength of usage that has not left yet.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ stays older than that is not one to wait for)."""
 MAX_RELEASES = 100
 """Releases kept per node, the most recent."""
 
-ReleaseKind = Literal["evict", "throttle"]
+ReleaseKind = Literal["evict", "throttle", "restore"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +69,8 @@ class Release:
     uid: str
     cpu_milli: int
     memory_bytes: int
-    """Evict: the pod's usage when evicted; throttle: what the lower limit frees (CPU only).
-    0 when unknown."""
+    """Evict: the pod's usage when evicted; throttle: what the lower limit frees; restore: what
+    the higher limit lets the pod take back (CPU only). 0 when unknown."""
     at: int
     """When the action was accepted."""
     deadline: int | None = None
@@ -78,17 +82,22 @@ class Release:
 
 
 @dataclass(frozen=True, slots=True)
-class Leaving:
-    """Usage on its way out of a node, per resource."""
+class Unsampled:
+    """What the node's usage sample shows that is changing: usage on its way out, and CPU our
+    restores let throttled pods take back (``arriving``), which it does not show yet."""
 
-    cpu_milli: int = 0
-    memory_bytes: int = 0
+    leaving_cpu_milli: int = 0
+    leaving_memory_bytes: int = 0
+    arriving_cpu_milli: int = 0
 
-    def of(self, resource: Resource) -> int:
-        return self.cpu_milli if resource == "cpu" else self.memory_bytes
+    def leaving(self, resource: Resource) -> int:
+        return self.leaving_cpu_milli if resource == "cpu" else self.leaving_memory_bytes
+
+    def arriving(self, resource: Resource) -> int:
+        return self.arriving_cpu_milli if resource == "cpu" else 0
 
 
-NOTHING_LEAVING = Leaving()
+NOTHING_UNSAMPLED = Unsampled()
 
 
 def _identity(pod: PodKey, uid: str) -> str:
@@ -118,7 +127,7 @@ def _settled(release: Release, found: QosPod | None, node: QosNode) -> bool:
     """The sample's window began after the action took effect: the evicted pod stopped, the
     lower limit applied. A throttled pod that is gone takes its record with it."""
     since = node.usage_since
-    if release.kind == "throttle":
+    if release.kind != "evict":
         return found is None or (since is not None and since > release.at + SETTLE_SECONDS)
     if found is not None:
         return False
@@ -133,10 +142,11 @@ def _settled(release: Release, found: QosPod | None, node: QosNode) -> bool:
     return bool(stopped) and since is not None and since > min(stopped)
 
 
-def leaving(node: QosNode, releases: Iterable[Release], now: int) -> Leaving:
-    """What ``node``'s usage sample counts that is on its way out (see the module)."""
+def unsampled(node: QosNode, releases: Iterable[Release], now: int) -> Unsampled:
+    """What ``node``'s usage sample counts that is on its way out, and what our restores let
+    its pods take back that it does not count yet (see the module)."""
     remembered = {_identity(r.pod, r.uid): r for r in releases}
-    cpu = memory = 0
+    cpu = memory = arriving = 0
     for pod in node.pods:
         if _draining(pod, now):
             # Our own record of its eviction stands in for a sample the pod has none in.
@@ -150,10 +160,16 @@ def leaving(node: QosNode, releases: Iterable[Release], now: int) -> Leaving:
             found = pods.get(identity)
             # Found terminating: counted above, whole (or stuck). Evicted but found running:
             # the watch has not shown the accepted eviction yet.
-            if (found is None or not found.terminating) and not _settled(release, found, node):
+            if (found is not None and found.terminating) or _settled(release, found, node):
+                continue
+            if release.kind == "restore":
+                arriving += release.cpu_milli
+            else:
                 cpu += release.cpu_milli
                 memory += release.memory_bytes
-    return Leaving(cpu, memory) if cpu or memory else NOTHING_LEAVING
+    if not (cpu or memory or arriving):
+        return NOTHING_UNSAMPLED
+    return Unsampled(cpu, memory, arriving)
 
 
 def carried(node: QosNode, releases: Iterable[Release], now: int) -> tuple[Release, ...]:
@@ -177,22 +193,23 @@ def carried(node: QosNode, releases: Iterable[Release], now: int) -> tuple[Relea
 def with_releases(
     node: QosNode, releases: Iterable[Release], accepted: Iterable[QosAction], now: int
 ) -> tuple[Release, ...]:
-    """``releases`` and one for each eviction or throttle of a pod of ``node`` among
-    ``accepted`` (a check's accepted actions): an eviction with the pod's usage as the check
-    read it (in place of anything remembered of the pod), a throttle with what it frees (added
-    to what earlier throttles of the pod still free). The newest ``MAX_RELEASES``."""
+    """``releases`` and one for each action on a pod of ``node`` among ``accepted`` (a check's
+    accepted actions): an eviction with the pod's usage as the check read it (in place of
+    anything remembered of the pod), a throttle with what it frees, a restore with what it lets
+    the pod take back (each added to what earlier ones of the same kind still do). The newest
+    ``MAX_RELEASES``."""
     by_key = {p.key: p for p in node.pods}
     kept = {_identity(r.pod, r.uid): r for r in releases}
     for action in accepted:
         pod = by_key.get(action.pod)
-        if pod is None or action.kind == "restore":
+        if pod is None:
             continue
         identity = _identity(pod.key, pod.uid)
-        if action.kind == "throttle":
+        if action.kind != "evict":
             earlier = kept.get(identity)
-            pending = earlier.cpu_milli if earlier and earlier.kind == "throttle" else 0
+            pending = earlier.cpu_milli if earlier and earlier.kind == action.kind else 0
             kept[identity] = Release(
-                "throttle", pod.key, pod.uid, pending + action.released, 0, at=now
+                action.kind, pod.key, pod.uid, pending + action.released, 0, at=now
             )
             continue
         grace = action.grace_period_seconds

@@ -29,7 +29,7 @@ from sharekeeper.engine.qos.metrics import (
     node_capacity,
     node_usage,
 )
-from sharekeeper.engine.qos.releasing import NOTHING_LEAVING, Leaving
+from sharekeeper.engine.qos.releasing import NOTHING_UNSAMPLED, Unsampled
 
 CLASS_ORDER = (ActionClass.EVICT, ActionClass.THROTTLE_DOWN, ActionClass.THROTTLE_UP)
 """Crane's executor order: evict, then throttle down, then restore (crane.md §2)."""
@@ -76,6 +76,9 @@ class Gap:
     """(Signed) distance to close, * (1 + excess), in the resource's absolute unit."""
     leaving: int = 0
     """Evict and throttle down: usage on its way out (``releasing``), left out of ``amount``."""
+    arriving: int = 0
+    """Throttle up: CPU our restores gave back that the sample does not show yet, left out of
+    ``amount``."""
 
 
 def pooled_waterlines(
@@ -110,28 +113,32 @@ def gap(
     waterline: Waterline,
     spec: MetricSpec | None,
     node: QosNode,
-    leaving: Leaving = NOTHING_LEAVING,
+    unsampled: Unsampled = NOTHING_UNSAMPLED,
 ) -> Gap:
-    """``leaving``: usage on its way out of the node, which an evict or throttle-down gap does
-    not count (a restore's headroom does not grow by it before it has left)."""
+    """``unsampled``: what the usage sample counts that is on its way out, which an evict or
+    throttle-down gap leaves out, and what our restores gave back that it does not count yet,
+    which a restore's headroom leaves out."""
     if spec is None:
         return Gap(waterline.action_class, waterline.metric, None, None, None)
     usage = node_usage(spec.resource, node)
     line = absolute(spec, waterline.value, node)
     if usage is None or line is None:
         return Gap(waterline.action_class, waterline.metric, usage, line, None)
+    leaving = arriving = 0
     if waterline.action_class is ActionClass.THROTTLE_UP:
-        raw, left_out = line - usage, 0
+        arriving = unsampled.arriving(spec.resource)
+        raw = line - usage - arriving
     else:
-        left_out = min(leaving.of(spec.resource), usage)
-        raw = usage - left_out - line
+        leaving = min(unsampled.leaving(spec.resource), usage)
+        raw = usage - leaving - line
     return Gap(
         waterline.action_class,
         waterline.metric,
         usage,
         line,
         _with_excess(raw, waterline.excess_percent),
-        left_out,
+        leaving,
+        arriving,
     )
 
 
@@ -139,9 +146,9 @@ def gaps(
     waterlines: Iterable[Waterline],
     metrics: Mapping[str, MetricSpec],
     node: QosNode,
-    leaving: Leaving = NOTHING_LEAVING,
+    unsampled: Unsampled = NOTHING_UNSAMPLED,
 ) -> tuple[Gap, ...]:
-    return tuple(gap(w, metrics.get(w.metric), node, leaving) for w in waterlines)
+    return tuple(gap(w, metrics.get(w.metric), node, unsampled) for w in waterlines)
 
 
 @dataclass(frozen=True, slots=True)
