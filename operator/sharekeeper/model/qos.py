@@ -112,6 +112,12 @@ def _meta(obj: Mapping[str, object]) -> Mapping[str, object]:
     return meta if is_mapping(meta) else {}
 
 
+def _integer(obj: Obj, value: object, path: str, kind: str) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise fail(obj, path, "must be an integer", value, kind=kind)
+    return value
+
+
 def _epoch(obj: Obj, value: object, path: str, kind: str) -> int | None:
     if value is None:
         return None
@@ -195,11 +201,7 @@ def pod_view(
             ext += _quantity(
                 obj, "cpu", lim[EXT_CPU_RESOURCE], f"{where}.limits[{EXT_CPU_RESOURCE}]", kind
             )
-    priority = spec.get("priority", 0)
-    if priority is None:
-        priority = 0
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise fail(obj, "spec.priority", "must be an integer", priority, kind=kind)
+    priority = _integer(obj, spec.get("priority"), "spec.priority", kind) or 0
     unlimited = len(limits) < len(containers) or not containers
     claimed = _claimed_daemonset(owners)
     return QosPod(
@@ -217,22 +219,22 @@ def pod_view(
         and any(_owned_by_node(owner, spec.get("nodeName")) for owner in owners),
         daemonset=claimed is not None and (key.namespace, *claimed) in daemonsets,
         claimed_daemonset=claimed,
-        grace_period_seconds=_seconds(
-            obj, spec.get("terminationGracePeriodSeconds"), "spec.terminationGracePeriodSeconds"
+        grace_period_seconds=_integer(
+            obj,
+            spec.get("terminationGracePeriodSeconds"),
+            "spec.terminationGracePeriodSeconds",
+            kind,
         ),
         deletion_deadline=_epoch(
             obj, meta.get("deletionTimestamp"), "metadata.deletionTimestamp", kind
         ),
-        deletion_grace_seconds=_seconds(
-            obj, meta.get("deletionGracePeriodSeconds"), "metadata.deletionGracePeriodSeconds"
+        deletion_grace_seconds=_integer(
+            obj,
+            meta.get("deletionGracePeriodSeconds"),
+            "metadata.deletionGracePeriodSeconds",
+            kind,
         ),
     )
-
-
-def _seconds(obj: Obj, value: object, path: str) -> int | None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise fail(obj, path, "must be an integer", value, kind="Pod")
-    return value
 
 
 def _owned_by_node(owner: object, node: object) -> bool:
