@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import httpx2 as httpx
@@ -66,24 +67,50 @@ class FakeLeases:
 
 
 class Connection:
-    """One replica's way to the shared Lease API; ``cut`` it to kill the replica silently."""
+    """One replica's way to the shared Lease API; ``cut`` it to kill the replica silently.
+    ``reads`` counts the Lease reads it made: one per try."""
 
     def __init__(self, api: FakeLeases) -> None:
         self.api = api
         self.cut = False
+        self.reads = 0
 
     def __getattr__(self, verb: str) -> Any:
         if self.cut:
             raise httpx.ConnectError("this replica is gone")
+        if verb == "get":
+            self.reads += 1
         return getattr(self.api, verb)
 
 
 FAST = {"lease_seconds": 0.6, "renew_deadline_seconds": 0.4, "retry_seconds": 0.05}
 
 
-def candidate(api: FakeLeases | Connection, identity: str) -> Leadership:
+class ManualClock:
+    """A candidate's clock that moves only when the test moves it, so what a test asserts about
+    the lease's timing does not depend on how fast this machine runs the event loop."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def candidate(
+    api: FakeLeases | Connection, identity: str, clock: ManualClock | None = None
+) -> Leadership:
     settings = LeaseSettings(namespace="sharekeeper", identity=identity, **FAST)
-    return Leadership(api, settings)  # type: ignore[arg-type]
+    if clock is None:
+        return Leadership(api, settings)  # type: ignore[arg-type]
+    return Leadership(api, settings, clock)  # type: ignore[arg-type]
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait for ``condition``; the bound only stops a broken election from hanging the suite."""
+    async with asyncio.timeout(30):
+        while not condition():
+            await asyncio.sleep(0.01)
 
 
 class Acting:
@@ -105,12 +132,13 @@ class Acting:
 def test_one_of_two_candidates_leads_and_the_other_takes_over_when_it_dies() -> None:
     api = FakeLeases()
     to_a = Connection(api)
-    first, second = candidate(to_a, "a"), candidate(api, "b")
+    clock_b = ManualClock()
+    first, second = candidate(to_a, "a"), candidate(api, "b", clock_b)
     acting_a, acting_b = Acting(), Acting()
 
-    async def scenario() -> float:
+    async def scenario() -> None:
         a = asyncio.create_task(first.run(acting_a))
-        await asyncio.sleep(0.2)
+        await until(lambda: acting_a.running)
         b = asyncio.create_task(second.run(acting_b))
         await asyncio.sleep(0.3)
         assert (first.leading, second.leading) == (True, False)
@@ -121,67 +149,66 @@ def test_one_of_two_candidates_leads_and_the_other_takes_over_when_it_dies() -> 
         a.cancel()
         await asyncio.gather(a, return_exceptions=True)
         assert api.holder == "a"
-        loop = asyncio.get_running_loop()
-        died = loop.time()
-        while not acting_b.running:
-            await asyncio.sleep(0.01)
-        took = loop.time() - died
+        # b waits out the lease duration on its own clock: many tries later, not yet ...
+        await asyncio.sleep(0.3)
+        assert not acting_b.running
+        assert api.holder == "a"
+        # ... and takes over once its clock has passed it (the Lease says 1 s).
+        clock_b.now += 1.1
+        await until(lambda: acting_b.running)
         assert second.leading
         assert api.holder == "b"
         b.cancel()
-        await asyncio.gather(a, b, return_exceptions=True)
-        return took
+        await asyncio.gather(b, return_exceptions=True)
 
-    took = asyncio.run(scenario())
-    # b waits out the lease it saw renewed last (0.6 s), never much more.
-    assert 0.3 < took < 1.5
+    asyncio.run(scenario())
 
 
 def test_a_clean_shutdown_hands_the_lease_over_at_once() -> None:
     api = FakeLeases()
-    first, second = candidate(api, "a"), candidate(api, "b")
+    to_b = Connection(api)
+    # b's clock stands still: it could never see a's lease run out, only see it released.
+    first, second = candidate(api, "a"), candidate(to_b, "b", ManualClock())
 
-    async def scenario() -> float:
+    async def scenario() -> None:
         a = asyncio.create_task(first.run(Acting()))
-        await asyncio.sleep(0.2)
+        await until(lambda: first.leading)
         b = asyncio.create_task(second.run(Acting()))
-        await asyncio.sleep(0.2)
-        loop = asyncio.get_running_loop()
+        await until(lambda: to_b.reads >= 2)
+        assert not second.leading
         a.cancel()
         await asyncio.gather(a, return_exceptions=True)
         assert api.holder is None  # released
-        stopped = loop.time()
-        while not second.leading:
-            await asyncio.sleep(0.01)
-        took = loop.time() - stopped
+        reads_before = to_b.reads
+        await until(lambda: second.leading)
+        assert api.holder == "b"
+        assert to_b.reads - reads_before <= 1  # b's next try, not the lease duration
         b.cancel()
         await asyncio.gather(b, return_exceptions=True)
-        return took
 
-    assert asyncio.run(scenario()) < 0.3  # the next try, not the lease duration
+    asyncio.run(scenario())
 
 
 def test_a_leader_that_cannot_renew_stops_acting_before_another_may_take_over() -> None:
     api = FakeLeases()
-    leader = candidate(api, "a")
+    clock = ManualClock()
+    leader = candidate(api, "a", clock)
     acting = Acting()
 
     async def scenario() -> None:
         task = asyncio.create_task(leader.run(acting))
-        await asyncio.sleep(0.2)
-        assert acting.running
+        await until(lambda: acting.running)
         api.down = True
-        loop = asyncio.get_running_loop()
-        cut = loop.time()
-        while acting.running:
-            await asyncio.sleep(0.01)
-        stopped_after = loop.time() - cut
-        # Within the renew deadline (+ one retry), before the lease duration runs out.
-        assert stopped_after < FAST["lease_seconds"]
+        # Renewals fail, but within the renew deadline (by its clock) the leader keeps acting.
+        await asyncio.sleep(0.3)
+        assert acting.running
+        clock.now += FAST["renew_deadline_seconds"] + 0.01
+        # Past it, the next failed renewal stops it: before the lease duration runs out for
+        # anyone else (renew deadline < lease duration, which the settings enforce).
+        await until(lambda: not acting.running)
         assert not leader.leading
         api.down = False
-        while not acting.running:
-            await asyncio.sleep(0.01)
+        await until(lambda: acting.running)
         assert acting.terms == 2  # leads again once the API answers
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -201,8 +228,8 @@ def test_a_leader_whose_lease_was_taken_steps_down_at_the_next_renewal() -> None
         assert api.lease.spec is not None
         api.lease.spec.holderIdentity = "intruder"  # e.g. someone edited the Lease
         api.version += 1
-        await asyncio.sleep(0.15)
-        assert not acting.running
+        await until(lambda: not acting.running)
+        assert api.holder == "intruder"
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 

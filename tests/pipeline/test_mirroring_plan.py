@@ -4,7 +4,6 @@ keep it (the CRD's defaults added), read back as the store would read it."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from sharekeeper.api.mirroring import QueueOrigin, VolcanoQueue, queue_origin, volcano_queue
@@ -164,15 +163,11 @@ def test_a_mirror_of_an_older_volcano_queue_of_the_same_name_is_replaced() -> No
     assert create.body["metadata"]["ownerReferences"][0]["uid"] == "uid-new"
 
 
-def test_ten_thousand_mirrored_queues_cost_no_write_and_little_time() -> None:
+def test_ten_thousand_mirrored_queues_cost_no_write() -> None:
     sources = {f"q{i:05}": volcano(f"q{i:05}", weight=1 + i % 7, capability={"cpu": i})
                for i in range(10_000)}  # fmt: skip
     mirrors = mirrored(*sources.values())
-    started = time.perf_counter()
-    plan = mirror_plan(sources, mirrors)
-    elapsed = time.perf_counter() - started
-    assert plan.writes == ()
-    assert elapsed < 1.0, elapsed  # measured: about 10 ms
+    assert mirror_plan(sources, mirrors).writes == ()
     # One Volcano Queue changed: one write.
     sources["q00042"] = volcano("q00042", weight=100, capability={"cpu": 42})
     assert [w.name for w in mirror_plan(sources, mirrors).writes] == ["q00042"]
