@@ -10,14 +10,15 @@ import pytest
 import yaml
 
 from sharekeeper.cli import main
+from sharekeeper.model.objects import rfc3339
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qos-check.yaml"
 NOW = "1795000000"
 
 
-def run(capsys: pytest.CaptureFixture[str], *files: Path) -> dict[str, object]:
+def run(capsys: pytest.CaptureFixture[str], *files: Path, now: str = NOW) -> dict[str, object]:
     args = [arg for path in files for arg in ("-f", str(path))]
-    assert main(["simulate", *args, "-o", "json", "--now", NOW]) == 0
+    assert main(["simulate", *args, "-o", "json", "--now", now]) == 0
     report: dict[str, object] = json.loads(capsys.readouterr().out)
     return report
 
@@ -50,11 +51,13 @@ def test_feeding_the_status_back_continues_the_episode(
     policy = next(d for d in docs if d["kind"] == "NodeQosEnsurancePolicy")
     policy["status"] = first["nodeQosEnsurancePolicies"]["cpu-guard"]  # type: ignore[index]
     policy["spec"]["objectiveEnsurances"][0]["avoidanceThreshold"] = 3
+    # A minute later, a sample begun after batch-0's deletion deadline: what it shows is real.
     node_metrics = next(d for d in docs if d["kind"] == "NodeMetrics")
+    node_metrics["timestamp"] = rfc3339(int(NOW) + 55)
     node_metrics["usage"]["cpu"] = "6300m"
     second_input = tmp_path / "second.yaml"
     second_input.write_text(yaml.safe_dump_all(docs))
-    second = run(capsys, second_input)
+    second = run(capsys, second_input, now=str(int(NOW) + 60))
     rule = second["nodeQosEnsurancePolicies"]["cpu-guard"]["nodes"][0]["rules"][0]  # type: ignore[index]
     assert rule["phase"] == "Triggered"  # a fresh count would need 3 hot checks first
     assert [a["pod"] for a in second["actions"]] == ["batch/batch-2"]  # type: ignore[index]

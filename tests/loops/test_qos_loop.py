@@ -86,7 +86,11 @@ def example() -> list[dict[str, Any]]:
 
 
 def loop_for(
-    docs: list[dict[str, Any]], recorder: Recorder, status: dict[str, Any] | None = None
+    docs: list[dict[str, Any]],
+    recorder: Recorder,
+    status: dict[str, Any] | None = None,
+    *,
+    now: int = NOW,
 ) -> QosLoop:
     policy = next(d for d in docs if d["kind"] == "NodeQosEnsurancePolicy")
     store = ClusterStore()
@@ -99,7 +103,7 @@ def loop_for(
         status or {},
     )
     store.qos_policies.records["cpu-guard"] = record
-    return QosLoop(recorder, Usage(docs), store, clock=lambda: NOW)
+    return QosLoop(recorder, Usage(docs), store, clock=lambda: now)
 
 
 def test_a_blocked_eviction_stops_there_and_does_not_count() -> None:
@@ -145,12 +149,15 @@ def test_a_restart_continues_the_episode_from_status() -> None:
     first = Recorder()
     asyncio.run(loop_for(example(), first).check())
     docs = [d for d in example() if d["metadata"]["name"] != "batch-0"]
-    next(d for d in docs if d["kind"] == "NodeMetrics")["usage"]["cpu"] = "6300m"
+    # A minute later, a sample begun after batch-0's deletion deadline: what it shows is real.
+    sample = next(d for d in docs if d["kind"] == "NodeMetrics")
+    sample["timestamp"], sample["usage"]["cpu"] = rfc3339(NOW + 55), "6300m"
     policy = next(d for d in docs if d["kind"] == "NodeQosEnsurancePolicy")
     policy["spec"]["objectiveEnsurances"][0]["avoidanceThreshold"] = 3
     second = Recorder()
     # A new loop (a restarted operator) that only has what the first one persisted.
-    asyncio.run(loop_for(docs, second, status=first.statuses["cpu-guard"]).check())
+    status = first.statuses["cpu-guard"]
+    asyncio.run(loop_for(docs, second, status=status, now=NOW + 60).check())
     assert second.evicted == ["batch/batch-2"]  # still triggered: no three new hot checks needed
 
 

@@ -141,15 +141,15 @@ def _duration(obj: Obj, value: object, path: str, kind: str) -> float:
     return sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(text))
 
 
-def usage_since(metrics: Mapping[str, object]) -> int | None:
+def usage_times(metrics: Mapping[str, object]) -> tuple[int | None, int | None]:
     """When a NodeMetrics sample's window began (``timestamp`` minus ``window``, rounded down to
-    the second), or None when it does not say."""
+    the second) and when it was taken (``timestamp``); None where it does not say."""
     kind = "NodeMetrics"
     stamp = _epoch(metrics, metrics.get("timestamp"), "timestamp", kind)
     window = metrics.get("window")
     if stamp is None or window is None:
-        return None
-    return stamp - math.ceil(_duration(metrics, window, "window", kind))
+        return None, stamp
+    return stamp - math.ceil(_duration(metrics, window, "window", kind)), stamp
 
 
 def pod_usage(metrics: Mapping[str, object]) -> tuple[int, int]:
@@ -352,11 +352,13 @@ def with_node_usage(node: QosNode, node_metrics: Mapping[str, object] | None) ->
         return node
     usage = mapping_at(node_metrics, "usage")
     kind = "NodeMetrics"
+    since, at = usage_times(node_metrics)
     return replace(
         node,
         cpu_usage_milli=_amount(node_metrics, usage, "cpu", "usage", kind),
         memory_usage_bytes=_amount(node_metrics, usage, "memory", "usage", kind),
-        usage_since=usage_since(node_metrics),
+        usage_since=since,
+        usage_at=at,
     )
 
 

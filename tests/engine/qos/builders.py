@@ -104,6 +104,7 @@ def node(
     memory_capacity: int | None = 64 * 2**30,
     labels: dict[str, str] | None = None,
     usage_since: int | None = None,
+    usage_at: int | None = None,
 ) -> QosNode:
     return QosNode(
         name=name,
@@ -113,6 +114,7 @@ def node(
         cpu_usage_milli=cpu,
         memory_usage_bytes=memory,
         usage_since=usage_since,
+        usage_at=usage_at,
         pods=pods,
     )
 

@@ -162,10 +162,13 @@ def test_the_usage_sample_says_when_its_window_began_and_a_pod_when_it_is_killed
     metrics = {"timestamp": "2026-01-01T00:01:00Z", "window": "1m0.5s", "usage": {"cpu": "1"}}
     snapshot = node_from_dicts(node, [dying], metrics)
     assert snapshot.usage_since == 1_767_225_600 - 1  # the window's half second rounds it down
+    assert snapshot.usage_at == 1_767_225_660
     (pod,) = snapshot.pods
     assert (pod.terminating, pod.deletion_deadline) == (True, 1_767_225_630)
     assert (pod.grace_period_seconds, pod.deletion_grace_seconds) == (30, 30)
     assert node_from_dicts(node, [], {"usage": {"cpu": "1"}}).usage_since is None
+    unwindowed = node_from_dicts(node, [], {k: v for k, v in metrics.items() if k != "window"})
+    assert (unwindowed.usage_since, unwindowed.usage_at) == (None, 1_767_225_660)
     with pytest.raises(ObjectError, match="window: is not a duration such as 10s"):
         node_from_dicts(node, [], {**metrics, "window": "10"})
 

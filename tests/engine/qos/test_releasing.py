@@ -174,6 +174,25 @@ def test_a_gone_pod_settles_with_the_first_sample_begun_after_it_stopped() -> No
         assert (carried(n, (release,), 160) != ()) is counted, (release, since)
 
 
+def test_a_sample_stamped_ahead_of_our_clock_is_taken_to_have_begun_that_much_earlier() -> None:
+    """A metrics clock 10 s ahead: the sample (stamped 170 at our 160, a 15 s window) began at
+    145 by our clock, before the check that found the pod gone (150), so it may still hold the
+    pod's usage; read as stamped (155) it would settle the eviction early."""
+    release = Release(
+        "evict", PodKey("default", "big"), "u-big", 3_000, 0, at=100, deadline=200, gone_at=150
+    )
+    ahead = node(usage_since=155, usage_at=170)
+    assert unsampled(ahead, (release,), 160).leaving_cpu_milli == 3_000
+    assert carried(ahead, (release,), 160) == (release,)
+    # Its next sample, as far ahead: begun at 160 by our clock, after the pod stopped.
+    later = node(usage_since=170, usage_at=185)
+    assert unsampled(later, (release,), 175).leaving_cpu_milli == 0
+    assert carried(later, (release,), 175) == ()
+    # A sample stamped before our now is read as stamped (a clock behind only settles late).
+    behind = node(usage_since=155, usage_at=158)
+    assert unsampled(behind, (release,), 160).leaving_cpu_milli == 0
+
+
 def test_a_pod_recreated_under_the_same_name_is_not_the_evicted_one() -> None:
     release = Release("evict", PodKey("default", "big"), "u-big", 3_000, 0, at=100)
     again = replace(BIG, uid="u-big-2")

@@ -97,6 +97,9 @@ class QosNode:
     usage_since: int | None = None
     """When the usage sample's window began (NodeMetrics ``timestamp`` minus ``window``): usage
     that ended before then is not in it. None when unknown."""
+    usage_at: int | None = None
+    """When the usage sample was taken (NodeMetrics ``timestamp``), by the metrics server's
+    clock; None when unknown."""
     pods: tuple[QosPod, ...] = ()
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Labels of every namespace a pod lives in (for ``candidates.namespaceSelector``)."""

@@ -123,10 +123,21 @@ def _known(value: int | None, otherwise: int) -> int:
     return value if value is not None else otherwise
 
 
-def _settled(release: Release, found: QosPod | None, node: QosNode) -> bool:
+def sample_start(node: QosNode, now: int) -> int | None:
+    """When ``node``'s usage sample began, by our clock as far as the sample tells: a sample
+    stamped after ``now`` comes from a clock ahead of ours, and is taken to have begun that
+    much earlier (so a clock ahead settles a record early by no more than the sample's age)."""
+    since = node.usage_since
+    if since is None:
+        return None
+    ahead = _known(node.usage_at, now) - now
+    return since - ahead if ahead > 0 else since
+
+
+def _settled(release: Release, found: QosPod | None, node: QosNode, now: int) -> bool:
     """The sample's window began after the action took effect: the evicted pod stopped, the
     lower limit applied. A throttled pod that is gone takes its record with it."""
-    since = node.usage_since
+    since = sample_start(node, now)
     if release.kind != "evict":
         return found is None or (since is not None and since > release.at + SETTLE_SECONDS)
     if found is not None:
@@ -160,7 +171,7 @@ def unsampled(node: QosNode, releases: Iterable[Release], now: int) -> Unsampled
             found = pods.get(identity)
             # Found terminating: counted above, whole (or stuck). Evicted but found running:
             # the watch has not shown the accepted eviction yet.
-            if (found is not None and found.terminating) or _settled(release, found, node):
+            if (found is not None and found.terminating) or _settled(release, found, node, now):
                 continue
             if release.kind == "restore":
                 arriving += release.cpu_milli
@@ -179,7 +190,7 @@ def carried(node: QosNode, releases: Iterable[Release], now: int) -> tuple[Relea
     kept = []
     for release in releases:
         found = pods.get(_identity(release.pod, release.uid))
-        if now - release.at > RELEASE_RECORD_SECONDS or _settled(release, found, node):
+        if now - release.at > RELEASE_RECORD_SECONDS or _settled(release, found, node, now):
             continue
         if release.kind == "evict" and found is None and release.gone_at is None:
             kept.append(replace(release, gone_at=now))
