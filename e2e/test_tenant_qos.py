@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from clusters import TARGET, Cluster
 from metrics_server import MetricsServer
 from operating import Operator, eventually
 from qosing import EVICT, guard, node_entry, node_w1, pod, run, teams, terminating
+from sharekeeper.engine.qos.releasing import LEAVING_SECONDS, STUCK_AFTER_SECONDS
 from tenants import Tenant
 
 pytestmark = pytest.mark.skipif(
@@ -55,6 +57,10 @@ def hot_node(
         run(cluster_with, metrics, VICTIM, "train-0", "1")
         metrics.set_node("w1", cpu="6500m", memory="8Gi")
         yield cluster_with
+
+
+def timestamp(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
 
 
 def only_the_tenant_goes(cluster: Cluster, metrics: MetricsServer, name: str) -> None:
@@ -135,3 +141,42 @@ def test_a_forged_daemonset_owner_does_not_shield_a_tenants_pod(
     tenant.kubectl("create", "-f", "-", input=json.dumps(forged))
     run(hot_node, metrics, TENANT, "fake-agent", "2")
     only_the_tenant_goes(hot_node, metrics, "fake-agent")
+
+
+def test_a_tenant_deleting_its_busy_pod_with_a_long_grace_holds_the_evictions_two_minutes_at_most(
+    hot_node: Cluster, metrics: MetricsServer, tenant: Tenant
+) -> None:
+    """A terminating pod's usage is on its way out, so the gap leaves it out. The tenant deletes
+    its own busy pod with a day's grace period, and the pod goes on burning (SIGTERM trapped):
+    without a bound the node's evictions would wait a day. The bound is 2 minutes after the
+    deletion plus 30 s stuck (``LEAVING_SECONDS``, ``STUCK_AFTER_SECONDS``); after it the check
+    evicts the tenant's next pod, and only that one."""
+    for name, cpu in (("hog", "3"), ("b", "600m")):
+        tenant.kubectl("create", "-f", "-", input=json.dumps(pod(name, TENANT)))
+        run(hot_node, metrics, TENANT, name, cpu)
+    tenant.kubectl("delete", "pod", "hog", "-n", TENANT, "--grace-period=86400", "--wait=false")
+    hog = hot_node.get("pod", "hog", "-n", TENANT)["metadata"]
+    deleted_at = timestamp(hog["deletionTimestamp"]) - hog["deletionGracePeriodSeconds"]
+    hot_node.apply(guard(POLICY, EVICT))
+
+    def leaving() -> str:
+        gaps = node_entry(hot_node, POLICY).get("gaps", [])
+        assert gaps, "no gap reported yet"
+        return str(gaps[0].get("leaving"))
+
+    # 6.5 cores used, 3 of them leaving: under the 6-core waterline, nothing to evict yet.
+    assert eventually(leaving, timeout=30) == "3"
+    assert terminating(hot_node, TENANT, VICTIM) == [f"{TENANT}/hog"]
+
+    def evicted() -> list[str]:
+        gone = terminating(hot_node, TENANT, VICTIM)
+        assert gone != [f"{TENANT}/hog"], "nothing evicted yet"
+        return gone
+
+    # The bound is 150 s; the check runs every 2 s.
+    assert eventually(evicted, timeout=200) == [f"{TENANT}/b", f"{TENANT}/hog"]
+    b = hot_node.get("pod", "b", "-n", TENANT)["metadata"]
+    evicted_at = timestamp(b["deletionTimestamp"]) - b["deletionGracePeriodSeconds"]
+    assert evicted_at - deleted_at >= LEAVING_SECONDS + STUCK_AFTER_SECONDS - 1  # whole seconds
+    # What is leaving now is b's usage; the hog's counts again.
+    eventually(lambda: leaving() == "600m", timeout=30)
