@@ -18,7 +18,7 @@ operator's usage reader (``usage``), whose client is asynchronous.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import httpx2 as httpx  # lightkube's HTTP client
 from lightkube.core.exceptions import ConfigError
@@ -115,9 +115,19 @@ def refusal(response: httpx.Response) -> str:
 def status_message(response: httpx.Response) -> str:
     """What a refusal says: its Status' message (or reason), else the first 300 characters of
     its text (an aggregator's or a proxy's plain-text error)."""
+    return status_detail(status_of(response))
+
+
+def status_of(response: httpx.Response) -> dict[str, object]:
+    """A refusal's body: the API server's Status, or ``{"message": <its first 300
+    characters>}`` when it is not a JSON object (an aggregator's or a proxy's plain text)."""
     try:
         status = response.json()
-        detail = str(status.get("message") or status.get("reason") or "")
-    except (ValueError, AttributeError):
-        detail = response.text[:300]
-    return detail.strip()
+    except ValueError:
+        status = None
+    return status if isinstance(status, dict) else {"message": response.text[:300]}
+
+
+def status_detail(status: Mapping[str, object]) -> str:
+    """A Status' message, else its reason."""
+    return str(status.get("message") or status.get("reason") or "").strip()

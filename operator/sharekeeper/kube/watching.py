@@ -25,6 +25,7 @@ import httpx2 as httpx  # lightkube's HTTP client
 
 from sharekeeper import telemetry
 from sharekeeper.kube.kinds import Resource
+from sharekeeper.kube.listing import status_detail, status_of
 from sharekeeper.kube.transient import retry_after
 from sharekeeper.model import jsontext
 from sharekeeper.model.objects import MutableObj
@@ -351,15 +352,9 @@ class ListWatch:
 
     def _refusal(self, response: httpx.Response) -> Exception:
         """What a non-200 answer means; its body is usually a Status, sometimes plain text."""
-        try:
-            status = response.json()
-        except ValueError:
-            status = None
-        if not isinstance(status, dict):
-            status = {"message": response.text[:300]}
         code = response.status_code
         pause = retry_after(response.headers.get("Retry-After")) if code == 429 else None
-        return self._classify(code, status, reason=f"http_{code}", retry_after=pause)
+        return self._classify(code, status_of(response), reason=f"http_{code}", retry_after=pause)
 
     def _classify(
         self, code: int | None, status: MutableObj, *, reason: str, retry_after: float | None = None
@@ -368,8 +363,7 @@ class ListWatch:
             return _Expired()
         if code == 404 and self._resource.optional:
             return _NotServed()
-        detail = str(status.get("message") or status.get("reason") or "").strip()
-        return _Failure(reason, detail, code=code, retry_after=retry_after)
+        return _Failure(reason, status_detail(status), code=code, retry_after=retry_after)
 
     def _count_restart(self, reason: str) -> None:
         telemetry.WATCH_RESTARTS.labels(self._resource.name, reason).inc()
