@@ -148,6 +148,11 @@ LEADER = Gauge(
 LEADERSHIP_TRANSITIONS = Counter(
     "sharekeeper_leadership_acquired_total", "Times this replica became the leader"
 )
+QOS_USAGE_CLOCK_AHEAD = Gauge(
+    "sharekeeper_qos_usage_clock_ahead_seconds",
+    "How far the newest NodeMetrics timestamp of the last QoS check was ahead of the "
+    "operator's clock (0: not ahead)",
+)
 USAGE_AVAILABLE = Gauge(
     "sharekeeper_usage_available",
     "1 when the last QoS check could read usage from metrics.k8s.io, 0 when it could not",

@@ -334,3 +334,28 @@ def test_checks_on_a_sample_older_than_the_eviction_evict_nothing_more() -> None
     assert recorder.evicted == ["batch/batch-0", "batch/batch-2"]
     entry = recorder.statuses["cpu-guard"]["nodes"][0]
     assert [r["pod"] for r in entry["releasing"]] == ["batch/batch-2"]
+
+
+def test_usage_stamped_ahead_of_our_clock_is_said_once_and_measured(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    docs = example()
+    sample = next(d for d in docs if d["kind"] == "NodeMetrics")
+    loop = loop_for(docs, Recorder())
+
+    def check_stamped(at: int) -> float | None:
+        sample["timestamp"] = rfc3339(at)
+        asyncio.run(loop.check())
+        return REGISTRY.get_sample_value("sharekeeper_qos_usage_clock_ahead_seconds")
+
+    def said(text: str) -> int:
+        return sum(text in record.getMessage() for record in caplog.records)
+
+    with caplog.at_level(logging.INFO, logger="sharekeeper.loops.qos"):
+        assert check_stamped(NOW - 20) == 0  # an older sample: the usual case
+        assert check_stamped(NOW + 40) == 40
+        assert check_stamped(NOW + 41) == 41
+        assert said("usage is stamped 40s ahead of this operator's clock") == 1
+        assert said("usage is stamped 41s ahead") == 0  # once, not at every check
+        assert check_stamped(NOW + 2) == 2  # within the settle margin: in step
+        assert said("in step with this operator's clock again") == 1

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from sharekeeper import telemetry
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.engine.qos import Outcome, PlanReport, QosAction, accept_all, node_actions
+from sharekeeper.engine.qos.releasing import SETTLE_SECONDS
 from sharekeeper.engine.qos.throttling import split_cpu_limit
 from sharekeeper.kube.kinds import reference
 from sharekeeper.kube.usage import UsageSource, UsageUnavailable
@@ -34,7 +35,7 @@ from sharekeeper.loops.echoes import Echoes
 from sharekeeper.loops.health import LoopHealth
 from sharekeeper.loops.lane import Lane
 from sharekeeper.model.objects import MutableObj, Obj, rfc3339
-from sharekeeper.model.qos import TAINT, WATERLINES_ANNOTATION
+from sharekeeper.model.qos import TAINT, WATERLINES_ANNOTATION, newest_sample_time
 from sharekeeper.model.records import OwnRecord
 from sharekeeper.pipeline.qos import (
     ClusterCheck,
@@ -78,6 +79,9 @@ class QosLoop:
     """Why usage could not be read at the last check, if it could not."""
     _unreadable: frozenset[str] = field(default=frozenset(), init=False)
     """Nodes whose usage could not be read at the last check."""
+    _clock_ahead: bool = field(default=False, init=False)
+    """Whether the last check's usage was stamped ahead of our clock by more than the settle
+    margin."""
 
     def __post_init__(self) -> None:
         self.health = LoopHealth("qos", self._interval)
@@ -145,6 +149,7 @@ class QosLoop:
                 node_metrics = pod_metrics = None
                 problem = str(error)
             self._usage_problem(problem)
+            self._usage_clock(node_metrics, now)
             telemetry.QOS_USAGE_SECONDS.observe(time.perf_counter() - reading)
         # 2. The engine, per node, from the state persisted in the policies' status: on the
         #    records read on arrival (a node's pods copied at once as the check comes to it,
@@ -183,6 +188,23 @@ class QosLoop:
                 logger.info("usage available again")
         self._unavailable = problem
         telemetry.USAGE_AVAILABLE.set(0 if problem is not None else 1)
+
+    def _usage_clock(self, node_metrics: list[MutableObj] | None, now: int) -> None:
+        """How far the usage's clock runs ahead of ours, said once when it passes the settle
+        margin and once when it is back: the check then takes samples to have begun earlier
+        than they say (docs/qos.md, "Usage on its way out"), which an NTP fix makes needless."""
+        newest = newest_sample_time(node_metrics) if node_metrics else None
+        ahead = max(newest - now, 0) if newest is not None else 0
+        telemetry.QOS_USAGE_CLOCK_AHEAD.set(ahead)
+        skewed = ahead > SETTLE_SECONDS
+        if skewed and not self._clock_ahead:
+            logger.warning(
+                "usage is stamped %ds ahead of this operator's clock: are the metrics "
+                "pipeline's clocks and ours in step (NTP)?", ahead,
+            )  # fmt: skip
+        elif self._clock_ahead and not skewed:
+            logger.info("usage is stamped in step with this operator's clock again")
+        self._clock_ahead = skewed
 
     def _unreadable_usage(self, problems: Mapping[str, str]) -> None:
         """A node whose NodeMetrics or PodMetrics cannot be read is said once, when it starts

@@ -152,6 +152,17 @@ def usage_times(metrics: Mapping[str, object]) -> tuple[int | None, int | None]:
     return stamp - math.ceil(_duration(metrics, window, "window", kind)), stamp
 
 
+def newest_sample_time(node_metrics: Iterable[Mapping[str, object]]) -> int | None:
+    """The newest NodeMetrics ``timestamp`` (compared as text: metrics-server writes them all
+    alike, in UTC), None when none has one or the newest is not a time."""
+    stamps = (m.get("timestamp") for m in node_metrics)
+    newest = max((s for s in stamps if isinstance(s, str)), default=None)
+    try:
+        return None if newest is None else int(datetime.fromisoformat(newest).timestamp())
+    except ValueError:
+        return None
+
+
 def pod_usage(metrics: Mapping[str, object]) -> tuple[int, int]:
     """A PodMetrics' CPU (millicores) and memory (bytes), summed over its containers."""
     kind = "PodMetrics"

@@ -21,6 +21,7 @@ from sharekeeper.engine.qos import (
 from sharekeeper.engine.qos.candidates import protected
 from sharekeeper.model.objects import ObjectError
 from sharekeeper.model.qos import (
+    newest_sample_time,
     node_from_dicts,
     pod_view,
     waterlines_annotation,
@@ -259,3 +260,15 @@ def test_releases_round_trip_through_status() -> None:
     # One record per pod, whichever policy holds a copy.
     assert state_from_status(node_entries(read)["n1"]).releases == (release,)
     assert (release.cpu_milli, release.memory_bytes, release.deadline) == (1_500, 2**30, 1_005)
+
+
+def test_the_newest_sample_time_is_read_from_the_timestamps_alone() -> None:
+    samples = [
+        {"timestamp": "2026-01-01T00:00:30Z"},
+        {"timestamp": "2026-01-01T00:01:00Z"},
+        {},
+        {"timestamp": 5},
+    ]
+    assert newest_sample_time(samples) == 1_767_225_660
+    assert newest_sample_time([{"timestamp": "yesterday"}]) is None
+    assert newest_sample_time([]) is None
