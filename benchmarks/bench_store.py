@@ -90,9 +90,10 @@ CARRIED = Carried()
 REFREEZER = collector.Refreezer()
 
 
-def one_round(store: ClusterStore) -> Decision:
+def one_round(store: ClusterStore, *, now: float | None = None) -> Decision:
     """A round as the operator's turn of the lane makes it: the collector held back while it
-    computes, and what it kept frozen before the collector runs again."""
+    computes, and what it kept frozen before the collector runs again. With ``now``, as the
+    operator's round with reclaim on: the bound pods and the time are passed in too."""
     collecting = collector.hold_back()
     try:
         queues, policies = store.queues.sorted_records(), store.policies.sorted_records()
@@ -103,6 +104,7 @@ def one_round(store: ClusterStore) -> Decision:
         decision = _decide(
             snapshot, node_policies(policies), queues, policies, nodes, stamp=STAMP,
             held=store.pods.held(), carried=CARRIED,
+            pods=store.pods if now is not None else None, now=now,
         )  # fmt: skip
         REFREEZER()
     finally:
@@ -159,6 +161,8 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--held", type=int, default=10_000, help="pods held by the gate")
+    parser.add_argument("--max-evictions", type=int, default=100,
+                        help="the reclaim round's bound")  # fmt: skip
     parser.add_argument("--tree-fanout", type=int, default=0,
                         help="the queues as leaves of a tree of this fanout (0: flat)")  # fmt: skip
     args = parser.parse_args()
@@ -209,6 +213,18 @@ def main() -> None:
     published(store, one_round(store))  # the gated counts are in every status now
     gating = best_seconds(lambda: one_round(store), args.repeat)
     released = len(one_round(store).publication.gates.released)
+    # Reclaim planned for every held pod (Preview, no wait), against the queues above their
+    # share: what the operator's round adds with reclaim on (its inputs and the engine).
+    reclaiming = workload.scheduler_policy()
+    reclaiming["spec"]["reclaim"] = {
+        "mode": "Preview", "afterSeconds": 0, "maxEvictionsPerRound": args.max_evictions,
+    }  # fmt: skip
+    reclaiming["metadata"].update(uid="uid-reclaiming", generation=2)
+    store.policies.event("MODIFIED", reclaiming)
+    later = 1_800_000_000.0  # after every held pod's creation
+    published(store, one_round(store, now=later))
+    reclaim = best_seconds(lambda: one_round(store, now=later), args.repeat)
+    (planned,) = one_round(store, now=later).publication.reclaims.values()
 
     pods = workload.pods
     print(f"{args.nodes:,} nodes, {pods:,} pods, {workload.queues:,} queues")
@@ -222,6 +238,12 @@ def main() -> None:
     print(
         f"one round, {args.held:,} held  {gating * 1000:6.0f} ms  ({released:,} released, "
         "settled otherwise)"
+    )
+    candidates = sum(map(len, planned.inputs.running.values()))
+    print(
+        f"  and reclaim Preview     {reclaim * 1000:6.0f} ms  ({len(planned.inputs.waiting):,} "
+        f"waiting, {candidates:,} candidates in {len(planned.inputs.running):,} queues above "
+        f"their share, {planned.plan.evictions} evictions planned)"
     )
 
 
