@@ -103,6 +103,8 @@ def proportional_reservation(
     With several configured resources on one node, each is checked on its own (Volcano's
     rule), so the binding reservation is the largest per dimension, not the sum.
     """
+    if not any(resource in node.allocatable for resource in proportions):
+        return None  # most nodes: no accelerator, nothing to work out
     idle = idle_resources(node)
     by_resource = reservations_by_resource(idle, proportions)
     if not by_resource:
