@@ -361,10 +361,10 @@ class PodStore(KindStore[PodKey, PodRecord]):
         return list(self._by_node.get(node, {}).values())
 
     def bound_claiming(self, claim: Hashable) -> list[PodRecord]:
-        """The bound, non-terminal pods whose ``claim_key`` is ``claim``. Called from the
-        round's worker thread: the keys are copied at once (one C-level copy under the GIL),
-        and a pod gone since is skipped."""
-        keys = tuple(self._by_claim.get(claim, ()))
+        """The bound, non-terminal pods whose ``claim_key`` is ``claim``, by namespace and name.
+        Called from the round's worker thread: the keys are copied and sorted at once (one
+        C-level call under the GIL), and a pod gone since is skipped."""
+        keys = sorted(self._by_claim.get(claim, ()))
         found = (self.records.get(key) for key in keys)
         return [record for record in found if record is not None and record.share.allocated]
 

@@ -32,8 +32,9 @@ Not built yet: pods of a PodGroup are placed one by one.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Protocol
 
 from sharekeeper.engine.admission import AdmissionResult, NodePolicy, ReclaimMode
@@ -344,8 +345,9 @@ def reclaim_inputs(
             if pod.namespace in refused or pod.node_name is None:
                 continue
             request = _within(pod.request, dimensions)
-            key = (pod.namespace, pod.name)
-            if (view is not None and view.terminating) or key in evicting:
+            if (view is not None and view.terminating) or (
+                evicting and PodKey(pod.namespace, pod.name) in evicting
+            ):
                 gone_by_queue[queue] = add(gone_by_queue.get(queue, {}), request)
                 gone_by_node[pod.node_name] = add(
                     gone_by_node.get(pod.node_name, {}), {**request, PODS: 1}
@@ -385,27 +387,26 @@ def reclaim_inputs(
             policy=policy,
             parent=share.parent,
             deserved=share.deserved,
-            allocated=exceeded_part(share.allocated, gone_above.get(name, {})),
+            allocated=exceeded_part(share.allocated, gone_above[name])
+            if name in gone_above
+            else share.allocated,
             guarantee=share.guarantee,
             reclaimable=specs[name].reclaimable if name in specs else True,
         )
         for name, share in sorted(governed.items())
     )
     used, counts = snapshot.totals.node_used, snapshot.totals.node_pods
-    nodes = tuple(
-        _node_state(
-            node,
-            policy,
-            # With ``pods``, their count: a node full by pod count has no room.
-            exceeded_part(
-                {**used.get(node.name, {}), PODS: counts.get(node.name, 0)},
-                gone_by_node.get(node.name, {}),
-            ),
-            proportions,
+    nodes: list[NodeState] = []
+    for node in snapshot.nodes:
+        admitted = facts.nodes.get(node.name)
+        if admitted is None or admitted.policy != policy:
+            continue
+        # With ``pods``, their count: a node full by pod count has no room.
+        in_use = {**used.get(node.name, {}), PODS: counts.get(node.name, 0)}
+        gone = gone_by_node.get(node.name)
+        nodes.append(
+            _node_state(node, policy, exceeded_part(in_use, gone) if gone else in_use, proportions)
         )
-        for node in snapshot.nodes
-        if (admitted := facts.nodes.get(node.name)) is not None and admitted.policy == policy
-    )
     groups = {(g.namespace, g.name): g for g in snapshot.pod_groups} if groups_named else {}
     gangs = tuple(
         Gang(
@@ -420,7 +421,7 @@ def reclaim_inputs(
     )
     return ReclaimInputs(
         queues=queues,
-        nodes=nodes,
+        nodes=tuple(nodes),
         running=running,
         gangs=gangs,
         waiting=tuple(waiting),
@@ -439,19 +440,26 @@ def _bound_pods(
     """The bound pods charged to ``queue``: those naming it, those of its PodGroups
     (``groups``) that name no queue themselves, and for the default queue the pods naming
     nothing whose scheduler the policy manages."""
-    found = list(pods.bound_claiming(("named", queue)))
-    for namespace, name in groups:
-        found += pods.bound_claiming(("grouped", namespace, name))
+    found = pods.bound_claiming(("named", queue))
+    claims: list[tuple[str, ...]] = [("grouped", namespace, name) for namespace, name in groups]
     if queue == DEFAULT_QUEUE:
         spec = next((p for p in snapshot.policies if p.name == policy), None)
-        for scheduler in sorted(spec.sharing.scheduler_names) if spec is not None else ():
-            found += pods.bound_claiming(("unnamed", scheduler))
-    return sorted(found, key=lambda record: (record.share.namespace, record.share.name))
+        names = sorted(spec.sharing.scheduler_names) if spec is not None else ()
+        claims += [("unnamed", scheduler) for scheduler in names]
+    if not claims:
+        return found  # the common case, already in order
+    for claim in claims:
+        found += pods.bound_claiming(claim)
+    return sorted(found, key=attrgetter("share.namespace", "share.name"))
 
 
 def _over(allocated: Amounts, deserved: Amounts) -> bool:
     return any(amount > deserved.get(name, 0) for name, amount in allocated.items() if name != PODS)
 
 
-def _within(request: Amounts, dimensions: Collection[str]) -> dict[str, int]:
+def _within(request: Amounts, dimensions: Set[str]) -> Amounts:
+    """``request`` on ``dimensions`` only, without ``pods``: the same mapping when that leaves
+    it whole, as it mostly does (a pod's request is never changed)."""
+    if request.keys() <= dimensions and PODS not in request:
+        return request
     return {name: amount for name, amount in request.items() if name in dimensions and name != PODS}
