@@ -166,6 +166,17 @@ class _Try:
         return all(missing <= 0 for missing in self.need)
 
 
+@dataclass(slots=True)
+class _Fitting:
+    """The nodes of a policy that could hold a pod shape when ``Round.freed`` was ``freed``
+    (offsets in the policy's slice, ascending), and how many of them have since been found
+    full for it."""
+
+    freed: int
+    nodes: list[int]
+    at: int = 0
+
+
 _Shape = tuple[str, tuple[tuple[str, int], ...], frozenset[str] | None]
 """A waiting pod's queue, request and nodes: what its outcome depends on besides the round."""
 
@@ -205,8 +216,8 @@ class _Planner:
         """The last pod of each shape not served, and ``Round.version`` then: until the round
         changes (or reaches its bound), a pod of that shape is not served either, and why is
         the same."""
-        self.cursors: dict[tuple[object, ...], tuple[int, int]] = {}
-        """Per pod shape: ``Round.freed`` and the first node of the policy that may hold it."""
+        self.fitting: dict[tuple[object, ...], _Fitting] = {}
+        """Per pod shape: the policy's nodes that may hold it (``_free_fit``)."""
         self.held: dict[tuple[str, ...], np.ndarray | None] = {}
         self.branches: dict[str, dict[str, tuple[str, ...]]] = {}
         """Per reclaimer's queue: ``_Reclaimer.branches``."""
@@ -392,34 +403,32 @@ class _Planner:
 
     def _fits_at(self, reclaimer: _Reclaimer, node: int) -> bool:
         held = reclaimer.held is not None and bool(reclaimer.held[node])
-        room = self.round.free_held if held else self.round.free
+        room = (self.round.free_held if held else self.round.free)[:, node].tolist()
         return all(
-            int(room[column, node]) >= want
+            room[column] >= want
             for column, want in zip(reclaimer.columns, reclaimer.want, strict=True)
         ) and (reclaimer.pod.nodes is None or self.round.nodes[node].name in reclaimer.pod.nodes)
 
     def _free_fit(self, reclaimer: _Reclaimer) -> int | None:
         """The first node (by name) of the policy where P fits as the round left it. Until
-        something is evicted room only shrinks, so the search for the next pod of the same
-        shape starts where this one stopped."""
+        something is evicted room only shrinks: a node that could not hold a shape cannot later
+        on, so the policy's nodes are screened once per shape (until something is freed) and
+        the pods of that shape walk the nodes that passed, each from where the last stopped."""
         pod = reclaimer.pod
         key = (reclaimer.policy, tuple(sorted(reclaimer.request.items())), pod.nodes)
-        lo, hi = self.round.slices[reclaimer.policy]
-        start = 0
-        cursor = self.cursors.get(key)
-        if cursor is not None and cursor[0] == self.round.freed:
-            start = cursor[1]
-            if start >= hi - lo:
-                return None
-            if self._fits_at(reclaimer, lo + start):
-                return lo + start
-            start += 1
-        found = np.flatnonzero(
-            self._screen(reclaimer, self.round.free, self.round.free_held, start)
-        )
-        at = start + int(found[0]) if found.size else hi - lo
-        self.cursors[key] = (self.round.freed, at)
-        return lo + at if found.size else None
+        fitting = self.fitting.get(key)
+        if fitting is None or fitting.freed != self.round.freed:
+            screened = self._screen(reclaimer, self.round.free, self.round.free_held, 0)
+            fitting = self.fitting[key] = _Fitting(
+                self.round.freed, np.flatnonzero(screened).tolist()
+            )
+        lo = self.round.slices[reclaimer.policy][0]
+        nodes = fitting.nodes
+        while fitting.at < len(nodes):
+            if self._fits_at(reclaimer, lo + nodes[fitting.at]):
+                return lo + nodes[fitting.at]
+            fitting.at += 1
+        return None
 
     # --- choosing victims ----------------------------------------------------------------
 

@@ -418,13 +418,17 @@ class Round:
             for dim, amount in request.items():
                 if dim != PODS:
                     allocated[dim] = allocated.get(dim, 0) + amount
-        row = np.zeros(len(self.dimensions), dtype=np.int64)
+        # Element by element: a pod asks for a few of the dimensions, and a whole column's
+        # arithmetic costs numpy more than these few scalars.
+        free, free_held, column = self.free, self.free_held, self.column
         for dim, amount in request.items():
-            if dim in self.column and dim != PODS:
-                row[self.column[dim]] = amount
-        row[self.column[PODS]] = 1
-        self.free[:, node] -= row
-        self.free_held[:, node] -= row
+            at = column.get(dim)
+            if at is not None and dim != PODS:
+                free[at, node] -= amount
+                free_held[at, node] -= amount
+        pods = column[PODS]
+        free[pods, node] -= 1
+        free_held[pods, node] -= 1
         self.version += 1
 
     # --- tentative changes -----------------------------------------------------------------
