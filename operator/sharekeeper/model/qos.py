@@ -28,7 +28,15 @@ from sharekeeper.engine.qos import (
     Waterline,
 )
 from sharekeeper.engine.qos.inputs import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NAMESPACES, QosClass
-from sharekeeper.model.objects import Obj, at, fail, is_mapping, mapping_at, name_of
+from sharekeeper.model.objects import (
+    Obj,
+    ObjectError,
+    at,
+    fail,
+    is_mapping,
+    mapping_at,
+    name_of,
+)
 from sharekeeper.model.quantities import QuantityError, to_internal, to_quantity
 
 WATERLINES_ANNOTATION = "sharekeeper.io/qos-waterlines"
@@ -155,11 +163,13 @@ def usage_times(metrics: Mapping[str, object]) -> tuple[int | None, int | None]:
 def newest_sample_time(node_metrics: Iterable[Mapping[str, object]]) -> int | None:
     """The newest NodeMetrics ``timestamp`` (compared as text: metrics-server writes them all
     alike, in UTC), None when none has one or the newest is not a time."""
-    stamps = (m.get("timestamp") for m in node_metrics)
-    newest = max((s for s in stamps if isinstance(s, str)), default=None)
+    stamped = [m for m in node_metrics if isinstance(m.get("timestamp"), str)]
+    if not stamped:
+        return None
+    newest = max(stamped, key=lambda m: str(m["timestamp"]))
     try:
-        return None if newest is None else int(datetime.fromisoformat(newest).timestamp())
-    except ValueError:
+        return _epoch(newest, newest["timestamp"], "timestamp", "NodeMetrics")
+    except ObjectError:
         return None
 
 
