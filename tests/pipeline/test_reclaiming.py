@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from builders import node, pod, pod_group, policy, queue
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.reclaim import ReclaimInputs, Running
 from sharekeeper.pipeline.shares import Publication, publication
+from sharekeeper.pipeline.statuses import waiting_text
 from sharekeeper.simulate.reading import parse_objects
 from sharekeeper.simulate.rendering import render
 from sharekeeper.simulate.report import Context, share_section, snapshot_of
@@ -233,20 +235,23 @@ def test_a_held_podgroup_that_cannot_be_served_whole_evicts_nothing() -> None:
 
 def test_a_node_full_by_pod_count_has_no_room() -> None:
     """n2 has 8 cpu free but no pod slot left: b's pod is not planned there as if it fit; one
-    of a's pods there goes to free a slot (a holds 12 cpu of its deserved 10). (The gate,
-    which counts cpu, releases b0 and b1 onto n2; b2 waits for its quota and reclaims.)"""
+    of a's pods there goes to free a slot (a holds 12 cpu of its deserved 5). (The gate,
+    which counts cpu, releases b0 and b1; b2, within b's deserved 15 with them, waits for the
+    overcommit headroom they took, and reclaims.)"""
     objects = [
         reclaiming(),
         node("n1", cpu=8, pods=110),
         node("n2", cpu=12, pods=2),
         queue("a"),
-        queue("b"),
+        queue("b", weight=3),
         *(pod(f"a{i}", "a", node="n1", cpu=4) for i in range(2)),
         *(pod(f"s{i}", "a", node="n2", cpu=2) for i in range(2)),
-        *(pod(f"b{i}", "b", held=True, created=CREATED, cpu=4, namespace="other")
+        *(pod(f"b{i}", "b", held=True, created=CREATED, cpu=5, namespace="other")
           for i in range(3)),
     ]  # fmt: skip
     result = published(*objects)
+    assert result.gates.released == (PodKey("other", "b0"), PodKey("other", "b1"))
+    assert result.gates.waiting[PodKey("other", "b2")].reason == "OvercommitHeadroomExceeded"
     assert {n.name: n.used["pods"] for n in inputs_of(result).nodes} == {"n1": 2, "n2": 2}
     plan = result.reclaims["p"].plan  # type: ignore[index]
     [reclaim] = plan.reclaims
@@ -318,13 +323,74 @@ def test_a_podgroup_names_the_queue_of_its_unschedulable_pods() -> None:
     assert (waiting.name, waiting.queue) == ("m0", "b")
 
 
-def test_held_and_unschedulable_pods_wait_in_one_admission_order_each_once() -> None:
+def b_outside_the_gate() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two pods of b, 4 cpu each, that the gate does not hold and the scheduler found no node
+    for: b1 never gated, created after b0; b2 released by the gate."""
     later = unschedulable(pod("b1", "b", cpu=4, memory="1Gi", namespace="other"))
     later["metadata"]["creationTimestamp"] = "2026-01-01T00:00:05Z"
-    # A pod the gate released whose scheduling failed: it waits too (the gate is done with it).
     released = unschedulable(pod("b2", "b", admitted=True, cpu=4, memory="1Gi", namespace="other"))
-    inputs = inputs_of(published(*full_cluster(later, released)))
+    return later, released
+
+
+def test_held_and_unschedulable_pods_wait_in_one_admission_order_each_once() -> None:
+    # b (weight 3) deserves all 12 cpu its three pods ask for: the gate would release b0 but
+    # for the overcommit headroom. A pod the gate released whose scheduling failed waits too
+    # (the gate is done with it).
+    objects = full_cluster(*b_outside_the_gate())
+    objects[4] = queue("b", weight=3)
+    result = published(*objects)
+    assert result.gates.waiting[PodKey("other", "b0")].reason == "OvercommitHeadroomExceeded"
+    inputs = inputs_of(result)
     assert [(w.name, w.order) for w in inputs.waiting] == [("b0", 0), ("b2", 1), ("b1", 2)]
+
+
+def test_a_held_pod_whose_queue_has_its_share_by_the_gates_count_is_no_reclaimer() -> None:
+    """b deserves 8 cpu, and its two pods outside the gate ask for 8: the gate holds b0 for b's
+    share whatever reclaim frees. Room made for b0 would go to b's other pods, or back to the
+    victims' replacements, while b0 went on waiting and reclaiming: b0 is no reclaimer, the two
+    others are."""
+    result = published(*full_cluster(*b_outside_the_gate()))
+    assert result.gates.waiting[PodKey("other", "b0")].reason == "QuotaExceeded"
+    assert [w.name for w in inputs_of(result).waiting] == ["b2", "b1"]
+    section = result.policies["p"]["reclaim"]
+    assert [entry["reclaimer"] for entry in section["reclaims"]] == ["other/b2", "other/b1"]
+    assert section["evictions"] == 2
+
+
+def test_a_held_pod_behind_one_at_its_share_is_no_reclaimer_behind_one_short_of_room_is() -> None:
+    # b1 waits behind b0. Alone, b0 waits for the overcommit headroom: both reclaim.
+    behind = pod("b1", "b", held=True, cpu=4, memory="1Gi", namespace="other")
+    behind["metadata"]["creationTimestamp"] = "2026-01-01T00:00:05Z"
+    result = published(*full_cluster(behind))
+    assert result.gates.waiting[PodKey("other", "b1")].reason == "BehindOthers"
+    assert [w.name for w in inputs_of(result).waiting] == ["b0", "b1"]
+    # A pod of b not bound yet, outside the gate and not found Unschedulable, fills b's share
+    # by the gate's count: b0 waits for b's quota, b1 behind it, and neither reclaims.
+    pending = pod("b9", "b", cpu=8, memory="1Gi", namespace="other")
+    result = published(*full_cluster(behind, pending))
+    assert result.gates.waiting[PodKey("other", "b0")].reason == "QuotaExceeded"
+    assert result.gates.waiting[PodKey("other", "b1")].reason == "BehindOthers"
+    assert not inputs_of(result).waiting
+
+
+def test_a_held_pod_short_of_room_only_as_a_borrower_is_no_reclaimer() -> None:
+    """With ``admission.borrow``, b0 is past b's deserved share (b9, pending outside the gate,
+    fills it) and is tried against b's realCapability, where the overcommit headroom stops
+    it: evicting a's pods for it would let b borrow what a deserves."""
+    pending = pod("b9", "b", cpu=8, memory="1Gi", namespace="other")
+    objects = full_cluster(pending)
+    objects[0]["spec"]["admission"] = {"borrow": True}
+    result = published(*objects)
+    why = result.gates.waiting[PodKey("other", "b0")]
+    assert (why.reason, why.borrow) == ("OvercommitHeadroomExceeded", True)
+    assert "(past b's deserved share, borrowing)" in waiting_text(why)
+    assert not inputs_of(result).waiting
+    # Within b's deserved share (b9 gone), the same wait for headroom is not borrowing.
+    objects.remove(pending)
+    result = published(*objects)
+    why = result.gates.waiting[PodKey("other", "b0")]
+    assert (why.reason, why.borrow) == ("OvercommitHeadroomExceeded", False)
+    assert [w.name for w in inputs_of(result).waiting] == ["b0"]
 
 
 def named(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:

@@ -89,7 +89,9 @@ class Waiting:
     limiting: str | None = None
     """QuotaExceeded: the queue whose bound refuses (the pod's own, or one above it)."""
     borrow: bool = False
-    """QuotaExceeded: the bound is realCapability (``admission.borrow``), not deserved."""
+    """The pod does not fit its queue's deserved share and was tried against its realCapability
+    (``admission.borrow``). QuotaExceeded: the bound that refuses is realCapability;
+    OvercommitHeadroomExceeded and NoNodeFits: room would let it go as a borrower."""
     behind: str | None = None
     """BehindOthers: the pod (``namespace/name``) first in the queue's line, which waits;
     ResourceNotOffered, for the other pods of its PodGroup: the pod that asks for it."""
@@ -596,13 +598,14 @@ def _fits(state: _Round, unit: _Unit, lane: _Lane, *, borrowing: bool) -> Waitin
     assert policy is not None
     request = unit.request
     need = _gang_need(unit, request, state.snapshot)
+    beyond = False  # borrowing, and past the deserved share of the queue or one above it
     for level in levels:
         share = queues[level]
-        bound = share.real_capability if borrowing else share.deserved
         used = state.used(level)
-        # What is left, in the dimensions the unit asks for (the others cannot refuse it).
-        left = {name: bound.get(name, 0) - used.get(name, 0) for name in request}
-        short = shortfalls(request, left)
+        if borrowing and not beyond:
+            beyond = bool(shortfalls(request, _left(share.deserved, used, request)))
+        bound = share.real_capability if borrowing else share.deserved
+        short = shortfalls(request, _left(bound, used, request))
         if short:
             limiting = None if level == queue else str(level)
             return Waiting("QuotaExceeded", queue, short, limiting=limiting, borrow=borrowing)
@@ -610,10 +613,10 @@ def _fits(state: _Round, unit: _Unit, lane: _Lane, *, borrowing: bool) -> Waitin
     if headroom is not None:
         short = shortfalls(need, headroom)
         if short:
-            return Waiting("OvercommitHeadroomExceeded", queue, short)
+            return Waiting("OvercommitHeadroomExceeded", queue, short, borrow=beyond)
     placed = _place(state, unit, policy, lane.settings)
     if isinstance(placed, tuple):
-        return Waiting("NoNodeFits", queue, placed)
+        return Waiting("NoNodeFits", queue, placed, borrow=beyond)
     for node, pod_request in placed:
         idle = state.idle[policy]
         idle[node] = subtract(idle[node], pod_request)
@@ -622,6 +625,12 @@ def _fits(state: _Round, unit: _Unit, lane: _Lane, *, borrowing: bool) -> Waitin
     if headroom is not None:
         state.headroom[policy] = subtract(headroom, request)
     return None
+
+
+def _left(bound: Amounts, used: Amounts, request: Amounts) -> Amounts:
+    """What ``bound`` leaves beyond ``used``, in the dimensions ``request`` asks for (the others
+    cannot refuse it)."""
+    return {name: bound.get(name, 0) - used.get(name, 0) for name in request}
 
 
 def _gang_need(unit: _Unit, request: Amounts, snapshot: ShareSnapshot) -> Amounts:

@@ -8,11 +8,11 @@ What the inputs come from:
 - nodes: the policy's governed nodes, their allocatable and the ledger's per-node totals (Σ
   requests, and ``pods``: how many are bound);
 - waiting: the pods the admission gate holds and keeps held this round for want of room
-  (``QuotaExceeded``, ``OvercommitHeadroomExceeded``, ``NoNodeFits``, ``BehindOthers``), each
-  having waited ``now`` - its creation; and the pods outside the gate that the scheduler finds
-  Unschedulable (their ``PodScheduled`` condition), that name a queue (label, Volcano
-  annotation or PodGroup) which admits their namespace and is an Open leaf of the policy, each
-  having waited since the condition's ``lastTransitionTime``. Together, in the admission order
+  within their deserved share (``_waits_for_room``), each having waited ``now`` - its
+  creation; and the pods outside the gate that the scheduler finds Unschedulable (their
+  ``PodScheduled`` condition), that name a queue (label, Volcano annotation or PodGroup) which
+  admits their namespace and is an Open leaf of the policy, each having waited since the
+  condition's ``lastTransitionTime``. Together, in the admission order
   (lowest queue share first, then priority, age, name), each with the nodes of its policy its
   own node selector, required node affinity and tolerations let it use (``_Eligible``, once
   per distinct constraints);
@@ -39,6 +39,7 @@ from typing import Protocol
 
 from sharekeeper.engine.admission import AdmissionResult, NodePolicy, ReclaimMode
 from sharekeeper.engine.gates import GateDecisions, not_offered
+from sharekeeper.engine.gates import Waiting as GateWaiting
 from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.node_constraints import ANY_NODE, NodeConstraints
 from sharekeeper.engine.proportional import NodeUsage, Proportion, proportional_reservation
@@ -60,11 +61,25 @@ from sharekeeper.engine.shares.accounting import pod_claim
 from sharekeeper.engine.shares.snapshot import DEFAULT_QUEUE, PODS, PolicyName, QueueName
 from sharekeeper.model.records import PodRecord, WaitingPodRecord
 
-WAITING_FOR_ROOM = frozenset(
-    {"QuotaExceeded", "OvercommitHeadroomExceeded", "NoNodeFits", "BehindOthers"}
-)
-"""Why a held pod waits when room elsewhere could let it go; the others (no queue, a closed
-queue, an incomplete gang, a resource no node offers...) are not helped by evicting anyone."""
+WAITING_FOR_ROOM = frozenset({"OvercommitHeadroomExceeded", "NoNodeFits"})
+"""Why a held pod waits when room elsewhere would let the gate release it. The others are not
+helped by evicting anyone: no queue, a closed queue, an incomplete gang, a resource no node
+offers, and QuotaExceeded, a queue that has its share by the gate's count (its pods not bound
+yet count, outside the gate or released): such a pod waits for its own queue's pods, and room
+made for it would go to them or to the victims' replacements, never to it."""
+
+
+def _waits_for_room(why: GateWaiting, waiting: Mapping[PodKey, GateWaiting]) -> bool:
+    """Whether the gate holds a pod only for want of room that evictions could make: one of
+    ``WAITING_FOR_ROOM`` within its deserved share (not as a borrower), or behind such a pod
+    of its queue (``waiting``: the gate's reasons by pod)."""
+    if why.reason == "BehindOthers" and why.behind is not None:
+        namespace, _, name = why.behind.partition("/")
+        head = waiting.get(PodKey(namespace, name))
+        if head is None:
+            return False
+        why = head
+    return why.reason in WAITING_FOR_ROOM and not why.borrow
 
 
 class BoundPods(Protocol):
@@ -142,7 +157,7 @@ def _waiting(
     for pod in held:
         key = PodKey(pod.namespace, pod.name)
         why = gates.waiting.get(key)
-        if why is None or why.reason not in WAITING_FOR_ROOM or key in listed:
+        if why is None or key in listed or not _waits_for_room(why, gates.waiting):
             continue
         share = shares.queues.get(QueueName(why.queue))
         if share is None or share.policy is None or share.policy not in policies:

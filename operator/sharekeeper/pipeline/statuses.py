@@ -381,11 +381,12 @@ def waiting_text(waiting: Waiting, namespace: str | None = None, *, names_all: b
             where = queue if waiting.limiting is None else f"queue {waiting.limiting} above it"
             return f"no room in {where}'s {bound}: {shortfall_text(waiting.shortfalls)}"
         case "OvercommitHeadroomExceeded":
-            return "the policy's overcommitted headroom is too small: " + shortfall_text(
-                waiting.shortfalls
+            return f"the policy's overcommitted headroom is too small{_borrowing(waiting)}: " + (
+                shortfall_text(waiting.shortfalls)
             )
         case "NoNodeFits":
-            return f"no node has room for it: {shortfall_text(waiting.shortfalls)} on the best node"
+            short = shortfall_text(waiting.shortfalls)
+            return f"no node has room for it{_borrowing(waiting)}: {short} on the best node"
         case "BehindOthers":
             behind = waiting.behind or ""
             if names_all:
@@ -397,6 +398,10 @@ def waiting_text(waiting: Waiting, namespace: str | None = None, *, names_all: b
             else:
                 first = f"a pod of another namespace in {queue}"
             return f"it waits behind {first} (priority, then age)"
+
+
+def _borrowing(waiting: Waiting) -> str:
+    return f" (past {waiting.queue}'s deserved share, borrowing)" if waiting.borrow else ""
 
 
 # --- words --------------------------------------------------------------------------------------
