@@ -26,7 +26,12 @@ every node), fed to a ``ClusterStore`` the way a complete list would. Reported:
   ``--repeat``); reading usage from metrics.k8s.io comes on top in a real cluster;
 - one round with ``--held`` more pods held by the admission gate (1 cpu each, spread over the
   queues, one in ten asking for a GPU), settled otherwise: the same round, now also deciding
-  which to release.
+  which to release;
+- the same round with reclaim in Preview (no wait, a bound of ``--max-evictions``): the gate
+  keeps nearly every held pod for its queue's share, which the workload's pending pods fill by
+  its count, so they do not reclaim (``pipeline/reclaiming.py``); then again with ``--held`` of
+  those pending pods found Unschedulable by the scheduler (spread over the queues), which
+  reclaim for themselves: the cost of deciding for that many waiting pods.
 
 Timings are reported, never asserted.
 """
@@ -58,6 +63,7 @@ from sharekeeper.cluster.store import ClusterStore  # noqa: E402
 from sharekeeper.loops.recompute import Decision, _decide  # noqa: E402
 from sharekeeper.model.pods import ADMISSION_GATE  # noqa: E402
 from sharekeeper.pipeline.qos import cluster_check  # noqa: E402
+from sharekeeper.pipeline.reclaiming import PolicyReclaim  # noqa: E402
 from sharekeeper.pipeline.shares import Carried  # noqa: E402
 
 STAMP = "2026-01-01T00:00:00Z"
@@ -128,6 +134,20 @@ def held_pods(workload: Workload, count: int) -> list[dict[str, Any]]:
             resources["limits"] = {GPU: "1"}
         built.append(held)
     return built
+
+
+def unschedulable_pods(workload: Workload, count: int) -> list[dict[str, Any]]:
+    """``count`` of the workload's pending pods, spread over them, as kube-scheduler leaves a pod
+    it found no node for."""
+    pending = [obj for obj in workload.pod_objects() if not obj["spec"].get("nodeName")]
+    chosen = pending[:: max(len(pending) // count, 1)][:count]
+    for obj in chosen:
+        obj["metadata"].update(uid=f"uid-{obj['metadata']['name']}", generation=1)
+        obj.setdefault("status", {})["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+             "lastTransitionTime": STAMP}
+        ]  # fmt: skip
+    return chosen
 
 
 def published(store: ClusterStore, decision: Decision) -> None:
@@ -225,6 +245,10 @@ def main() -> None:
     published(store, one_round(store, now=later))
     reclaim = best_seconds(lambda: one_round(store, now=later), args.repeat)
     (planned,) = one_round(store, now=later).publication.reclaims.values()
+    store.pods.listed(unschedulable_pods(workload, args.held))
+    published(store, one_round(store, now=later))
+    stuck = best_seconds(lambda: one_round(store, now=later), args.repeat)
+    (planned_stuck,) = one_round(store, now=later).publication.reclaims.values()
 
     pods = workload.pods
     print(f"{args.nodes:,} nodes, {pods:,} pods, {workload.queues:,} queues")
@@ -239,11 +263,17 @@ def main() -> None:
         f"one round, {args.held:,} held  {gating * 1000:6.0f} ms  ({released:,} released, "
         "settled otherwise)"
     )
-    candidates = sum(map(len, planned.inputs.running.values()))
-    print(
-        f"  and reclaim Preview     {reclaim * 1000:6.0f} ms  ({len(planned.inputs.waiting):,} "
-        f"waiting, {candidates:,} candidates in {len(planned.inputs.running):,} queues above "
-        f"their share, {planned.plan.evictions} evictions planned)"
+    print(f"  and reclaim Preview     {reclaim * 1000:6.0f} ms  ({reclaimed(planned)})")
+    print(f"  {args.held:,} Unschedulable too {stuck * 1000:4.0f} ms  ({reclaimed(planned_stuck)})")
+
+
+def reclaimed(planned: PolicyReclaim) -> str:
+    inputs, plan = planned.inputs, planned.plan
+    candidates = sum(map(len, inputs.running.values()))
+    return (
+        f"{len(inputs.waiting):,} waiting, {candidates:,} candidates in {len(inputs.running):,} "
+        f"queues above their share, {len(plan.reclaims):,} served, {plan.evictions} evictions "
+        "planned"
     )
 
 
