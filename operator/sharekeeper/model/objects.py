@@ -9,6 +9,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from sharekeeper.model.quantities import QuantityError, to_internal
@@ -112,8 +113,22 @@ def name_of(obj: Obj) -> str:
     return name
 
 
+def section(obj: Obj, key: str) -> Obj:
+    """``obj[key]`` when it is a mapping, else an empty one: a first step read once for the
+    fields below it (``section(obj, "spec").get("nodeName")`` is ``at(obj, "spec.nodeName")``)."""
+    value = obj.get(key)
+    return value if is_mapping(value) else _EMPTY
+
+
+_EMPTY: Obj = MappingProxyType({})
+
+
 def mapping_at(obj: Obj, path: str) -> Obj:
-    value = at(obj, path)
+    return as_mapping(obj, path, at(obj, path))
+
+
+def as_mapping(obj: Obj, path: str, value: Any) -> Obj:
+    """``value``, found at ``path`` in ``obj``, when it is a mapping; empty when it is absent."""
     if value is None:
         return {}
     if not is_mapping(value):

@@ -30,6 +30,7 @@ from sharekeeper.model.objects import (
     MutableObj,
     Obj,
     ObjectError,
+    as_mapping,
     at,
     fail,
     int_at,
@@ -39,6 +40,7 @@ from sharekeeper.model.objects import (
     of_kind,
     resource_list,
     resources_at,
+    section,
     timestamp_at,
 )
 from sharekeeper.model.records import PodRecord, WaitingPodRecord
@@ -87,26 +89,28 @@ def pod_snapshot(obj: Obj) -> PodSnapshot:
 def _pod_snapshot(obj: Obj) -> tuple[PodSnapshot, float | None]:
     """The pod's share view, and since when it is Unschedulable (None: it is not, or it is
     held by the admission gate, or bound or finished)."""
-    labels = mapping_at(obj, "metadata.labels")
-    annotations = mapping_at(obj, "metadata.annotations")
-    gates = at(obj, "spec.schedulingGates")
+    # Each section once: this runs for every pod listed and every pod event.
+    meta, spec = section(obj, "metadata"), section(obj, "spec")
+    labels = as_mapping(obj, "metadata.labels", meta.get("labels"))
+    annotations = as_mapping(obj, "metadata.annotations", meta.get("annotations"))
+    gates = spec.get("schedulingGates")
     held = has_admission_gate(gates)
-    node_name = at(obj, "spec.nodeName") or None
-    terminal = at(obj, "status.phase") in ("Succeeded", "Failed")
+    node_name = spec.get("nodeName") or None
+    terminal = section(obj, "status").get("phase") in ("Succeeded", "Failed")
     released = not held and ADMITTED_ANNOTATION in annotations
     since = None if held or node_name or terminal else unschedulable_since(obj)
     waits = held or since is not None
     return PodSnapshot(
-        namespace=str(at(obj, "metadata.namespace") or "default"),
+        namespace=str(meta.get("namespace") or "default"),
         name=name_of(obj),
-        request=effective_request(obj),
+        request=effective_request(obj, spec),
         node_name=node_name,
         terminal=terminal,
-        scheduling_gated=bool(at(obj, "spec.schedulingGates")),
+        scheduling_gated=bool(gates),
         queue_label=labels.get(QUEUE_LABEL),
         queue_annotation=annotations.get(VOLCANO_QUEUE_ANNOTATION),
         group_name=annotations.get(GROUP_ANNOTATION),
-        scheduler_name=str(at(obj, "spec.schedulerName") or DEFAULT_SCHEDULER),
+        scheduler_name=str(spec.get("schedulerName") or DEFAULT_SCHEDULER),
         admission="held" if held else "admitted" if released else "none",
         # Only a pod that waits (held, or Unschedulable) is ordered: the others keep the shared
         # defaults (no memory per pod). The effective priority: a system class named outside
@@ -286,29 +290,36 @@ def has_admission_gate(gates: object) -> bool:
     )
 
 
-def effective_request(obj: Obj) -> dict[str, int]:
-    containers = sum_requests(obj, "spec.containers")
+def effective_request(obj: Obj, spec: Obj) -> dict[str, int]:
+    """What the pod ``obj`` (its ``spec`` section) requests, as the scheduler counts it: its
+    containers and sidecars, or more while an init container runs, plus its overhead."""
+    containers = sum_requests(obj, spec, "containers")
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
-    for index, init in enumerate(_containers(obj, "spec.initContainers")):
+    for index, init in enumerate(_containers(obj, spec, "initContainers")):
         request = _requests(obj, init, f"spec.initContainers[{index}]")
         if init.get("restartPolicy") == "Always":
             sidecars = add(sidecars, request)
         else:
             init_peak = at_least(init_peak, add(sidecars, request))
-    return add(at_least(add(containers, sidecars), init_peak), resources_at(obj, "spec.overhead"))
+    overhead = as_mapping(obj, "spec.overhead", spec.get("overhead"))
+    return add(
+        at_least(add(containers, sidecars), init_peak),
+        resource_list(obj, overhead, "spec.overhead"),
+    )
 
 
-def sum_requests(obj: Obj, path: str) -> dict[str, int]:
+def sum_requests(obj: Obj, spec: Obj, key: str) -> dict[str, int]:
     total: dict[str, int] = {}
-    for index, container in enumerate(_containers(obj, path)):
-        total = add(total, _requests(obj, container, f"{path}[{index}]"))
+    for index, container in enumerate(_containers(obj, spec, key)):
+        total = add(total, _requests(obj, container, f"spec.{key}[{index}]"))
     return total
 
 
-def _containers(obj: Obj, path: str) -> list[Obj]:
-    """The container entries at ``path``, each checked to be a mapping."""
-    entries = at(obj, path) or []
+def _containers(obj: Obj, spec: Obj, key: str) -> list[Obj]:
+    """The container entries at ``spec.<key>``, each checked to be a mapping."""
+    path = f"spec.{key}"
+    entries = spec.get(key) or []
     if not isinstance(entries, list):
         raise fail(obj, path, "must be a list", entries)
     for index, entry in enumerate(entries):

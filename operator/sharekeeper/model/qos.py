@@ -31,11 +31,13 @@ from sharekeeper.engine.qos.inputs import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NAMESP
 from sharekeeper.model.objects import (
     Obj,
     ObjectError,
+    as_mapping,
     at,
     fail,
     is_mapping,
     mapping_at,
     name_of,
+    section,
 )
 from sharekeeper.model.quantities import QuantityError, to_internal, to_quantity
 
@@ -105,19 +107,17 @@ def _list(obj: Obj, value: object, path: str, kind: str) -> list[Any]:
     return value
 
 
-def _strings(obj: Obj, path: str, kind: str) -> dict[str, str]:
-    raw = mapping_at(obj, path)
+def _strings(obj: Obj, meta: Obj, key: str, kind: str) -> dict[str, str]:
+    """``metadata.<key>`` (``meta``: the object's metadata), checked to map strings to
+    strings."""
+    path = f"metadata.{key}"
+    raw = as_mapping(obj, path, meta.get(key))
     if not all(isinstance(v, str) for v in raw.values()):
         raise fail(obj, path, "values must be strings", dict(raw), kind=kind)
     return dict(raw)
 
 
 # --- Pods, nodes, metrics ---------------------------------------------------------------------
-
-
-def _meta(obj: Mapping[str, object]) -> Mapping[str, object]:
-    meta = obj.get("metadata")
-    return meta if is_mapping(meta) else {}
 
 
 def _integer(obj: Obj, value: object, path: str, kind: str) -> int | None:
@@ -203,10 +203,10 @@ def pod_view(
     ``daemonsets``: the DaemonSets known now (the cluster store, which also keeps
     ``daemonset`` current as they come and go, reads with none)."""
     kind = "Pod"
-    meta = _meta(obj)
+    meta = section(obj, "metadata")
     key = PodKey(str(meta.get("namespace", "default")), str(meta.get("name", "?")))
     spec, status = mapping_at(obj, "spec"), mapping_at(obj, "status")
-    annotations = _strings(obj, "metadata.annotations", kind)
+    annotations = _strings(obj, meta, "annotations", kind)
     owners = _list(obj, meta.get("ownerReferences"), "metadata.ownerReferences", kind)
     limits = container_cpu_limits(obj) if cpu_limits is None else cpu_limits
     containers = _list(obj, spec.get("containers"), "spec.containers", kind)
@@ -230,7 +230,7 @@ def pod_view(
         uid=str(meta.get("uid") or ""),
         qos_class=_qos_class(status),
         priority=effective_priority(key.namespace, priority),
-        labels=_strings(obj, "metadata.labels", kind),
+        labels=_strings(obj, meta, "labels", kind),
         start_time=_epoch(obj, status.get("startTime"), "status.startTime", kind),
         cpu_request_milli=requests,
         cpu_limit_milli=None if unlimited else sum(limits.values()),
@@ -327,11 +327,12 @@ def with_pod_usage(pod: QosPod, metrics: Mapping[str, object]) -> QosPod:
 
 def node_view(node: Mapping[str, object]) -> QosNode:
     """A Node as engine input, without pods and usage: what the cluster store keeps."""
-    name = str(_meta(node).get("name", "?"))
+    meta = section(node, "metadata")
+    name = str(meta.get("name", "?"))
     capacity = mapping_at(node, "status.capacity")
     return QosNode(
         name=name,
-        labels=_strings(node, "metadata.labels", "Node"),
+        labels=_strings(node, meta, "labels", "Node"),
         cpu_capacity_milli=_amount(node, capacity, "cpu", "status.capacity", "Node"),
         memory_capacity_bytes=_amount(node, capacity, "memory", "status.capacity", "Node"),
     )

@@ -35,7 +35,16 @@ from sharekeeper.model.documents import (
     is_dns_subdomain,
     read_documents,
 )
-from sharekeeper.model.objects import Obj, ObjectError, Problem, at, fail, identify, name_of
+from sharekeeper.model.objects import (
+    Obj,
+    ObjectError,
+    Problem,
+    at,
+    fail,
+    identify,
+    name_of,
+    section,
+)
 
 STORED = frozenset(resource.kind for resource in kinds.STORED)
 """Kinds the operator's watches feed: read into the same store, by the same code."""
@@ -104,8 +113,9 @@ def parse_objects(objects: Iterable[Obj], *, strict: bool = True) -> Inputs:
         if not isinstance(kind, str) or kind not in API_VERSIONS:
             known = ", ".join(sorted(API_VERSIONS))
             raise ObjectError(*identify(obj), [Problem("kind", f"must be one of {known}", kind)])
-        namespace = str(_meta(obj, "namespace") or "default") if kind in _NAMESPACED else ""
-        key = (kind, namespace, str(_meta(obj, "name")))
+        meta = section(obj, "metadata")
+        namespace = str(meta.get("namespace") or "default") if kind in _NAMESPACED else ""
+        key = (kind, namespace, str(meta.get("name")))
         if key in seen:
             raise ObjectError(*identify(obj), [Problem("", "appears twice in the input")])
         seen.add(key)
@@ -317,8 +327,3 @@ def _with_priority(pod: Obj, classes: PriorityClasses) -> Obj:
     if name not in classes.values:
         raise fail(pod, "spec.priorityClassName", "names no PriorityClass of the input", name)
     return {**pod, "spec": {**spec, "priority": classes.values[name]}}
-
-
-def _meta(obj: Obj, key: str) -> Any:
-    metadata = obj.get("metadata")
-    return metadata.get(key) if isinstance(metadata, Mapping) else None
