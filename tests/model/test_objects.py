@@ -3,6 +3,7 @@ other mapping (kopf's bodies, read-only views) must read the same."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -10,7 +11,14 @@ from typing import Any
 import pytest
 
 from builders import pod
-from sharekeeper.model.objects import ObjectError, at, mapping_at, resources_at
+from sharekeeper.model.objects import (
+    ObjectError,
+    at,
+    mapping_at,
+    resources_at,
+    rfc3339_seconds,
+    section,
+)
 from sharekeeper.model.pods import pod_record
 
 
@@ -46,3 +54,25 @@ def test_a_pod_read_from_another_mapping_is_the_same_record() -> None:
     for obj in (bound, held):
         assert pod_record(frozen(obj)) == pod_record(obj)
     assert pod_record(frozen(bound)).share.request == {"cpu": 500, "memory": 2**30}
+
+
+def test_a_section_reads_as_a_path_does_whatever_stands_there() -> None:
+    for spec in ({"nodeName": "n1"}, MappingProxyType({"nodeName": "n1"}), None, "text", [1]):
+        obj = {"spec": spec}
+        assert section(obj, "spec").get("nodeName") == at(obj, "spec.nodeName")
+
+
+def test_a_time_without_a_zone_is_utc_whatever_the_machine_s_zone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        assert rfc3339_seconds("2026-01-01T00:00:00") == 1_767_225_600.0
+        assert rfc3339_seconds("2026-01-01T00:00:00Z") == 1_767_225_600.0
+        assert rfc3339_seconds("2026-01-01T01:00:00+01:00") == 1_767_225_600.0
+        with pytest.raises(ValueError, match="yesterday"):
+            rfc3339_seconds("yesterday")
+    finally:
+        monkeypatch.undo()
+        time.tzset()

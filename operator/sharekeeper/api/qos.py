@@ -10,7 +10,6 @@ milli-percent.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -50,7 +49,7 @@ from sharekeeper.engine.qos import (
     ThrottleState,
 )
 from sharekeeper.engine.selectors import MATCH_ALL
-from sharekeeper.model.objects import MutableObj, Obj
+from sharekeeper.model.objects import MutableObj, Obj, rfc3339_seconds
 from sharekeeper.model.qos import metric_resource
 from sharekeeper.model.quantities import CPU, QuantityError, to_internal
 
@@ -684,6 +683,6 @@ def _epoch(value: str | None) -> int | None:
     if value is None:
         return None
     try:
-        return int(datetime.fromisoformat(value).timestamp())
+        return int(rfc3339_seconds(value))
     except ValueError:
         return None  # a cool-down without a known start restarts now: the safe side

@@ -173,12 +173,22 @@ def rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def rfc3339_seconds(value: object) -> float:
+    """An RFC 3339 time (``2026-01-01T00:00:00Z``, as Kubernetes writes them) as Unix seconds;
+    one without a zone is taken as UTC, never as the machine's local time. ``ValueError`` when
+    it is not a time: each reader decides what that means for its field."""
+    parsed = datetime.fromisoformat(str(value))
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
 def timestamp_at(obj: Obj, path: str) -> float:
     """An RFC 3339 timestamp as Unix seconds; 0 when absent (files written by hand)."""
     value = at(obj, path)
     if value in (None, ""):
         return 0.0
     try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+        return rfc3339_seconds(value)
     except ValueError as error:
         raise fail(obj, path, "is not an RFC 3339 time", value) from error

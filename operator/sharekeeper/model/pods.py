@@ -8,7 +8,6 @@ plus the sidecars started before it; then plus ``spec.overhead``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any, Literal, get_args
 
 from sharekeeper.engine.node_constraints import (
@@ -40,6 +39,7 @@ from sharekeeper.model.objects import (
     of_kind,
     resource_list,
     resources_at,
+    rfc3339_seconds,
     section,
     timestamp_at,
 )
@@ -227,7 +227,7 @@ def admitted_at(annotations: Obj) -> float:
     timed out) when it is not an RFC 3339 time: the pod stays readable whatever it says."""
     value = annotations.get(ADMITTED_ANNOTATION)
     try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+        return rfc3339_seconds(value)
     except ValueError:
         return 0.0
 

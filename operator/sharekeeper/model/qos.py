@@ -17,7 +17,6 @@ import math
 import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
 from sharekeeper.engine.keys import PodKey
@@ -37,6 +36,7 @@ from sharekeeper.model.objects import (
     is_mapping,
     mapping_at,
     name_of,
+    rfc3339_seconds,
     section,
 )
 from sharekeeper.model.quantities import QuantityError, to_internal, to_quantity
@@ -130,7 +130,7 @@ def _epoch(obj: Obj, value: object, path: str, kind: str) -> int | None:
     if value is None:
         return None
     try:
-        return int(datetime.fromisoformat(str(value)).timestamp())
+        return int(rfc3339_seconds(value))
     except ValueError as error:
         raise fail(obj, path, "is not an RFC 3339 time", value, kind=kind) from error
 
