@@ -49,7 +49,8 @@ TAINT = {"key": TAINT_KEY, "effect": "PreferNoSchedule"}
 EXT_CPU_RESOURCE = "gocrane.io/cpu"
 """The elastic-CPU extended resource (Crane's name, so Crane workloads sort the same)."""
 
-_QOS_CLASSES: tuple[QosClass, ...] = ("BestEffort", "Burstable", "Guaranteed")
+_QOS_CLASSES: dict[object, QosClass] = {c: c for c in ("BestEffort", "Burstable", "Guaranteed")}
+"""Each class by its name: what a pod's ``status.qosClass`` may say (anything else reads "")."""
 DAEMONSET_API_VERSION = "apps/v1"
 """The one DaemonSet version an owner reference may name to exempt a pod: the garbage collector
 resolves it; a version it cannot resolve (``apps/v1beta2``) keeps the pod whatever it says."""
@@ -189,7 +190,8 @@ def pod_usage(metrics: Mapping[str, object]) -> tuple[int, int]:
 
 def _qos_class(status: Mapping[str, object]) -> QosClass:
     value = status.get("qosClass")
-    return next((c for c in _QOS_CLASSES if c == value), "")
+    # A hostile value may be unhashable (a list, a mapping): only a string can name a class.
+    return _QOS_CLASSES.get(value, "") if isinstance(value, str) else ""
 
 
 def pod_view(
@@ -212,16 +214,15 @@ def pod_view(
     containers = _list(obj, spec.get("containers"), "spec.containers", kind)
     requests, ext = 0, 0
     for i, item in enumerate(containers):
-        where = f"spec.containers[{i}].resources"
         resources = item.get("resources") if is_mapping(item) else None
         resources = resources if is_mapping(resources) else {}
         req, lim = resources.get("requests") or {}, resources.get("limits") or {}
         if "cpu" in req:
-            requests += _quantity(obj, "cpu", req["cpu"], f"{where}.requests.cpu", kind)
+            where = f"spec.containers[{i}].resources.requests.cpu"
+            requests += _quantity(obj, "cpu", req["cpu"], where, kind)
         if EXT_CPU_RESOURCE in lim:
-            ext += _quantity(
-                obj, "cpu", lim[EXT_CPU_RESOURCE], f"{where}.limits[{EXT_CPU_RESOURCE}]", kind
-            )
+            where = f"spec.containers[{i}].resources.limits[{EXT_CPU_RESOURCE}]"
+            ext += _quantity(obj, "cpu", lim[EXT_CPU_RESOURCE], where, kind)
     priority = _integer(obj, spec.get("priority"), "spec.priority", kind) or 0
     unlimited = len(limits) < len(containers) or not containers
     claimed = _claimed_daemonset(owners)

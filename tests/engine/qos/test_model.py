@@ -156,6 +156,12 @@ def test_pod_and_node_from_dicts_with_metrics() -> None:
     assert ds.cpu_usage_milli is None  # no PodMetrics: unknown, not zero
 
 
+@pytest.mark.parametrize("said", ["Guaranteed", "guaranteed", ["Guaranteed"], {"a": 1}, 7, None])
+def test_a_pod_s_qos_class_is_one_of_the_three_or_none(said: object) -> None:
+    pod = {**k8s_pod("a"), "status": {"qosClass": said, "phase": "Running"}}
+    assert pod_view(pod).qos_class == ("Guaranteed" if said == "Guaranteed" else "")
+
+
 def test_the_usage_sample_says_when_its_window_began_and_a_pod_when_it_is_killed() -> None:
     node = {"metadata": {"name": "n1"}, "status": {"capacity": {"cpu": "8"}}}
     dying = k8s_pod("a", deletionTimestamp="2026-01-01T00:00:30Z", deletionGracePeriodSeconds=30)
