@@ -145,3 +145,60 @@ def test_unschedulable_pods_outside_admission_reclaim_just_enough(
     replacements = eventually(replaced, timeout=60)
     assert all(held(p) for p in replacements)
     assert len(events_of(installed, plain, "ReclaimedFor")) == 2
+
+
+def test_a_held_pod_past_its_queue_s_share_by_the_gate_s_count_reclaims_nothing(
+    admitting: tuple[Installed, Operator], spaces: tuple[str, str]
+) -> None:
+    """b deserves 4 of the 8 cpu, and its four pods outside the gate fill that share by the
+    gate's count, though none is bound. b's fifth pod, of the opted-in namespace, is held as a
+    borrower past b's share: room would not let it go within that share, so it is no reclaimer
+    (it was one while reclaim counted bound pods only), and the four are."""
+    installed, _ = admitting
+    cluster = installed.cluster
+    borrower, plain = spaces
+    cluster.apply(reclaim_policy("Preview"), objects.queue("a"), objects.queue("b"))
+    labels = lambda q: {QUEUE_LABEL: q}  # noqa: E731
+    cluster.apply(
+        job("fill", borrower, completions=8, parallelism=8, cpu="1", memory="64Mi",
+            run_for="600s", labels=labels("a")),
+    )  # fmt: skip
+    eventually(lambda: live_by_queue(installed, borrower) == Counter({"a": 8}), timeout=60)
+    cluster.apply(
+        job("want", plain, completions=4, parallelism=4, cpu="1", memory="64Mi",
+            run_for="600s", labels=labels("b")),
+    )  # fmt: skip
+    eventually(lambda: sum(unschedulable(p) for p in pods_of(installed, plain)) == 4, timeout=30)
+    cluster.apply(
+        job("late", borrower, completions=1, parallelism=1, cpu="1", memory="64Mi",
+            run_for="600s", labels=labels("b")),
+    )  # fmt: skip
+
+    def late() -> dict[str, Any]:
+        [found] = [
+            p for p in pods_of(installed, borrower) if p["metadata"]["labels"][QUEUE_LABEL] == "b"
+        ]
+        assert held(found)
+        return found
+
+    name = eventually(late, timeout=30)["metadata"]["name"]
+
+    def told() -> str:
+        messages = [
+            e["message"]
+            for e in events_of(installed, borrower, "AdmissionWaiting")
+            if e["involvedObject"]["name"] == name
+        ]
+        assert messages, "no AdmissionWaiting Event yet"
+        return messages[-1]
+
+    assert "(past b's deserved share, borrowing)" in eventually(told, timeout=30)
+
+    def planned() -> dict[str, Any]:
+        section: dict[str, Any] = objects.status(cluster, "schedulerpolicy", POLICY)["reclaim"]
+        assert (section["waiting"], section["evictions"]) == (4, 4), section
+        return section
+
+    section = eventually(planned, timeout=30)
+    assert {entry["reclaimer"].split("/")[0] for entry in section["reclaims"]} == {plain}
+    assert live_by_queue(installed, borrower, plain) == Counter({"a": 8})
