@@ -73,23 +73,30 @@ def unschedulable(pod: dict[str, Any]) -> bool:
     )
 
 
+def a_fills_then_b_wants(installed: Installed, spaces: tuple[str, str], wanted: int) -> None:
+    """Queues a and b under the policy in Preview; a's Job fills both nodes (8 pods of 1 cpu)
+    in the opted-in namespace, then b's Job asks for ``wanted`` such pods in the other one."""
+    cluster = installed.cluster
+    borrower, plain = spaces
+    cluster.apply(reclaim_policy("Preview"), objects.queue("a"), objects.queue("b"))
+    cluster.apply(
+        job("fill", borrower, completions=8, parallelism=8, cpu="1", memory="64Mi",
+            run_for="600s", labels={QUEUE_LABEL: "a"}),
+    )  # fmt: skip
+    eventually(lambda: live_by_queue(installed, borrower) == Counter({"a": 8}), timeout=60)
+    cluster.apply(
+        job("want", plain, completions=wanted, parallelism=wanted, cpu="1", memory="64Mi",
+            run_for="600s", labels={QUEUE_LABEL: "b"}),
+    )  # fmt: skip
+
+
 def test_unschedulable_pods_outside_admission_reclaim_just_enough(
     admitting: tuple[Installed, Operator], spaces: tuple[str, str]
 ) -> None:
     installed, operator = admitting
     cluster = installed.cluster
     borrower, plain = spaces
-    cluster.apply(reclaim_policy("Preview"), objects.queue("a"), objects.queue("b"))
-    labels = lambda q: {QUEUE_LABEL: q}  # noqa: E731
-    cluster.apply(
-        job("fill", borrower, completions=8, parallelism=8, cpu="1", memory="64Mi",
-            run_for="600s", labels=labels("a")),
-    )  # fmt: skip
-    eventually(lambda: live_by_queue(installed, borrower) == Counter({"a": 8}), timeout=60)
-    cluster.apply(
-        job("want", plain, completions=2, parallelism=2, cpu="1", memory="64Mi",
-            run_for="600s", labels=labels("b")),
-    )  # fmt: skip
+    a_fills_then_b_wants(installed, spaces, 2)
 
     # Nothing gates b's pods: the scheduler finds no room for them.
     def stuck() -> list[dict[str, Any]]:
@@ -157,21 +164,11 @@ def test_a_held_pod_past_its_queue_s_share_by_the_gate_s_count_reclaims_nothing(
     installed, _ = admitting
     cluster = installed.cluster
     borrower, plain = spaces
-    cluster.apply(reclaim_policy("Preview"), objects.queue("a"), objects.queue("b"))
-    labels = lambda q: {QUEUE_LABEL: q}  # noqa: E731
-    cluster.apply(
-        job("fill", borrower, completions=8, parallelism=8, cpu="1", memory="64Mi",
-            run_for="600s", labels=labels("a")),
-    )  # fmt: skip
-    eventually(lambda: live_by_queue(installed, borrower) == Counter({"a": 8}), timeout=60)
-    cluster.apply(
-        job("want", plain, completions=4, parallelism=4, cpu="1", memory="64Mi",
-            run_for="600s", labels=labels("b")),
-    )  # fmt: skip
+    a_fills_then_b_wants(installed, spaces, 4)
     eventually(lambda: sum(unschedulable(p) for p in pods_of(installed, plain)) == 4, timeout=30)
     cluster.apply(
         job("late", borrower, completions=1, parallelism=1, cpu="1", memory="64Mi",
-            run_for="600s", labels=labels("b")),
+            run_for="600s", labels={QUEUE_LABEL: "b"}),
     )  # fmt: skip
 
     def late() -> dict[str, Any]:
