@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Any
 
 import pytest
@@ -28,6 +27,7 @@ from metrics_server import MetricsServer
 from operating import Operator, eventually
 from qosing import EVICT, guard, node_entry, node_w1, pod, run, teams, terminating
 from sharekeeper.engine.qos.releasing import LEAVING_SECONDS, STUCK_AFTER_SECONDS
+from sharekeeper.model.objects import rfc3339_seconds
 from tenants import Tenant
 
 pytestmark = pytest.mark.skipif(
@@ -63,7 +63,7 @@ def deleted_at(cluster: Cluster, name: str) -> float:
     """When the tenant's pod ``name`` was deleted, by the API server's clock: its deletion
     deadline minus its grace period."""
     meta = cluster.get("pod", name, "-n", TENANT)["metadata"]
-    deadline = datetime.fromisoformat(meta["deletionTimestamp"]).timestamp()
+    deadline = rfc3339_seconds(meta["deletionTimestamp"])
     return deadline - float(meta["deletionGracePeriodSeconds"])
 
 

@@ -113,14 +113,14 @@ def name_of(obj: Obj) -> str:
     return name
 
 
+_EMPTY: Obj = MappingProxyType({})
+
+
 def section(obj: Obj, key: str) -> Obj:
     """``obj[key]`` when it is a mapping, else an empty one: a first step read once for the
     fields below it (``section(obj, "spec").get("nodeName")`` is ``at(obj, "spec.nodeName")``)."""
     value = obj.get(key)
     return value if is_mapping(value) else _EMPTY
-
-
-_EMPTY: Obj = MappingProxyType({})
 
 
 def mapping_at(obj: Obj, path: str) -> Obj:

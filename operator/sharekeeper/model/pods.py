@@ -293,10 +293,11 @@ def has_admission_gate(gates: object) -> bool:
 def effective_request(obj: Obj, spec: Obj) -> dict[str, int]:
     """What the pod ``obj`` (its ``spec`` section) requests, as the scheduler counts it: its
     containers and sidecars, or more while an init container runs, plus its overhead."""
-    containers = sum_requests(obj, spec, "containers")
+    containers = sum_requests(obj, spec.get("containers"), "spec.containers")
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
-    for index, init in enumerate(_containers(obj, spec, "initContainers")):
+    inits = _containers(obj, spec.get("initContainers"), "spec.initContainers")
+    for index, init in enumerate(inits):
         request = _requests(obj, init, f"spec.initContainers[{index}]")
         if init.get("restartPolicy") == "Always":
             sidecars = add(sidecars, request)
@@ -309,17 +310,16 @@ def effective_request(obj: Obj, spec: Obj) -> dict[str, int]:
     )
 
 
-def sum_requests(obj: Obj, spec: Obj, key: str) -> dict[str, int]:
+def sum_requests(obj: Obj, entries: object, path: str) -> dict[str, int]:
     total: dict[str, int] = {}
-    for index, container in enumerate(_containers(obj, spec, key)):
-        total = add(total, _requests(obj, container, f"spec.{key}[{index}]"))
+    for index, container in enumerate(_containers(obj, entries, path)):
+        total = add(total, _requests(obj, container, f"{path}[{index}]"))
     return total
 
 
-def _containers(obj: Obj, spec: Obj, key: str) -> list[Obj]:
-    """The container entries at ``spec.<key>``, each checked to be a mapping."""
-    path = f"spec.{key}"
-    entries = spec.get(key) or []
+def _containers(obj: Obj, entries: object, path: str) -> list[Obj]:
+    """The container entries found at ``path`` in ``obj``, each checked to be a mapping."""
+    entries = entries or []
     if not isinstance(entries, list):
         raise fail(obj, path, "must be a list", entries)
     for index, entry in enumerate(entries):

@@ -108,11 +108,9 @@ def _list(obj: Obj, value: object, path: str, kind: str) -> list[Any]:
     return value
 
 
-def _strings(obj: Obj, meta: Obj, key: str, kind: str) -> dict[str, str]:
-    """``metadata.<key>`` (``meta``: the object's metadata), checked to map strings to
-    strings."""
-    path = f"metadata.{key}"
-    raw = as_mapping(obj, path, meta.get(key))
+def _strings(obj: Obj, value: object, path: str, kind: str) -> dict[str, str]:
+    """``value``, found at ``path`` in ``obj``, checked to map strings to strings."""
+    raw = as_mapping(obj, path, value)
     if not all(isinstance(v, str) for v in raw.values()):
         raise fail(obj, path, "values must be strings", dict(raw), kind=kind)
     return dict(raw)
@@ -208,7 +206,7 @@ def pod_view(
     meta = section(obj, "metadata")
     key = PodKey(str(meta.get("namespace", "default")), str(meta.get("name", "?")))
     spec, status = mapping_at(obj, "spec"), mapping_at(obj, "status")
-    annotations = _strings(obj, meta, "annotations", kind)
+    annotations = _strings(obj, meta.get("annotations"), "metadata.annotations", kind)
     owners = _list(obj, meta.get("ownerReferences"), "metadata.ownerReferences", kind)
     limits = container_cpu_limits(obj) if cpu_limits is None else cpu_limits
     containers = _list(obj, spec.get("containers"), "spec.containers", kind)
@@ -231,7 +229,7 @@ def pod_view(
         uid=str(meta.get("uid") or ""),
         qos_class=_qos_class(status),
         priority=effective_priority(key.namespace, priority),
-        labels=_strings(obj, meta, "labels", kind),
+        labels=_strings(obj, meta.get("labels"), "metadata.labels", kind),
         start_time=_epoch(obj, status.get("startTime"), "status.startTime", kind),
         cpu_request_milli=requests,
         cpu_limit_milli=None if unlimited else sum(limits.values()),
@@ -333,7 +331,7 @@ def node_view(node: Mapping[str, object]) -> QosNode:
     capacity = mapping_at(node, "status.capacity")
     return QosNode(
         name=name,
-        labels=_strings(node, meta, "labels", "Node"),
+        labels=_strings(node, meta.get("labels"), "metadata.labels", "Node"),
         cpu_capacity_milli=_amount(node, capacity, "cpu", "status.capacity", "Node"),
         memory_capacity_bytes=_amount(node, capacity, "memory", "status.capacity", "Node"),
     )
