@@ -69,7 +69,7 @@ def test_settle_freezes_what_lives_and_collects_what_does_not() -> None:
     assert not any(obj is piece for obj in walked for piece in kept)
 
 
-def test_refreezer_collects_the_young_and_freezes_what_lives() -> None:
+def test_refreezer_freezes_what_lives_without_walking_it() -> None:
     gc.disable()  # only the collections the refreezer makes
     gc.unfreeze()
     refreeze = collector.Refreezer(clock=lambda: 0.0, full_every=60.0)
@@ -77,10 +77,21 @@ def test_refreezer_collects_the_young_and_freezes_what_lives() -> None:
     young = Cycle()
     gone = weakref.ref(young)
     del young
-    refreeze()
-    assert gone() is None, "a young garbage cycle is collected before the freeze"
+    collections: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.callbacks.append(seen)
+    try:
+        refreeze()
+    finally:
+        gc.callbacks.remove(seen)
+    assert collections == [], "a round's end walks nothing (a round makes no garbage cycles)"
     walked = gc.get_objects()  # what the collector walks: frozen objects are not in it
     assert not any(obj is piece for obj in walked for piece in kept)
+    assert gone() is not None, "a young garbage cycle waits, frozen, for the full pass"
 
 
 def test_a_cycle_frozen_before_it_died_is_freed_by_the_next_full_pass() -> None:

@@ -9,8 +9,8 @@ top size makes and drops millions of objects without cycles, which reference cou
 yet they start collections in the middle of it that walk the round's working set and whatever
 the event loop made meanwhile: a young collection every few milliseconds and, once the store's
 echoes have piled up in the oldest generation, full collections of 0.1 to 0.3 s
-(benchmarks/README.md). The share round ends its turn by collecting what it kept and freezing
-it (``collector.Refreezer``); the QoS check keeps little, which the next young collection sees.
+(benchmarks/README.md). The share round ends its turn by freezing what it kept
+(``collector.Refreezer``); the QoS check keeps little, which the next young collection sees.
 
 The QoS check also reads every node's usage on the event loop before its turn (at 5,000 nodes
 about a third of a second of parsing), which competes with a round's thread for the interpreter
