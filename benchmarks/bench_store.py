@@ -19,7 +19,8 @@ every node), fed to a ``ClusterStore`` the way a complete list would. Reported:
   the queues are those of ``bench_operator.py --tree-fanout F`` and the change goes to a
   top-level queue;
 - one round, a new change: each repetition changes the weight again, so every round renders
-  and diffs every queue, as each weight change does in the operator;
+  and diffs every queue, as each weight change does in the operator; and how soon in it the
+  changed queue's write is ready to be sent (before the others are rendered);
 - one /metrics scrape: every metric of the process as Prometheus reads it, the per-queue
   series made then from the last round's result (best of ``--repeat``);
 - one QoS check: ``cluster_check`` over every node with node usage for each (best of
@@ -44,6 +45,7 @@ import json
 import resource
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -96,10 +98,14 @@ CARRIED = Carried()
 REFREEZER = collector.Refreezer()
 
 
-def one_round(store: ClusterStore, *, now: float | None = None) -> Decision:
+def one_round(
+    store: ClusterStore, *, now: float | None = None, early: Callable[[Any], None] | None = None
+) -> Decision:
     """A round as the operator's turn of the lane makes it: the collector held back while it
     computes, and what it kept frozen before the collector runs again. With ``now``, as the
-    operator's round with reclaim on: the bound pods and the time are passed in too."""
+    operator's round with reclaim on: the bound pods and the time are passed in too;
+    ``early``: called with the writes of the queues whose spec moved, as the operator sends
+    them, before the rest is rendered."""
     collecting = collector.hold_back()
     try:
         queues, policies = store.queues.sorted_records(), store.policies.sorted_records()
@@ -110,7 +116,7 @@ def one_round(store: ClusterStore, *, now: float | None = None) -> Decision:
         decision = _decide(
             snapshot, node_policies(policies), queues, policies, nodes, stamp=STAMP,
             held=store.pods.held(), carried=CARRIED,
-            pods=store.pods if now is not None else None, now=now,
+            pods=store.pods if now is not None else None, now=now, early=early,
         )  # fmt: skip
         REFREEZER()
     finally:
@@ -222,9 +228,12 @@ def main() -> None:
     moved = best_seconds(lambda: one_round(store), args.repeat)
     moved_writes = len(one_round(store).statuses)
 
+    handed: list[float] = []
+
     def round_after_a_change() -> Decision:
         weight_changed()
-        return one_round(store)
+        started = time.perf_counter()
+        return one_round(store, early=lambda _: handed.append(time.perf_counter() - started))
 
     each = best_seconds(round_after_a_change, args.repeat)
     scrape = best_seconds(lambda: generate_latest(REGISTRY), args.repeat)
@@ -257,6 +266,7 @@ def main() -> None:
     print(f"one round, settled      {steady * 1000:6.0f} ms  (0 writes)")
     print(f"one round, weight moved {moved * 1000:6.0f} ms  ({moved_writes:,} status writes)")
     print(f"one round, a new change {each * 1000:6.0f} ms  (every queue rendered again)")
+    print(f"  its queue's write ready {min(handed) * 1000:6.0f} ms  (handed over to be sent)")
     print(f"one /metrics scrape     {scrape * 1000:6.0f} ms  (every queue's series made)")
     print(f"one QoS check           {check * 1000:6.0f} ms  (every node)")
     print(

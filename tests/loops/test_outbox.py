@@ -66,6 +66,25 @@ def test_a_newer_round_replaces_what_is_still_pending() -> None:
     assert asyncio.run(scenario()) == ["a1", "b2", "d2"]
 
 
+def test_what_is_sent_first_goes_before_what_was_pending_and_once() -> None:
+    async def scenario() -> list[str]:
+        sender = Sender()
+        sender.gate.clear()
+        outbox: Outbox[str, str] = Outbox(sender.send, sender.failed, workers=1)
+        outbox.replace({"a": "a1", "b": "b1"})  # the last round's, a1 taken and in flight
+        await asyncio.sleep(0)
+        outbox.send_first({"x": "x2", "y": "y2"})  # this round's, before it is done
+        # The round done: b no more, c new; x and y were handed over already.
+        outbox.replace({"c": "c2"}, first={"x", "y"})
+        assert outbox.pending == 4  # a1 in flight, x2, y2 and c2 waiting
+        sender.gate.set()
+        await outbox.drained()
+        await outbox.close()
+        return sender.sent
+
+    assert asyncio.run(scenario()) == ["a1", "x2", "y2", "c2"]
+
+
 def test_a_failed_send_is_reported_and_does_not_stop_the_others() -> None:
     async def scenario() -> Sender:
         sender = Sender(fail={"b1"})

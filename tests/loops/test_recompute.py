@@ -12,11 +12,14 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from builders import node, pod, policy, queue, shares
 from sharekeeper.api.policy import policy_spec
 from sharekeeper.api.queue import queue_snapshot
+from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs
 from sharekeeper.cluster.store import ClusterStore, Listeners
-from sharekeeper.loops.recompute import Recompute
+from sharekeeper.engine.shares.snapshot import QueueName
+from sharekeeper.loops.recompute import EARLY_AT_MOST, Decision, Recompute, _decide
 from sharekeeper.model.objects import MutableObj
 from sharekeeper.model.records import OwnRecord
-from sharekeeper.publish.statuses import Kind
+from sharekeeper.pipeline.shares import Carried
+from sharekeeper.publish.statuses import Kind, StatusWrite
 from sharekeeper.settings import LoopSettings
 from sharekeeper.telemetry import QueueSeries
 
@@ -185,6 +188,85 @@ def test_a_spec_change_writes_only_what_changed() -> None:
     patched_a = next(patch for kind, name, patch in writer.patches if name == "a")
     assert patched_a["observedGeneration"] == 2
     assert "state" not in patched_a  # unchanged fields are not resent
+
+
+def decided(store: ClusterStore, carried: Carried, early: Any) -> Decision:
+    """A round's decision as the loop makes it, in this thread."""
+    queues, policies = store.queues.sorted_records(), store.policies.sorted_records()
+    snapshot = share_snapshot(
+        store, specs(queues), [spec.shares for spec in specs(policies)], now_seconds=1_000_000.0
+    )
+    return _decide(
+        snapshot, node_policies(policies), queues, policies, store.nodes.sorted_records(),
+        stamp="2026-01-01T00:00:00Z", carried=carried, early=early,
+    )  # fmt: skip
+
+
+def test_a_queue_whose_spec_moved_is_handed_over_before_the_others_are_rendered() -> None:
+    store = cluster([record(queue(n), queue_snapshot) for n in "ab"], [one_policy()])
+    store.pods.listed([pod("p3", "a", cpu="9", memory="1Gi")])  # a wants more than half too
+    carried = Carried()
+    handed: list[tuple[list[str], MutableObj | None]] = []
+
+    def early(writes: list[StatusWrite]) -> None:
+        b = carried.queues.last.get(QueueName("b"))
+        handed.append(([write.name for write in writes], b[1] if b is not None else None))
+
+    first = decided(store, carried, early)
+    for write in first.statuses:
+        kind = store.queues if write.kind == "Queue" else store.policies
+        kind.records[write.name] = replace(kind.records[write.name], status=write.status)
+    b_before = carried.queues.last[QueueName("b")][1]
+    a = store.queues.records["a"]
+    store.queues.records["a"] = replace(a, generation=2, spec=queue_snapshot(queue("a", weight=3)))
+    second = decided(store, carried, early)
+
+    # No status yet is a spec not seen yet: both are early in the first round.
+    assert handed == [(["a", "b"], None), (["a"], b_before)]
+    assert carried.queues.last[QueueName("b")][1] is not b_before  # b's share moved with a's
+    assert [w.name for w in second.statuses if w.kind == "Queue"] == ["a", "b"]
+
+
+def test_a_queue_whose_spec_moved_is_written_first_and_once() -> None:
+    writer = RecordingWriter()
+    queues = [record(queue("a"), queue_snapshot), record(queue("b"), queue_snapshot)]
+    loop = recompute_loop(writer, queues, [one_policy()])
+
+    async def scenario() -> None:
+        await round_written(loop)
+        writer.patches.clear()
+        moved = OwnRecord(
+            "a", "uid-a", 2, queue_snapshot(queue("a", weight=3)), writer.stored[("Queue", "a")]
+        )
+        loop._store.queues.records["a"] = moved
+        await round_written(loop)
+
+    asyncio.run(scenario())
+    # b's share does not move (a asks for less than half): a alone is written, once.
+    assert [name for kind, name, _ in writer.patches if kind == "Queue"] == ["a"]
+
+
+def test_a_bulk_spec_change_is_sent_in_the_rounds_order() -> None:
+    writer = RecordingWriter()
+    names = [f"q{index:02d}" for index in range(EARLY_AT_MOST + 1)]
+    queues = [record(queue(name), queue_snapshot) for name in names]
+    loop = recompute_loop(writer, queues, [one_policy()])
+    handed: list[object] = []
+    loop._outbox.send_first = handed.append  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        await round_written(loop)
+        for name in names:
+            loop._store.queues.records[name] = OwnRecord(
+                name, f"uid-{name}", 2, queue_snapshot(queue(name, weight=2)),
+                writer.stored[("Queue", name)],
+            )  # fmt: skip
+        writer.patches.clear()
+        await round_written(loop)
+
+    asyncio.run(scenario())
+    assert handed == []
+    assert sorted(name for kind, name, _ in writer.patches if kind == "Queue") == names
 
 
 @pytest.mark.timeout(10)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping
 from typing import Generic, TypeVar
 
 from sharekeeper import telemetry
@@ -47,10 +47,28 @@ class Outbox(Generic[K, W]):
         self._idle = asyncio.Event()
         self._idle.set()
 
-    def replace(self, writes: Mapping[K, W], urgent: frozenset[K] = frozenset()) -> None:
-        """The writes still wanted, all of them: anything pending but not in ``writes`` goes."""
-        self._urgent = {key: write for key, write in writes.items() if key in urgent}
+    def replace(
+        self,
+        writes: Mapping[K, W],
+        urgent: frozenset[K] = frozenset(),
+        *,
+        first: Collection[K] = frozenset(),
+    ) -> None:
+        """The writes still wanted, all of them: anything pending but not in ``writes`` goes,
+        except what ``send_first`` handed over for ``first`` (the same round's), if still
+        pending."""
+        handed = {key: write for key, write in self._urgent.items() if key in first}
+        self._urgent = handed | {key: write for key, write in writes.items() if key in urgent}
         self._normal = {key: write for key, write in writes.items() if key not in urgent}
+        self._start(writes)
+
+    def send_first(self, writes: Mapping[K, W]) -> None:
+        """Writes to send before anything pending, added to it (a round's most awaited ones,
+        handed over before the round is done)."""
+        self._urgent = dict(writes) | {k: w for k, w in self._urgent.items() if k not in writes}
+        self._start(writes)
+
+    def _start(self, writes: Mapping[K, W]) -> None:
         if writes and not self._tasks:
             self._tasks = [asyncio.create_task(self._worker()) for _ in range(self._workers)]
         self._changed()

@@ -34,7 +34,7 @@ from sharekeeper.loops.lane import Lane
 from sharekeeper.loops.outbox import Outbox
 from sharekeeper.loops.reclaim import carry_out
 from sharekeeper.model.nodes import SHARE_ANNOTATIONS
-from sharekeeper.model.objects import Obj, rfc3339
+from sharekeeper.model.objects import MutableObj, Obj, rfc3339
 from sharekeeper.model.quantities import scale
 from sharekeeper.model.records import NodeRecord, OwnRecord
 from sharekeeper.pipeline.reclaiming import BoundPods, PolicyReclaim
@@ -66,6 +66,10 @@ EVICTION_SEEN_SECONDS = 60.0
 or gone, or for this long at most."""
 WAITED_MARGIN_SECONDS = 0.5
 """The round for a held pod that reaches ``afterSeconds`` runs this long after it does."""
+EARLY_AT_MOST = 16
+"""Queues whose spec moved whose statuses a round sends before it renders and diffs the rest:
+someone is waiting to see them. More is a bulk change (an apply of every queue), sent in the
+round's order with everything else."""
 RELEASE_SEEN_SECONDS = 60.0
 """A released pod the watch still shows held after this long is decided on again (the patch
 is idempotent)."""
@@ -259,11 +263,22 @@ class Recompute:
             # 2. The engines (the same call `sharekeeper simulate` makes) and the diff against
             #    what the objects hold (or what we just wrote to them), in a worker thread, so
             #    that watches and the probes stay served while thousands of queues compute.
+            loop = asyncio.get_running_loop()
+            sent_first: set[tuple[str, str]] = set()
+
+            def early(writes: list[StatusWrite]) -> None:
+                # In the round's thread: the writes go while it renders the other queues.
+                handed: dict[tuple[str, str], StatusWrite | AnnotationWrite] = {
+                    (write.kind, write.name): write for write in writes
+                }
+                sent_first.update(handed)
+                loop.call_soon_threadsafe(self._outbox.send_first, handed)
+
             decided = await asyncio.to_thread(
                 _decide, snapshot, node_policies(policies_now), queues, policies, nodes,
                 stamp=stamp, held=held, released=frozenset(self._releasing),
                 unbound=unbound, pods=store.pods, now=now, evicting=frozenset(self._evicting),
-                carried=self._carried,
+                carried=self._carried, early=early,
             )  # fmt: skip
             if self._after_round is not None:
                 self._after_round()
@@ -272,11 +287,13 @@ class Recompute:
         #    just changed first (someone is looking at it).
         statuses, untold = told_in_turn(decided.statuses)
         writes: dict[tuple[str, str], StatusWrite | AnnotationWrite] = {
-            (write.kind, write.name): write for write in statuses
+            (write.kind, write.name): write
+            for write in statuses
+            if (write.kind, write.name) not in sent_first
         }
         writes.update((("Node", write.node), write) for write in decided.annotations)
         urgent = frozenset((w.kind, w.name) for w in statuses if w.spec_changed)
-        self._outbox.replace(writes, urgent)
+        self._outbox.replace(writes, urgent, first=sent_first)
         self._tell_untold(untold)
         shares = decided.publication.shares
         self._tell_misdirected(shares.refused, shares.unknown)
@@ -626,12 +643,24 @@ def _decide(
     now: float | None = None,
     evicting: frozenset[PodKey] = frozenset(),
     carried: Carried | None = None,
+    early: Callable[[list[StatusWrite]], None] | None = None,
 ) -> Decision:
     """``carried``: what the caller's last round computed, rendered and found nothing to write
-    for (updated), to redo none of it where the inputs are the same."""
+    for (updated), to redo none of it where the inputs are the same. ``early``: called with the
+    writes of the queues whose spec moved (``EARLY_AT_MOST`` at most, else none is early) as
+    soon as the engines are done, before the other queues are rendered and diffed; they are
+    among the decision's writes too."""
+    first = None
+    moved = [r for r in queues if r.status.get("observedGeneration") != r.generation]
+    if early is not None and 0 < len(moved) <= EARLY_AT_MOST:
+
+        def diffed(statuses: Mapping[str, MutableObj]) -> None:
+            early(queue_writes(moved, statuses, now=stamp))
+
+        first = ([record.name for record in moved], diffed)
     published = publication(
         snapshot, policies_by_name, held=held, released=released, unbound=unbound, pods=pods,
-        now=now, evicting=evicting, carried=carried,
+        now=now, evicting=evicting, carried=carried, first=first,
     )  # fmt: skip
     statuses = queue_writes(
         queues, published.queues, now=stamp, unchanged=carried.statuses if carried else None

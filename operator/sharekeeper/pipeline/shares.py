@@ -10,7 +10,7 @@ decisions and the reclaim plans are handed on as computed, for the caller to act
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from sharekeeper.engine.admission import (
@@ -90,6 +90,7 @@ def publication(
     now: float | None = None,
     evicting: Collection[PodKey] = frozenset(),
     carried: Carried | None = None,
+    first: tuple[Collection[str], Callable[[Mapping[str, MutableObj]], None]] | None = None,
 ) -> Publication:
     """``pending``: the pods to run the proportional predicate for (``placements``); the
     operator passes none, since nothing it publishes reads them. ``held``: the pods the
@@ -99,7 +100,9 @@ def publication(
     claim, for reclaim (none: no reclaim plan); ``now``: the round's time (default: the
     snapshot's); ``evicting``: pods whose eviction was sent and not seen yet (gone, for
     reclaim); ``carried``: what the caller's last round computed and rendered, reused where
-    the inputs are the same (and updated)."""
+    the inputs are the same (and updated); ``first``: some queues' names and what to call with
+    their statuses as soon as the engines are done, before every other queue is rendered (the
+    operator sends them while it renders the rest)."""
     held = list(held)
     now = snapshot.now_seconds if now is None else now
     shares = deserved_shares(snapshot)
@@ -112,6 +115,9 @@ def publication(
         snapshot, node_policies, shares, facts, gates, held=held, pods=pods, now=now,
         evicting=evicting,
     )  # fmt: skip
+    if first is not None:
+        names, call = first
+        call(queue_statuses(shares, facts, gates, only=names))
     placed = placements(pending, snapshot, node_policies, facts)
     return Publication(
         queues=queue_statuses(shares, facts, gates, carried.queues if carried else None),

@@ -11,7 +11,7 @@ through them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from sharekeeper.api.queue import MAX_NOT_BOUND_LISTED
 from sharekeeper.engine.admission import AdmissionResult
@@ -53,15 +53,23 @@ def queue_statuses(
     facts: AdmissionResult,
     gates: GateDecisions,
     rendered: RenderedQueues | None = None,
+    *,
+    only: Collection[str] | None = None,
 ) -> dict[str, MutableObj]:
     """Queue name -> status; a queue whose PodGroup waits to be enqueued says why
     (``Enqueueable``); the released pods past their bind timeout are counted in their queue.
-    ``rendered``: the last round's, reused where the inputs are equal, and updated."""
+    ``rendered``: the last round's, reused where the inputs are equal, and updated; ``only``:
+    these queues alone (those of them the engines have a result for)."""
     not_bound = not_bound_by_queue(gates)
     last = rendered.last if rendered is not None else {}
     now: dict[str, tuple[_QueueInputs, MutableObj]] = {}
     queues = {}
-    for name, share in sorted(shares.queues.items()):
+    chosen = sorted(
+        shares.queues.items()
+        if only is None
+        else ((n, shares.queues[n]) for n in map(QueueName, only) if n in shares.queues)
+    )
+    for name, share in chosen:
         verdict = facts.queues.get(name)
         inputs = (
             share,
