@@ -58,6 +58,23 @@ def test_a_queue_is_rendered_again_when_its_share_changes() -> None:
     assert after.queues["a"] == decide(one_more, RELEASED + 10, Carried()).queues["a"]
 
 
+def test_a_queue_rendered_again_keeps_the_spelling_of_the_amounts_that_did_not_move() -> None:
+    """After a weight change every share moves and most usage does not: the status is what a
+    fresh render makes, its unmoved amounts the last status's very objects."""
+    carried = Carried()
+    wanting = pod("big", "a", cpu=6)  # a and b want more than the node has: weights decide
+    first = decide(cluster(wanting), RELEASED + 10, carried)
+    heavier = [queue("a", weight=3) if o.get("kind") == "Queue" and o["metadata"]["name"] == "a"
+               else o for o in cluster(wanting)]  # fmt: skip
+    after = decide(heavier, RELEASED + 10, carried)
+    assert after.queues == decide(heavier, RELEASED + 10, Carried()).queues
+    for name in "ab":
+        was, now = first.queues[name], after.queues[name]
+        assert now["deserved"] != was["deserved"]
+        for unmoved in ("request", "allocated", "guarantee", "realCapability", "inqueue"):
+            assert now[unmoved] is was[unmoved], (name, unmoved)
+
+
 def test_a_queue_is_rendered_again_when_only_its_pods_past_their_bind_timeout_change() -> None:
     """The share is the same before and after ``stuck`` times out; the status is not."""
     carried = Carried()

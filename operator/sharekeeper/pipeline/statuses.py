@@ -77,10 +77,12 @@ def queue_statuses(
             verdict if verdict is not None and verdict.podgroup is not None else None,
         )
         before = last.get(name)
-        if before is not None and before[0] == inputs:
+        if before is None:
+            status = _rendered_queue(*inputs)
+        elif before[0] == inputs:
             status = before[1]
         else:
-            status = _rendered_queue(*inputs)
+            status = _rendered_queue(*inputs, last=(before[0][0], before[1]))
         now[name] = (inputs, status)
         queues[str(name)] = status
     if rendered is not None:
@@ -89,9 +91,13 @@ def queue_statuses(
 
 
 def _rendered_queue(
-    share: QueueShare, stuck: tuple[str, ...], verdict: QueueAdmission | None
+    share: QueueShare,
+    stuck: tuple[str, ...],
+    verdict: QueueAdmission | None,
+    *,
+    last: tuple[QueueShare, MutableObj] | None = None,
 ) -> MutableObj:
-    status = queue_status(share)
+    status = queue_status(share, last)
     status["notBound"] = len(stuck)
     if stuck:
         status["notBoundPods"] = list(stuck[:MAX_NOT_BOUND_LISTED])
@@ -161,9 +167,15 @@ _OVERUSED = {
 their readers copy them), instead of eight new ones per queue and round."""
 
 
-def queue_status(result: QueueShare) -> MutableObj:
+def queue_status(
+    result: QueueShare, last: tuple[QueueShare, MutableObj] | None = None
+) -> MutableObj:
     """``QueueStatus`` as a dict (built directly: 10,000 queues a round), without
-    ``observedGeneration`` and the conditions' times, which the publisher stamps."""
+    ``observedGeneration`` and the conditions' times, which the publisher stamps. ``last``: the
+    share this queue's status was rendered from last time, and that status: amounts equal to
+    what they were keep their spelling, the same object (after a weight change every queue's
+    deserved moves and its usage mostly does not)."""
+    was, shown = last if last is not None else (None, _NOT_SHOWN)
     # No numbers: no policy governs the queue, or it has no place in its policy's tree.
     blocking = next((r for r in result.reasons if r.kind in ("NoPolicy", "InvalidParent")), None)
     conditions = [
@@ -183,17 +195,21 @@ def queue_status(result: QueueShare) -> MutableObj:
     if result.policy is not None:
         status["policy"] = result.policy
     status |= {
-        "deserved": format_resources(result.deserved),
-        "guarantee": format_resources(result.guarantee),
+        "deserved": _spelled(result, was, shown, "deserved"),
+        "guarantee": _spelled(result, was, shown, "guarantee"),
+        "realCapability": shown["realCapability"]
+        if was is not None and was.real_capability == result.real_capability
         # A tree's root bounds nothing (Capacity): an unbounded dimension is left out.
-        "realCapability": format_resources(
+        else format_resources(
             {name: amount for name, amount in result.real_capability.items() if amount < UNLIMITED}
         ),
-        "allocated": format_resources(result.allocated),
-        "request": format_resources(result.request),
-        "inqueue": format_resources(result.inqueue),
-        "elastic": format_resources(result.elastic),
-        "decidedBy": dict(result.decided_by),
+        "allocated": _spelled(result, was, shown, "allocated"),
+        "request": _spelled(result, was, shown, "request"),
+        "inqueue": _spelled(result, was, shown, "inqueue"),
+        "elastic": _spelled(result, was, shown, "elastic"),
+        "decidedBy": shown["decidedBy"]
+        if was is not None and was.decided_by == result.decided_by
+        else dict(result.decided_by),
         "admitted": result.admitted_pods,
         "gated": result.held.get(PODS, 0),
         "share": share_text(result.share),
@@ -201,6 +217,20 @@ def queue_status(result: QueueShare) -> MutableObj:
         "conditions": conditions,
     }
     return status
+
+
+_NOT_SHOWN: MutableObj = {}
+
+
+def _spelled(result: QueueShare, was: QueueShare | None, shown: MutableObj, field: str) -> object:
+    """The amounts ``field`` of ``result`` as a ResourceList: ``shown[field]`` when they equal
+    those of ``was``, the share ``shown`` was rendered from."""
+    amounts = getattr(result, field)
+    return (
+        shown[field]
+        if was is not None and getattr(was, field) == amounts
+        else format_resources(amounts)
+    )
 
 
 def share_text(share: float) -> str:
