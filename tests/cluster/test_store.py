@@ -485,7 +485,7 @@ def unschedulable(obj: MutableObj, since: str = "2026-01-01T00:01:00Z") -> Mutab
 def test_pods_that_wait_to_be_scheduled_are_indexed_until_they_are_bound_or_gone() -> None:
     recorder = Recorder()
     pods = recorder.store.pods
-    waiting = lambda: sorted(r.share.name for r in pods.unscheduled())  # noqa: E731
+    waiting = lambda: sorted(r.share.name for r in pods.unscheduled().values())  # noqa: E731
     held = pod("h", "a", held=True, cpu="1")
     pending = pod("u", "a", cpu="1")
     pods.listed([held, pending, pod("r", "a", node="n", cpu="1")])

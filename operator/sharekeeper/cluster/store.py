@@ -350,11 +350,11 @@ class PodStore(KindStore[PodKey, PodRecord]):
         out against ``bindTimeoutSeconds`` (never every pod)."""
         return list(self._unbound.values())
 
-    def unscheduled(self) -> list[WaitingPodRecord]:
-        """The pods that wait to be scheduled: held by the admission gate, or found
+    def unscheduled(self) -> dict[PodKey, WaitingPodRecord]:
+        """The pods that wait to be scheduled, by key: held by the admission gate, or found
         Unschedulable, each with its node constraints. Called from the round's worker thread:
         one C-level copy."""
-        return list(self._unscheduled.values())
+        return dict(self._unscheduled)
 
     def on_node(self, node: str) -> list[PodRecord]:
         """The non-terminal pods bound to ``node``."""

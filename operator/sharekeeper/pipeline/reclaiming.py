@@ -88,7 +88,7 @@ class BoundPods(Protocol):
 
     def bound_claiming(self, claim: Hashable) -> list[PodRecord]: ...
 
-    def unscheduled(self) -> list[WaitingPodRecord]: ...
+    def unscheduled(self) -> Mapping[PodKey, WaitingPodRecord]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +143,7 @@ def _waiting(
     gates: GateDecisions,
     *,
     held: Iterable[PodSnapshot],
-    unscheduled: Sequence[WaitingPodRecord],
+    unscheduled: Mapping[PodKey, WaitingPodRecord],
     now: float,
     policies: Collection[PolicyName],
 ) -> dict[PolicyName, list[Waiting]]:
@@ -151,7 +151,6 @@ def _waiting(
     order (numbered across policies: only the order within one matters) and the nodes of its
     policy it could use: the held pods the gate keeps waiting for room, and the pods the
     scheduler finds Unschedulable (``_unschedulable``). A pod is listed once."""
-    records = {PodKey(r.share.namespace, r.share.name): r for r in unscheduled}
     ordered: list[tuple[tuple[float, int, float, str], _Reclaimer]] = []
     listed: set[PodKey] = set()
     for pod in held:
@@ -162,14 +161,14 @@ def _waiting(
         share = shares.queues.get(QueueName(why.queue))
         if share is None or share.policy is None or share.policy not in policies:
             continue
-        record = records.get(key)
+        record = unscheduled.get(key)
         constraints = record.constraints if record is not None else ANY_NODE
         order = (share.share, -pod.priority, pod.created_seconds, f"{pod.namespace}/{pod.name}")
         ordered.append(
             (order, _Reclaimer(pod, why.queue, share.policy, constraints, pod.created_seconds))
         )
         listed.add(key)
-    for reclaimer in _unschedulable(snapshot, shares, unscheduled, policies):
+    for reclaimer in _unschedulable(snapshot, shares, unscheduled.values(), policies):
         pod = reclaimer.pod
         if PodKey(pod.namespace, pod.name) in listed:
             continue
