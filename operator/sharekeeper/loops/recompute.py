@@ -621,6 +621,14 @@ class Recompute:
         self._spawn(self._transition_event(write, transition))
 
 
+def _early_writes(
+    records: list[OwnRecord[Any]], stamp: str, early: Callable[[list[StatusWrite]], None]
+) -> Callable[[Mapping[str, MutableObj]], None]:
+    """What ``_decide`` calls with the statuses of ``records`` rendered first: their writes
+    handed to ``early``."""
+    return lambda statuses: early(queue_writes(records, statuses, now=stamp))
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     publication: Publication
@@ -651,13 +659,10 @@ def _decide(
     soon as the engines are done, before the other queues are rendered and diffed; they are
     among the decision's writes too."""
     first = None
-    moved = [r for r in queues if r.status.get("observedGeneration") != r.generation]
-    if early is not None and 0 < len(moved) <= EARLY_AT_MOST:
-
-        def diffed(statuses: Mapping[str, MutableObj]) -> None:
-            early(queue_writes(moved, statuses, now=stamp))
-
-        first = ([record.name for record in moved], diffed)
+    if early is not None:
+        moved = [r for r in queues if r.status.get("observedGeneration") != r.generation]
+        if 0 < len(moved) <= EARLY_AT_MOST:
+            first = ([record.name for record in moved], _early_writes(moved, stamp, early))
     published = publication(
         snapshot, policies_by_name, held=held, released=released, unbound=unbound, pods=pods,
         now=now, evicting=evicting, carried=carried, first=first,
