@@ -136,6 +136,15 @@ def as_mapping(obj: Obj, path: str, value: Any) -> Obj:
     return value
 
 
+def as_list(obj: Obj, path: str, value: Any, *, kind: str | None = None) -> list[Any]:
+    """``value``, found at ``path`` in ``obj``, when it is a list; empty when it is absent."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise fail(obj, path, "must be a list", value, kind=kind)
+    return value
+
+
 def labels_of(obj: Obj, path: str = "metadata.labels") -> dict[str, str]:
     return {str(key): str(value) for key, value in mapping_at(obj, path).items()}
 

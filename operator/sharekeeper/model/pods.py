@@ -29,6 +29,7 @@ from sharekeeper.model.objects import (
     MutableObj,
     Obj,
     ObjectError,
+    as_list,
     as_mapping,
     at,
     fail,
@@ -154,7 +155,8 @@ def node_constraints(obj: Obj) -> NodeConstraints:
         terms_at = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
         required = at(obj, terms_at)
         terms = None if required is None else _terms(obj, required)
-        tolerations = tuple(_toleration(obj, entry) for entry in _list(obj, "spec.tolerations"))
+        listed = as_list(obj, "spec.tolerations", at(obj, "spec.tolerations"))
+        tolerations = tuple(_toleration(obj, entry) for entry in listed)
     except (ObjectError, KeyError, TypeError, ValueError):
         return NO_NODE
     if not selector and terms is None and not tolerations:
@@ -163,29 +165,20 @@ def node_constraints(obj: Obj) -> NodeConstraints:
     return NodeConstraints(pairs, terms, tolerations)
 
 
-def _list(obj: Obj, path: str, value: Any = None) -> list[Any]:
-    found = at(obj, path) if value is None else value
-    if found is None:
-        return []
-    if not isinstance(found, list):
-        raise fail(obj, path, "must be a list", found)
-    return found
-
-
 def _terms(obj: Obj, required: Any) -> tuple[NodeSelectorTerm, ...]:
     if not is_mapping(required):
         raise fail(obj, "spec.affinity.nodeAffinity", "must be a mapping", required)
     terms = []
-    for term in _list(obj, "nodeSelectorTerms", required.get("nodeSelectorTerms")):
+    for term in as_list(obj, "nodeSelectorTerms", required.get("nodeSelectorTerms")):
         if not is_mapping(term):
             raise ValueError("a node selector term must be a mapping")
         expressions = tuple(
             _requirement(entry, comparisons=True)
-            for entry in _list(obj, "matchExpressions", term.get("matchExpressions"))
+            for entry in as_list(obj, "matchExpressions", term.get("matchExpressions"))
         )
         fields = tuple(
             _field(_requirement(entry, comparisons=False))
-            for entry in _list(obj, "matchFields", term.get("matchFields"))
+            for entry in as_list(obj, "matchFields", term.get("matchFields"))
         )
         terms.append(NodeSelectorTerm(expressions, fields))
     return tuple(terms)

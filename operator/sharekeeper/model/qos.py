@@ -30,6 +30,7 @@ from sharekeeper.engine.qos.inputs import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NAMESP
 from sharekeeper.model.objects import (
     Obj,
     ObjectError,
+    as_list,
     as_mapping,
     at,
     fail,
@@ -100,14 +101,6 @@ def _quantity(obj: Obj, resource: str, value: object, path: str, kind: str) -> i
         raise fail(obj, path, str(error), kind=kind) from error
 
 
-def _list(obj: Obj, value: object, path: str, kind: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise fail(obj, path, "must be a list", value, kind=kind)
-    return value
-
-
 def _strings(obj: Obj, value: object, path: str, kind: str) -> dict[str, str]:
     """``value``, found at ``path`` in ``obj``, checked to map strings to strings."""
     raw = as_mapping(obj, path, value)
@@ -176,7 +169,7 @@ def pod_usage(metrics: Mapping[str, object]) -> tuple[int, int]:
     """A PodMetrics' CPU (millicores) and memory (bytes), summed over its containers."""
     kind = "PodMetrics"
     cpu = memory = 0
-    for i, item in enumerate(_list(metrics, metrics.get("containers"), "containers", kind)):
+    for i, item in enumerate(as_list(metrics, "containers", metrics.get("containers"), kind=kind)):
         where = f"containers[{i}].usage"
         usage = item.get("usage") if is_mapping(item) else None
         if not is_mapping(usage):
@@ -207,9 +200,9 @@ def pod_view(
     key = PodKey(str(meta.get("namespace", "default")), str(meta.get("name", "?")))
     spec, status = mapping_at(obj, "spec"), mapping_at(obj, "status")
     annotations = _strings(obj, meta.get("annotations"), "metadata.annotations", kind)
-    owners = _list(obj, meta.get("ownerReferences"), "metadata.ownerReferences", kind)
+    owners = as_list(obj, "metadata.ownerReferences", meta.get("ownerReferences"), kind=kind)
     limits = container_cpu_limits(obj) if cpu_limits is None else cpu_limits
-    containers = _list(obj, spec.get("containers"), "spec.containers", kind)
+    containers = as_list(obj, "spec.containers", spec.get("containers"), kind=kind)
     requests, ext = 0, 0
     for i, item in enumerate(containers):
         resources = item.get("resources") if is_mapping(item) else None
@@ -307,7 +300,7 @@ def container_cpu_limits(obj: Mapping[str, object]) -> dict[str, int]:
     """Container name -> CPU limit (millicores), for the containers that have one: what a
     throttle spreads a pod-level limit over (``pods/resize`` is per container)."""
     limits: dict[str, int] = {}
-    containers = _list(obj, at(obj, "spec.containers"), "spec.containers", "Pod")
+    containers = as_list(obj, "spec.containers", at(obj, "spec.containers"), kind="Pod")
     for i, container in enumerate(containers):
         if not is_mapping(container):
             raise fail(obj, f"spec.containers[{i}]", "must be a mapping", container, kind="Pod")
