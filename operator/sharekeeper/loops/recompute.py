@@ -50,6 +50,7 @@ from sharekeeper.publish.statuses import (
     Untold,
     policy_writes,
     queue_writes,
+    spec_unseen,
     stale_writes,
     told_in_turn,
 )
@@ -660,7 +661,7 @@ def _decide(
     among the decision's writes too."""
     first = None
     if early is not None:
-        moved = [r for r in queues if r.status.get("observedGeneration") != r.generation]
+        moved = [record for record in queues if spec_unseen(record)]
         if 0 < len(moved) <= EARLY_AT_MOST:
             first = ([record.name for record in moved], _early_writes(moved, stamp, early))
     published = publication(

@@ -168,6 +168,12 @@ def stale_writes(
 _STALE_TYPES = frozenset({"Ready", "Stale"})
 
 
+def spec_unseen(record: OwnRecord[Any]) -> bool:
+    """Whether ``record``'s status has not observed its spec yet: a spec just changed (or no
+    status yet), which someone is waiting to see (``StatusWrite.spec_changed``)."""
+    return record.status.get("observedGeneration") != record.generation
+
+
 def status_write(
     kind: Kind,
     record: OwnRecord[Any],
@@ -190,5 +196,5 @@ def status_write(
     if not patch:
         return None
     changes = transitions(current_conditions, status["conditions"], watched)
-    spec_changed = current.get("observedGeneration") != record.generation
+    spec_changed = spec_unseen(record)
     return StatusWrite(kind, record.name, record.uid, patch, status, tuple(changes), spec_changed)
