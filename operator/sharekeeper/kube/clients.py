@@ -2,10 +2,10 @@
 in-cluster service account, else ``$KUBECONFIG``, else ``~/.kube/config``.
 
 Two kinds of client share that configuration: lightkube's typed client (the Lease, the
-webhook's objects, status patches, evictions, Events) and the plain HTTP client under it (the
-watches, ``explain``'s list, the Queue mirrors, the QoS checks' usage), whose answers are parsed
-into plain dicts (``model.jsontext``): at 150,000 pods a typed model per object would cost more
-than its parse.
+webhook's objects, status patches, evictions, Events; its requests carried by aiohttp,
+``transport``) and the plain HTTP client under it (the watches, ``explain``'s list, the Queue
+mirrors, the QoS checks' usage), whose answers are parsed into plain dicts
+(``model.jsontext``): at 150,000 pods a typed model per object would cost more than its parse.
 """
 
 from __future__ import annotations
@@ -16,8 +16,11 @@ import httpx2 as httpx  # lightkube's HTTP client
 from lightkube import AsyncClient
 from lightkube.config.client_adapter import AsyncClient as AsyncHttp
 from lightkube.config.client_adapter import Client as SyncHttp
-from lightkube.config.client_adapter import ConnectionParams
+from lightkube.config.client_adapter import ConnectionParams, verify_cluster
 from lightkube.config.kubeconfig import KubeConfig, SingleConfig
+from lightkube.config.models import User
+
+from sharekeeper.kube.transport import AiohttpTransport
 
 TypedClient = AsyncClient
 """For the parts outside this room that hand our client on (the webhook's certificate)."""
@@ -54,7 +57,12 @@ class Clients:
 
 
 def connect() -> Clients:
-    return Clients(AsyncClient(field_manager=FIELD_MANAGER), AsyncHttp(_config(), _params()))
+    config = _config()
+    # The writes go through the typed client: carried by aiohttp (``transport``), with the TLS
+    # that httpx would have made from the same kubeconfig.
+    tls = verify_cluster(config.cluster, config.user or User(), config.abs_file)
+    typed = AsyncClient(config, field_manager=FIELD_MANAGER, transport=AiohttpTransport(tls))
+    return Clients(typed, AsyncHttp(config, _params()))
 
 
 def sync_http() -> httpx.Client:
