@@ -27,7 +27,7 @@ async def serving(handler: Handler, exchange: Callable[[str], Awaitable[Any]]) -
     """``exchange(base_url)`` while ``handler`` answers every request on a loopback port."""
     app = web.Application()
     app.router.add_route("*", "/{path:.*}", handler)
-    runner = web.AppRunner(app)
+    runner = web.AppRunner(app, handler_cancellation=True)  # a client that leaves ends it
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
@@ -160,3 +160,38 @@ def test_a_connection_closed_mid_answer_is_a_transport_error() -> None:
     with pytest.raises(httpx.TransportError) as cut:
         asyncio.run(serving(handler, exchange))
     assert transient_reason(cut.value) == "transport"
+
+
+def test_a_streamed_answer_arrives_line_by_line_and_one_left_early_frees_the_client() -> None:
+    """As a watch reads its events: each line as the server sends it, not at the end; a
+    stream given up before its end does not hold the next request back."""
+    sent_second = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.path == "/plain":
+            return web.json_response({"ok": True})
+        answer = web.StreamResponse()
+        answer.enable_chunked_encoding()
+        await answer.prepare(request)
+        await answer.write(b'{"type":"ADDED"}\n')
+        await asyncio.sleep(0.3)
+        await answer.write(b'{"type":"MODIFIED"}\n')
+        sent_second.set()
+        await asyncio.sleep(30)  # a watch stays open: the client leaves first
+        return answer
+
+    async def exchange(base_url: str) -> tuple[list[tuple[str, bool]], Any]:
+        lines = []
+        async with client(base_url) as http:
+            async with http.stream("GET", "/watch") as answer:
+                async for line in answer.aiter_lines():
+                    lines.append((line, sent_second.is_set()))
+                    if len(lines) == 2:
+                        break
+            plain = await asyncio.wait_for(http.get("/plain"), timeout=5)
+            return lines, plain.json()
+
+    lines, plain = asyncio.run(serving(handler, exchange))
+    # The first line was read before the server sent the second.
+    assert lines == [('{"type":"ADDED"}', False), ('{"type":"MODIFIED"}', True)]
+    assert plain == {"ok": True}

@@ -16,7 +16,7 @@ watches' streams keep httpx's transport.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 
 import aiohttp
 import httpx2 as httpx
@@ -48,6 +48,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         return self._session
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """The answer once its headers are in; its body streams (a watch's for minutes), and
+        httpx reads it whole for a request that does not stream."""
         headers = [
             (name.decode("latin-1"), value.decode("latin-1"))
             for name, value in request.headers.raw
@@ -55,25 +57,42 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         ]
         body = await request.aread()
         try:
-            async with self._opened().request(
+            answer = await self._opened().request(
                 request.method,
                 str(request.url),
                 data=body or None,
                 headers=headers,
                 timeout=_timeout(request.extensions.get("timeout") or {}),
                 allow_redirects=False,
-            ) as answer:
-                content = await answer.read()
-                return httpx.Response(
-                    answer.status, headers=list(answer.raw_headers), content=content
-                )
+            )
         except (TimeoutError, aiohttp.ClientError) as error:
             raise _as_httpx(error, request) from error
+        body_stream = _Body(answer, request)
+        return httpx.Response(answer.status, headers=list(answer.raw_headers), stream=body_stream)
 
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+class _Body(httpx.AsyncByteStream):
+    """An answer's body as aiohttp reads it, its failures as httpx's."""
+
+    def __init__(self, answer: aiohttp.ClientResponse, request: httpx.Request) -> None:
+        self._answer = answer
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._answer.content.iter_any():
+                yield chunk
+        except (TimeoutError, aiohttp.ClientError) as error:
+            raise _as_httpx(error, self._request) from error
+
+    async def aclose(self) -> None:
+        # Read to its end, the connection goes back to the pool; else it is closed.
+        self._answer.release()
 
 
 def _timeout(limits: Mapping[str, float | None]) -> aiohttp.ClientTimeout:
