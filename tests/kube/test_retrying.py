@@ -4,7 +4,6 @@ waits, when it gives up; and the writers that use it, against fake clients."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -14,7 +13,7 @@ from lightkube import ApiError
 from prometheus_client import REGISTRY
 
 from sharekeeper.kube.transient import Retrying
-from sharekeeper.kube.writing import KubeWriter, failure_text
+from sharekeeper.kube.writing import KubeWriter
 from sharekeeper.model.qos import TAINT
 from sharekeeper.settings import RetryPolicy
 
@@ -198,64 +197,19 @@ def fast() -> Retrying:
     return FakeTime().retrying()
 
 
-def plain_client(*answers: httpx.Response) -> tuple[httpx.AsyncClient, list[httpx.Request]]:
-    """A plain client whose API server gives ``answers`` in turn; and the requests it got."""
-    got: list[httpx.Request] = []
-    pending = list(answers)
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        got.append(request)
-        return pending.pop(0)
-
-    transport = httpx.MockTransport(answer)
-    return httpx.AsyncClient(base_url="https://127.0.0.1", transport=transport), got
-
-
-def status_answer(code: int, message: str = "") -> httpx.Response:
-    said = message or f"HTTP {code}"
-    body = {"kind": "Status", "status": "Failure", "code": code, "message": said}
-    return httpx.Response(code, json=body)  # Content-Type: application/json, as the API server's
-
-
 def test_a_status_patch_lands_after_a_transient_failure_and_a_gone_object_is_none() -> None:
-    stored = {"kind": "Queue", "status": {"deserved": {"cpu": "2"}}}
-    http, got = plain_client(status_answer(503), httpx.Response(200, json=stored))
-    writer = KubeWriter(None, http, retrying=fast())  # type: ignore[arg-type]
+    stored = {"status": {"deserved": {"cpu": "2"}}}
+    client = FakeClient(api_error(503), result=stored)
+    writer = KubeWriter(client, None, retrying=fast())  # type: ignore[arg-type]
     assert run(lambda: writer.patch_status("Queue", "q", {"deserved": {"cpu": "2"}})) == {
         "deserved": {"cpu": "2"}
     }
-    assert len(got) == 2
-    sent = got[-1]
-    assert (sent.method, sent.url.path) == (
-        "PATCH", "/apis/scheduling.sharekeeper.io/v1alpha1/queues/q/status",
-    )  # fmt: skip
-    assert sent.headers["Content-Type"] == "application/merge-patch+json"
-    assert sent.url.params["fieldManager"] == "sharekeeper"
-    assert json.loads(sent.content) == {"status": {"deserved": {"cpu": "2"}}}
+    assert len(client.calls) == 2
 
-    http, got = plain_client(status_answer(404))
-    writer = KubeWriter(None, http, retrying=fast())  # type: ignore[arg-type]
+    gone = FakeClient(api_error(404))
+    writer = KubeWriter(gone, None, retrying=fast())  # type: ignore[arg-type]
     assert run(lambda: writer.patch_node_annotations("n1", {"sharekeeper.io/x": "1"})) is None
-    assert len(got) == 1
-
-
-def test_a_refused_write_says_what_the_api_server_said() -> None:
-    """A Status answer is lightkube's ``ApiError`` (its text the API server's message), as
-    through the typed client; a page that is no Status is httpx's error, with its text."""
-    http, _ = plain_client(status_answer(422, "status.deserved: Invalid value"))
-    writer = KubeWriter(None, http, retrying=fast())  # type: ignore[arg-type]
-    with pytest.raises(ApiError) as refused:
-        run(lambda: writer.patch_status("Queue", "q", {"deserved": {}}))
-    assert failure_text(refused.value) == "HTTP 422: status.deserved: Invalid value"
-
-    http, got = plain_client(*[httpx.Response(502, text="<html>bad gateway</html>")] * 9)
-    writer = KubeWriter(None, http, retrying=fast())  # type: ignore[arg-type]
-    with pytest.raises(httpx.HTTPStatusError) as failed:
-        run(lambda: writer.release_pod("team", "p-0", "2026-01-01T00:00:00Z"))
-    assert failure_text(failed.value) == "HTTP 502: <html>bad gateway</html>"
-    assert len(got) > 1  # a proxy's 502 is tried again
-    assert got[0].headers["Content-Type"] == "application/strategic-merge-patch+json"
-    assert got[0].url.path == "/api/v1/namespaces/team/pods/p-0"
+    assert len(gone.calls) == 1
 
 
 def test_an_eviction_refused_by_a_disruption_budget_is_reported_at_once() -> None:

@@ -2,16 +2,15 @@
 in-cluster service account, else ``$KUBECONFIG``, else ``~/.kube/config``.
 
 Two kinds of client share that configuration: lightkube's typed client (the Lease, the
-webhook's objects, status patches, evictions, Events) and the plain HTTP client under it (the
-watches, ``explain``'s list, the Queue mirrors, the QoS checks' usage), whose answers are parsed
-into plain dicts (``model.jsontext``): at 150,000 pods a typed model per object would cost more
-than its parse. In the operator both send through aiohttp (``transport``).
+webhook's objects, status patches, evictions, Events; its requests carried by aiohttp,
+``transport``) and the plain HTTP client under it (the watches, ``explain``'s list, the Queue
+mirrors, the QoS checks' usage), whose answers are parsed into plain dicts
+(``model.jsontext``): at 150,000 pods a typed model per object would cost more than its parse.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
 
 import httpx2 as httpx  # lightkube's HTTP client
 from lightkube import AsyncClient
@@ -30,11 +29,9 @@ REQUEST_TIMEOUT_SECONDS = 60.0  # one LIST page or discovery document, however l
 FIELD_MANAGER = "sharekeeper"
 
 
-def _params(transport: httpx.AsyncBaseTransport | None = None) -> ConnectionParams:
+def _params() -> ConnectionParams:
     return ConnectionParams(
-        timeout=httpx.Timeout(REQUEST_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS),
-        # Annotated for the synchronous client; lightkube's own AsyncClient passes this kind.
-        transport=cast("httpx.BaseTransport | None", transport),
+        timeout=httpx.Timeout(REQUEST_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
     )
 
 
@@ -60,12 +57,14 @@ class Clients:
 
 
 def connect() -> Clients:
-    """Both clients' requests carried by aiohttp (``transport``), each with a pool of its own
-    and the TLS that httpx would have made from the same kubeconfig."""
+    """The typed client's requests (the writes) carried by aiohttp (``transport``), with the
+    TLS httpx would have made from the same kubeconfig: about 40 % less of our CPU a PATCH. The
+    plain client keeps httpx's own transport: on the lists' large answers aiohttp cost about a
+    quarter more CPU (benchmarks/README.md, "The writes' client")."""
     config = _config()
     tls = verify_cluster(config.cluster, config.user or User(), config.abs_file)
     typed = AsyncClient(config, field_manager=FIELD_MANAGER, transport=AiohttpTransport(tls))
-    return Clients(typed, AsyncHttp(config, _params(AiohttpTransport(tls))))
+    return Clients(typed, AsyncHttp(config, _params()))
 
 
 def sync_http() -> httpx.Client:

@@ -2,15 +2,14 @@
 
 A weight change at the top of a 10,000-queue tree moves about 10,000 statuses, each one PATCH,
 and the gate sends one PATCH per pod it releases. Through httpx's own transport (httpcore, h11,
-anyio) a PATCH cost this process about 1.5 to 2 ms of CPU; carried by aiohttp, whose HTTP
-parser is C, about 1 ms (``benchmarks/README.md``, "The writes' client"). That CPU is taken
-from the rounds, under the GIL, and on a small control plane from the API server.
+anyio) a PATCH cost this process 1.7 to 2.2 ms of CPU; carried by aiohttp, whose HTTP parser is
+C, about 1 to 1.4 ms (``benchmarks/README.md``, "The writes' client"). That CPU is taken from
+the rounds, under the GIL, and on a small control plane from the API server.
 
 httpx stays the interface: lightkube builds the request, runs the kubeconfig's authentication
 (tokens re-read on a 401, exec plugins), and reads the answer; its errors are the ones the retry
 policy (``transient``) and every caller know, since aiohttp's are raised as their httpx
-counterparts here. Only request/answer exchanges pass through (the typed client's); the
-watches' streams keep httpx's transport.
+counterparts here. An answer's body streams as it comes, as through httpx's own transport.
 """
 
 from __future__ import annotations

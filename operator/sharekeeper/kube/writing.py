@@ -19,10 +19,10 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeVar
-from urllib.parse import quote
 
 import httpx2 as httpx  # lightkube's HTTP client
 from lightkube import ApiError, AsyncClient
+from lightkube.generic_resource import create_global_resource
 from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta, Status
 from lightkube.resources.core_v1 import Node, Pod
 from lightkube.types import PatchType
@@ -30,7 +30,7 @@ from lightkube.types import PatchType
 from sharekeeper import telemetry
 from sharekeeper.kube.clients import FIELD_MANAGER
 from sharekeeper.kube.events import EventRecorder
-from sharekeeper.kube.kinds import NODES, POLICIES, QOS_POLICIES, QUEUES
+from sharekeeper.kube.kinds import POLICIES, QOS_POLICIES, QUEUES
 from sharekeeper.kube.transient import Retrying, http_status
 from sharekeeper.model.nodes import PREFIX
 from sharekeeper.model.objects import MutableObj
@@ -44,10 +44,10 @@ EvictionOutcome = Literal["accepted", "blocked", "refused", "gone"]
 """``blocked``: a PodDisruptionBudget said no; ``refused``: anything else did; ``gone``: the pod
 was gone already (it holds nothing, as an evicted one)."""
 
-_WITH_STATUS = {r.kind: r for r in (QUEUES, POLICIES, QOS_POLICIES)}
-MERGE_PATCH = "application/merge-patch+json"
-STRATEGIC_PATCH = "application/strategic-merge-patch+json"
-JSON = "application/json"
+_WITH_STATUS = {
+    r.kind: create_global_resource(r.group, r.version, r.kind, r.plural)
+    for r in (QUEUES, POLICIES, QOS_POLICIES)
+}
 MIRROR = "QueueMirror"
 """The kind the Queue mirrors' writes are counted under (they are Queues, but not statuses)."""
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
@@ -114,10 +114,8 @@ def budget_refusal(status: Status) -> str | None:
 
 
 class KubeWriter:
-    """Writes through the plain ``http`` client (plain JSON: the writes that come by the
-    thousand, statuses, node annotations, the gate's releases, and the Queue mirrors) and
-    lightkube's ``client`` (typed objects: evictions, resizes, the taint, Events), at most
-    ``concurrency`` requests in flight."""
+    """Writes through lightkube's ``client`` (typed objects) and the plain ``http`` client (the
+    Queue mirrors, plain JSON), at most ``concurrency`` requests in flight."""
 
     def __init__(
         self,
@@ -140,8 +138,8 @@ class KubeWriter:
 
     async def patch_status(self, kind: str, name: str, patch: MutableObj) -> MutableObj | None:
         """Patch ``status``; return the status now stored, or None if the object is gone."""
-        path = f"{_WITH_STATUS[kind].path}/{quote(name, safe='')}/status"
-        updated = await self._send(kind, "PATCH", path, {"status": patch}, MERGE_PATCH)
+        resource = _WITH_STATUS[kind].Status
+        updated: Any = await self._patch(kind, resource, name, {"status": patch})
         if updated is None:
             return None
         status: MutableObj = updated.get("status") or {}
@@ -151,20 +149,20 @@ class KubeWriter:
         self, name: str, patch: dict[str, str | None]
     ) -> dict[str, str] | None:
         """Merge-patch the node's annotations; return our annotations now on it, None if gone."""
-        path = f"{NODES.path}/{quote(name, safe='')}"
-        body = {"metadata": {"annotations": patch}}
-        node = await self._send("Node", "PATCH", path, body, MERGE_PATCH)
+        node = await self._patch("Node", Node, name, {"metadata": {"annotations": patch}})
         if node is None:
             return None
-        annotations = (node.get("metadata") or {}).get("annotations") or {}
-        return {k: v for k, v in annotations.items() if k.startswith(PREFIX)}
+        annotations = node.metadata.annotations if node.metadata is not None else None
+        return {k: v for k, v in (annotations or {}).items() if k.startswith(PREFIX)}
 
     # --- pods -----------------------------------------------------------------------------------
 
     async def release_pod(self, namespace: str, name: str, stamp: str) -> bool:
         """Remove the admission gate from a pod; False if the pod is gone."""
-        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
-        released = await self._send("Pod", "PATCH", path, release_patch(stamp), STRATEGIC_PATCH)
+        released = await self._patch(
+            "Pod", Pod, name, release_patch(stamp), namespace=namespace,
+            patch_type=PatchType.STRATEGIC,
+        )  # fmt: skip
         return released is not None
 
     async def evict_pod(
@@ -248,25 +246,24 @@ class KubeWriter:
 
     async def create_queue(self, body: MutableObj) -> MutableObj | None:
         """The Queue as created; None when one of that name exists already."""
-        return await self._send(
-            MIRROR, "POST", QUEUES.path, body, JSON, settled=(409,), done="created"
-        )
+        return await self._send("created", "POST", QUEUES.path, json=body, settled=(409,))
 
     async def patch_queue(self, name: str, body: MutableObj) -> MutableObj | None:
         """The Queue as patched; None when it is gone or is another object now (its UID
         precondition failed)."""
-        path = f"{QUEUES.path}/{quote(name, safe='')}"
         return await self._send(
-            MIRROR, "PATCH", path, body, MERGE_PATCH, settled=(404, 409), done="patched"
-        )
+            "patched", "PATCH", f"{QUEUES.path}/{name}",
+            content=json.dumps(body).encode(),
+            headers={"Content-Type": "application/merge-patch+json"},
+            settled=(404, 409),
+        )  # fmt: skip
 
     async def delete_queue(self, name: str, uid: str) -> bool:
         """Deleted if it still is the object with ``uid`` (True); False when it is gone already
         or is another object now."""
         options = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
-        path = f"{QUEUES.path}/{quote(name, safe='')}"
         answer = await self._send(
-            MIRROR, "DELETE", path, options, JSON, settled=(404, 409), done="deleted"
+            "deleted", "DELETE", f"{QUEUES.path}/{name}", json=options, settled=(404, 409)
         )
         return answer is not None
 
@@ -293,54 +290,53 @@ class KubeWriter:
 
         return await self._retrying(kind, attempt, answers=answers)
 
-    async def _send(
+    async def _patch(
         self,
         kind: str,
-        method: str,
-        path: str,
+        resource: Any,
+        name: str,
         body: MutableObj,
-        content_type: str,
         *,
-        settled: tuple[int, ...] = (404,),
-        done: str = "ok",
+        namespace: str | None = None,
+        patch_type: PatchType = PatchType.MERGE,
+    ) -> Any:
+        """The object as patched, or None if it is gone."""
+        try:
+            patched = await self._try(
+                kind,
+                lambda: self._client.patch(
+                    resource, name, body, namespace=namespace, patch_type=patch_type
+                ),
+            )
+        except Exception as error:
+            if http_status(error) == 404:
+                telemetry.WRITES.labels(kind, "gone").inc()
+                return None
+            telemetry.WRITES.labels(kind, "error").inc()
+            raise
+        telemetry.WRITES.labels(kind, "ok").inc()
+        return patched
+
+    async def _send(
+        self, done: str, method: str, path: str, *, settled: tuple[int, ...], **request: Any
     ) -> MutableObj | None:
-        """A plain-JSON request, its answer as a dict (no typed model: these are the writes that
-        come by the thousand); None when its answer is one of ``settled`` (404: gone)."""
+        """A plain-JSON request; None when its answer is one of ``settled``."""
         params = {"fieldManager": FIELD_MANAGER} if method != "DELETE" else None
-        content = json.dumps(body, separators=(",", ":")).encode()
-        headers = {"Content-Type": content_type}
 
         async def send() -> MutableObj:
-            response = await self._http.request(
-                method, path, params=params, content=content, headers=headers
-            )
-            if response.is_error:
-                await response.aread()
-                raise refusal(response)
+            response = await self._http.request(method, path, params=params, **request)
+            response.raise_for_status()
             answer: MutableObj = response.json()
             return answer
 
         try:
-            answer = await self._try(kind, send)
+            answer = await self._try(MIRROR, send)
         except Exception as error:
             code = http_status(error)
             if code in settled:
-                telemetry.WRITES.labels(kind, "gone" if code == 404 else "conflict").inc()
+                telemetry.WRITES.labels(MIRROR, "gone" if code == 404 else "conflict").inc()
                 return None
-            telemetry.WRITES.labels(kind, "error").inc()
+            telemetry.WRITES.labels(MIRROR, "error").inc()
             raise
-        telemetry.WRITES.labels(kind, done).inc()
+        telemetry.WRITES.labels(MIRROR, done).inc()
         return answer
-
-
-def refusal(response: httpx.Response) -> httpx.HTTPStatusError:
-    """The error an API server's refusal raises, as lightkube's typed client raises it: its
-    ``Status`` (``ApiError``, whose text is the API server's message), or httpx's own error for
-    a body that is not one (a proxy's error page)."""
-    if response.headers.get("Content-Type") == "application/json":
-        try:
-            return ApiError(request=response.request, response=response)
-        except ValueError:  # not JSON after all
-            pass
-    said = " ".join(response.text.split())[:200] or response.reason_phrase
-    return httpx.HTTPStatusError(said, request=response.request, response=response)
