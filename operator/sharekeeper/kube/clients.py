@@ -57,8 +57,9 @@ class Clients:
 
 
 def connect() -> Clients:
-    """The typed client's requests (the writes) carried by aiohttp (``transport``), with the
-    TLS httpx would have made from the same kubeconfig: about 40 % less of our CPU a PATCH. The
+    """The typed client's requests (every write but the Queue mirrors') carried by aiohttp
+    (``transport``), with the TLS httpx would have made from the same kubeconfig: about 40 %
+    less of our CPU a PATCH. The
     plain client keeps httpx's own transport: on the lists' large answers aiohttp cost about a
     quarter more CPU (benchmarks/README.md, "The writes' client")."""
     config = _config()
