@@ -13,7 +13,7 @@ from lightkube import ApiError
 from prometheus_client import REGISTRY
 
 from sharekeeper.kube.transient import Retrying
-from sharekeeper.kube.writing import KubeWriter
+from sharekeeper.kube.writing import KubeWriter, failure_text
 from sharekeeper.model.qos import TAINT
 from sharekeeper.settings import RetryPolicy
 
@@ -235,3 +235,35 @@ def test_a_taint_write_on_a_node_that_changed_is_not_retried() -> None:
     assert len(client.calls) == 1
     patch = client.calls[0][1][2]
     assert patch["metadata"] == {"resourceVersion": "41"}
+
+
+def plain_client(*answers: httpx.Response) -> tuple[httpx.AsyncClient, list[httpx.Request]]:
+    """A plain client whose API server gives ``answers`` in turn; and the requests it got."""
+    got: list[httpx.Request] = []
+    pending = list(answers)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        got.append(request)
+        return pending.pop(0)
+
+    transport = httpx.MockTransport(answer)
+    return httpx.AsyncClient(base_url="https://127.0.0.1", transport=transport), got
+
+
+def test_a_refused_mirror_write_says_what_the_api_server_said() -> None:
+    """A Status answer is lightkube's ``ApiError``, its text the API server's message, as
+    through the typed client; a page that is no Status is httpx's error, with its text."""
+    said = "spec.weight: Invalid value: 0: must be at least 1"
+    body = {"kind": "Status", "status": "Failure", "code": 422, "message": said}
+    http, _ = plain_client(httpx.Response(422, json=body))
+    writer = KubeWriter(None, http, retrying=fast())  # type: ignore[arg-type]
+    with pytest.raises(ApiError) as refused:
+        run(lambda: writer.create_queue({"metadata": {"name": "q"}}))
+    assert failure_text(refused.value) == f"HTTP 422: {said}"
+
+    http, got = plain_client(*[httpx.Response(502, text="<html>bad gateway</html>")] * 9)
+    writer = KubeWriter(None, http, retrying=fast())  # type: ignore[arg-type]
+    with pytest.raises(httpx.HTTPStatusError) as failed:
+        run(lambda: writer.patch_queue("q", {"spec": {"weight": 2}}))
+    assert failure_text(failed.value) == "HTTP 502: <html>bad gateway</html>"
+    assert len(got) > 1  # a proxy's 502 is tried again

@@ -15,6 +15,7 @@ raises, except for the writes whose callers only report (evictions, resizes, the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -325,7 +326,8 @@ class KubeWriter:
 
         async def send() -> MutableObj:
             response = await self._http.request(method, path, params=params, **request)
-            response.raise_for_status()
+            if response.is_error:
+                raise refusal(response)
             answer: MutableObj = response.json()
             return answer
 
@@ -340,3 +342,15 @@ class KubeWriter:
             raise
         telemetry.WRITES.labels(MIRROR, done).inc()
         return answer
+
+
+def refusal(response: httpx.Response) -> httpx.HTTPStatusError:
+    """The error a refusal of the plain client raises, as the typed client raises it: its
+    ``Status`` as lightkube's ``ApiError``, whose text is the API server's message (httpx's
+    own would be "Client error '422 Unprocessable Entity' for url ..." and a link), or httpx's
+    error with the body's text when the body is no Status (a proxy's error page)."""
+    if response.headers.get("Content-Type") == "application/json":
+        with contextlib.suppress(ValueError):  # not JSON after all
+            return ApiError(request=response.request, response=response)
+    said = " ".join(response.text.split())[:200] or response.reason_phrase
+    return httpx.HTTPStatusError(said, request=response.request, response=response)

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
 from sharekeeper.api.mirroring import VOLCANO_API_VERSION, QueueOrigin, queue_origin
 from sharekeeper.cluster.store import ClusterStore
@@ -157,7 +157,7 @@ class Mirroring:
                 self._refused[write.name] = write
                 logger.warning(
                     "mirroring Queue %s: the API server refused to %s it (%d): %s",
-                    write.name, _verb(write), code, _message(error),
+                    write.name, _verb(write), code, error,
                 )  # fmt: skip
                 return
             logger.warning(
@@ -193,13 +193,3 @@ class Mirroring:
 
 def _verb(write: MirrorWrite) -> str:
     return {Create: "create", Patch: "patch", Delete: "delete"}[type(write)]
-
-
-def _message(error: BaseException) -> str:
-    """The API server's message in a refusal, if it sent one."""
-    response: Any = getattr(error, "response", None)
-    try:
-        message = response.json().get("message") if response is not None else None
-    except ValueError:
-        message = None
-    return str(message or error)
