@@ -32,6 +32,7 @@ from sharekeeper import telemetry
 from sharekeeper.kube.clients import FIELD_MANAGER
 from sharekeeper.kube.events import EventRecorder
 from sharekeeper.kube.kinds import POLICIES, QOS_POLICIES, QUEUES
+from sharekeeper.kube.listing import status_message
 from sharekeeper.kube.transient import Retrying, http_status
 from sharekeeper.model.nodes import PREFIX
 from sharekeeper.model.objects import MutableObj
@@ -327,7 +328,7 @@ class KubeWriter:
         async def send() -> MutableObj:
             response = await self._http.request(method, path, params=params, **request)
             if response.is_error:
-                raise refusal(response)
+                raise refusal_error(response)
             answer: MutableObj = response.json()
             return answer
 
@@ -344,7 +345,7 @@ class KubeWriter:
         return answer
 
 
-def refusal(response: httpx.Response) -> httpx.HTTPStatusError:
+def refusal_error(response: httpx.Response) -> httpx.HTTPStatusError:
     """The error a refusal of the plain client raises, as the typed client raises it: its
     ``Status`` as lightkube's ``ApiError``, whose text is the API server's message (httpx's
     own would be "Client error '422 Unprocessable Entity' for url ..." and a link), or httpx's
@@ -352,5 +353,5 @@ def refusal(response: httpx.Response) -> httpx.HTTPStatusError:
     if response.headers.get("Content-Type") == "application/json":
         with contextlib.suppress(ValueError):  # not JSON after all
             return ApiError(request=response.request, response=response)
-    said = " ".join(response.text.split())[:200] or response.reason_phrase
+    said = status_message(response) or response.reason_phrase
     return httpx.HTTPStatusError(said, request=response.request, response=response)
