@@ -324,6 +324,7 @@ class Options:
     startup_timeout: float
     settle_timeout: float
     log_dir: Path | None
+    dump: Path | None
     apiserver_flags: tuple[str, ...]
 
 
@@ -561,7 +562,7 @@ def measure(workload: Workload, options: Options) -> Json:
                 mark = phase_done("operator", mark)
                 if options.simulate:
                     progress(size, "simulate: dumping the cluster into one file")
-                    dumped = scratch / "cluster.json"
+                    dumped = options.dump or scratch / "cluster.json"
                     result["simulate"] = dump_cluster(
                         client, dumped, with_metrics=metrics is not None
                     )
@@ -846,6 +847,7 @@ def main() -> int:
         help="an extra kube-apiserver flag: --apiserver-flag=--max-requests-inflight=800",
     )
     parser.add_argument("--log-dir", type=Path, help="keep the operator's logs here")
+    parser.add_argument("--keep-dump", type=Path, help="write simulate's file here and keep it")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "scale.json")
     parser.add_argument("--plot", type=Path, default=REPO / "benchmarks" / "scale.png")
     args = parser.parse_args()
@@ -854,7 +856,7 @@ def main() -> int:
     options = Options(
         changes=args.changes, in_flight=args.in_flight, usage=args.usage,
         simulate=False, startup_timeout=args.startup_timeout,
-        settle_timeout=args.settle_timeout, log_dir=args.log_dir,
+        settle_timeout=args.settle_timeout, log_dir=args.log_dir, dump=args.keep_dump,
         apiserver_flags=tuple(args.apiserver_flag),
     )  # fmt: skip
     meta = run_meta(options, size_list)
