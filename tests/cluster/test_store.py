@@ -473,6 +473,25 @@ def test_the_bound_pods_of_a_queue_are_indexed_by_key_and_leave_when_unbound_or_
     assert store.pods._by_claim.keys() == {("unnamed", "volcano")}
 
 
+def test_a_claims_bound_pods_count_their_changes_and_a_claim_back_never_counts_as_before() -> None:
+    store = ClusterStore()
+    changes = lambda: store.pods.bound_changed(("named", "a"))  # noqa: E731
+    assert changes() == 0
+    store.load([pod("a1", "a", node="n1", cpu="1"), pod("b1", "b", node="n1", cpu="1")])
+    first = changes()
+    assert first > 0
+    store.pods.event("MODIFIED", pod("a2", "a", cpu="1"))  # pending: not among the bound
+    store.pods.event("MODIFIED", pod("b1", "b", node="n1", cpu="2"))  # another claim's
+    assert changes() == first
+    store.pods.event("MODIFIED", pod("a1", "a", node="n1", cpu="2"))
+    second = changes()
+    assert second > first
+    store.pods.event("DELETED", pod("a1", "a", node="n1", cpu="2"))
+    assert changes() == 0
+    store.pods.event("MODIFIED", pod("a2", "a", node="n2", cpu="1"))
+    assert changes() > second
+
+
 def unschedulable(obj: MutableObj, since: str = "2026-01-01T00:01:00Z") -> MutableObj:
     return changed(
         obj,

@@ -8,7 +8,7 @@ from typing import Any
 from builders import node, pod, pod_group, policy, queue
 from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.reclaim import ReclaimInputs, Running
-from sharekeeper.pipeline.shares import Publication, publication
+from sharekeeper.pipeline.shares import Carried, Publication, publication
 from sharekeeper.pipeline.statuses import waiting_text
 from sharekeeper.simulate.reading import parse_objects
 from sharekeeper.simulate.rendering import render
@@ -137,6 +137,40 @@ def test_a_pod_whose_eviction_is_in_flight_is_neither_a_candidate_nor_counted() 
     plan = result.reclaims["p"].plan  # type: ignore[index]
     assert plan.evictions == 0
     assert [(r.reclaimer, r.node) for r in plan.reclaims] == [(("other", "b0"), "n1")]
+
+
+def test_a_round_reads_again_only_the_queues_whose_pods_changed_and_plans_the_same() -> None:
+    inputs = parse_objects(full_cluster(queue("c"), pod("c0", "c", node="n2", cpu=4)))
+    carried = Carried()
+
+    def round_(evicting: frozenset[PodKey] = frozenset()) -> ReclaimInputs:
+        return inputs_of(
+            publication(
+                snapshot_of(inputs, Context(NOW, 0)), inputs.node_policies,
+                held=inputs.store.pods.held(), pods=inputs.store.pods, now=NOW,
+                evicting=evicting, carried=carried,
+            )
+        )  # fmt: skip
+
+    first = round_()
+    again = round_()
+    assert again == first
+    assert again.running["a"] is first.running["a"]  # the very candidates: not read again
+    # A pod of a changes: a is read again, and sees it.
+    inputs.store.pods.event("MODIFIED", pod("a0", "a", node="n1", cpu=4, memory="2Gi"))
+    changed = round_()
+    assert {r.name: r.request["memory"] for r in changed.running["a"]}["a0"] == 2 * 2**30
+    # Being evicted, a pod is gone for the engine at once, and back when no longer.
+    evicted = round_(frozenset({PodKey("ns", "a0")}))
+    assert "a0" not in {r.name for r in evicted.running["a"]}
+    assert "a0" in {r.name for r in round_().running["a"]}
+    # Reused, the inputs are those read afresh.
+    fresh = parse_objects(full_cluster(queue("c"), pod("c0", "c", node="n2", cpu=4)))
+    fresh.store.pods.event("MODIFIED", pod("a0", "a", node="n1", cpu=4, memory="2Gi"))
+    assert round_() == inputs_of(publication(
+        snapshot_of(fresh, Context(NOW, 0)), fresh.node_policies,
+        held=fresh.store.pods.held(), pods=fresh.store.pods, now=NOW,
+    ))  # fmt: skip
 
 
 def test_preview_shows_the_plan_in_the_policy_status() -> None:

@@ -238,6 +238,10 @@ class PodStore(KindStore[PodKey, PodRecord]):
         """``pod_claim`` of a bound, non-terminal pod (named queue, PodGroup, or unnamed and
         its scheduler name) -> the keys of those pods: reclaim reads the pods of the queues
         that are overused, and only those (keys only, the records are in ``records``)."""
+        self._bound_changes = 0
+        self._bound_changed: dict[Hashable, int] = {}
+        """A claim of ``_by_claim`` -> ``_bound_changes`` at its last change (a pod placed,
+        unplaced, or its record replaced): reclaim reads a queue's pods again only then."""
         self._held: dict[PodKey, PodSnapshot] = {}
         self._unbound: dict[PodKey, PodSnapshot] = {}
         """Pods the gate released that are not bound yet (nor finished)."""
@@ -316,20 +320,26 @@ class PodStore(KindStore[PodKey, PodRecord]):
         if record.share.allocated and record.share.node_name is not None:
             key = PodKey(record.share.namespace, record.share.name)
             self._by_node.setdefault(record.share.node_name, {})[key] = record
-            self._by_claim.setdefault(claim_key(record.share), set()).add(key)
+            claim = claim_key(record.share)
+            self._by_claim.setdefault(claim, set()).add(key)
+            self._bound_change(claim)
 
     def _unplace(self, record: PodRecord) -> None:
         claim = claim_key(record.share)
         claiming = self._by_claim.get(claim)
-        if claiming is not None:
-            claiming.discard((record.share.namespace, record.share.name))
-            if not claiming:
+        key = PodKey(record.share.namespace, record.share.name)
+        if claiming is not None and key in claiming:
+            claiming.remove(key)
+            if claiming:
+                self._bound_change(claim)
+            else:
                 del self._by_claim[claim]
+                del self._bound_changed[claim]
         node = record.share.node_name
         if node is None or node not in self._by_node:
             return
         on_node = self._by_node[node]
-        on_node.pop(PodKey(record.share.namespace, record.share.name), None)
+        on_node.pop(key, None)
         if not on_node:
             del self._by_node[node]
 
@@ -367,6 +377,15 @@ class PodStore(KindStore[PodKey, PodRecord]):
         keys = sorted(self._by_claim.get(claim, ()))
         found = (self.records.get(key) for key in keys)
         return [record for record in found if record is not None and record.share.allocated]
+
+    def bound_changed(self, claim: Hashable) -> int:
+        """A count that grows whenever the bound pods of ``claim`` change; 0 while it has none
+        (a claim that comes back counts on from the store's count, never from an old one)."""
+        return self._bound_changed.get(claim, 0)
+
+    def _bound_change(self, claim: Hashable) -> None:
+        self._bound_changes += 1
+        self._bound_changed[claim] = self._bound_changes
 
     def qos_views_on(self, node: str) -> list[qos.QosPod]:
         return [record.qos for record in self.on_node(node) if record.qos is not None]
