@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Protocol
 
 from sharekeeper.engine.admission import AdmissionResult, NodePolicy, ReclaimMode
@@ -222,12 +222,12 @@ def _waiting(
         listed.add(key)
     for reclaimer in _unschedulable(snapshot, shares, unscheduled.values(), policies):
         pod = reclaimer.pod
-        if PodKey(pod.namespace, pod.name) in listed:
+        if listed and PodKey(pod.namespace, pod.name) in listed:
             continue
         share = shares.queues[QueueName(reclaimer.queue)]
         order = (share.share, -pod.priority, pod.created_seconds, f"{pod.namespace}/{pod.name}")
         ordered.append((order, reclaimer))
-    ordered.sort(key=lambda entry: entry[0])
+    ordered.sort(key=itemgetter(0))
     by_policy: dict[PolicyName, list[Waiting]] = {}
     eligible: dict[PolicyName, _Eligible] = {}
     for index, (_, reclaimer) in enumerate(ordered):
@@ -252,8 +252,10 @@ def _waiting(
     return by_policy
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Reclaimer:
+    """Not frozen (see ``Running``): one per waiting pod, each round. Not to be changed."""
+
     pod: PodSnapshot
     queue: str
     policy: PolicyName
