@@ -139,7 +139,7 @@ def test_a_pod_whose_eviction_is_in_flight_is_neither_a_candidate_nor_counted() 
     assert [(r.reclaimer, r.node) for r in plan.reclaims] == [(("other", "b0"), "n1")]
 
 
-def test_a_round_reads_again_only_the_queues_whose_pods_changed_and_plans_the_same() -> None:
+def test_a_round_reads_again_only_the_queues_whose_pods_changed_and_reads_as_afresh() -> None:
     inputs = parse_objects(full_cluster(queue("c"), pod("c0", "c", node="n2", cpu=4)))
     carried = Carried()
 
