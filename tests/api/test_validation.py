@@ -11,6 +11,7 @@ import pytest
 
 from sharekeeper.api.base import read
 from sharekeeper.api.crds import resources
+from sharekeeper.api.policy import policy_spec
 from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.engine.selectors import MATCH_ALL, LabelSelector, Requirement
 from sharekeeper.model.objects import MutableObj, ObjectError
@@ -239,3 +240,15 @@ def test_a_queue_without_namespaces_takes_pods_of_every_namespace(spec: MutableO
     namespaces = queue_snapshot(queue(**spec)).namespaces
     assert namespaces.empty
     assert namespaces == MATCH_ALL
+
+
+# --- status: ours to write, never read ------------------------------------------------------------
+
+
+def test_a_status_the_model_refuses_does_not_stop_a_queue_or_policy_from_being_read() -> None:
+    junk = {"deserved": {"cpu": "a lot"}, "conditions": "none", "share": [1]}
+    assert "status" in refusal({**queue(weight=3), "status": junk})  # the model would refuse it
+    assert queue_snapshot({**queue(weight=3), "status": junk}).weight == 3
+    spec = scheduler_policy(overcommit={"factors": {"cpu": 1.5}})
+    assert "status" in refusal({**spec, "status": junk})
+    assert policy_spec({**spec, "status": junk}).nodes.overcommit.factors == {"cpu": 1.5}

@@ -371,8 +371,9 @@ class SchedulerPolicy(RootModel):
 
 
 def policy_spec(obj: Obj) -> PolicySpec:
-    """A SchedulerPolicy object as the engines read it; ``ObjectError`` when it cannot be read."""
-    policy = read(SchedulerPolicy, obj)
+    """A SchedulerPolicy object as the engines read it; ``ObjectError`` when it cannot be read.
+    Its status, ours to write, is not read (as a Queue's)."""
+    policy = read(SchedulerPolicy, {**obj, "status": None})
     spec = policy.spec
     sharing = spec.sharing
     shares = PolicySnapshot(
