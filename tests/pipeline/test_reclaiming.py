@@ -3,6 +3,7 @@ plan as the SchedulerPolicy's status.reclaim (what ``simulate`` prints too)."""
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from builders import node, pod, pod_group, policy, queue
@@ -139,7 +140,7 @@ def test_a_pod_whose_eviction_is_in_flight_is_neither_a_candidate_nor_counted() 
     assert [(r.reclaimer, r.node) for r in plan.reclaims] == [(("other", "b0"), "n1")]
 
 
-def test_a_round_reads_again_only_the_queues_whose_pods_changed_and_reads_as_afresh() -> None:
+def test_a_round_reads_and_builds_again_only_what_changed_and_as_afresh() -> None:
     inputs = parse_objects(full_cluster(queue("c"), pod("c0", "c", node="n2", cpu=4)))
     carried = Carried()
 
@@ -156,10 +157,14 @@ def test_a_round_reads_again_only_the_queues_whose_pods_changed_and_reads_as_afr
     again = round_()
     assert again == first
     assert again.running["a"] is first.running["a"]  # the very candidates: not read again
-    # A pod of a changes: a is read again, and sees it.
+    # The very queues' and nodes' states: not built again.
+    assert all(map(operator.is_, again.queues + again.nodes, first.queues + first.nodes))
+    # A pod of a changes: a is read again, and sees it; so are its node's and queue's states.
     inputs.store.pods.event("MODIFIED", pod("a0", "a", node="n1", cpu=4, memory="2Gi"))
     changed = round_()
     assert {r.name: r.request["memory"] for r in changed.running["a"]}["a0"] == 2 * 2**30
+    assert [n.name for n in changed.nodes if n not in first.nodes] == ["n1"]
+    assert changed.nodes[1] is first.nodes[1]
     # Being evicted, a pod is gone for the engine at once, and back when no longer.
     evicted = round_(frozenset({PodKey("ns", "a0")}))
     assert "a0" not in {r.name for r in evicted.running["a"]}

@@ -29,7 +29,7 @@ from sharekeeper.engine.shares.snapshot import PolicyName
 from sharekeeper.model.nodes import Spellings, node_annotations
 from sharekeeper.model.objects import MutableObj
 from sharekeeper.model.quantities import to_quantity
-from sharekeeper.pipeline.reclaiming import BoundPods, PolicyReclaim, QueuePodsRead, reclaim_rounds
+from sharekeeper.pipeline.reclaiming import BoundPods, PolicyReclaim, ReclaimRead, reclaim_rounds
 from sharekeeper.pipeline.statuses import (
     RenderedQueues,
     queue_statuses,
@@ -55,8 +55,8 @@ class Carried:
     """Queues (``publish.statuses.queue_writes``)."""
     node_writes: Unchanged = field(default_factory=Unchanged)
     """Nodes (``publish.annotations.annotation_writes``)."""
-    queue_pods: QueuePodsRead = field(default_factory=QueuePodsRead)
-    """Reclaim's reading of the overused queues' bound pods."""
+    reclaim: ReclaimRead = field(default_factory=ReclaimRead)
+    """Reclaim's reading of the overused queues' bound pods, and the nodes' states."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +115,7 @@ def publication(
     )  # fmt: skip
     reclaims = reclaim_rounds(
         snapshot, node_policies, shares, facts, gates, held=held, pods=pods, now=now,
-        evicting=evicting, read=carried.queue_pods if carried else None,
+        evicting=evicting, read=carried.reclaim if carried else None,
     )  # fmt: skip
     if first is not None:
         names, call = first
