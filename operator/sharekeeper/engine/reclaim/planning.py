@@ -343,16 +343,13 @@ class _Planner:
             return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, pod.queue, shortfalls)
         for name in state.path(pod.queue):
             allocated, deserved = state.allocated(name), state.queues[name].deserved
-            for d in needed:
-                if allocated.get(d, 0) + request[d] > deserved.get(d, 0):
-                    shortfalls = tuple(
-                        Shortfall(d, request[d], deserved.get(d, 0) - allocated.get(d, 0))
-                        for d in needed
-                        if allocated.get(d, 0) + request[d] > deserved.get(d, 0)
-                    )
-                    return NotServed(
-                        pod.key, pod.queue, NotServedReason.ABOVE_SHARE, name, shortfalls
-                    )
+            shortfalls = tuple(
+                Shortfall(d, request[d], deserved.get(d, 0) - allocated.get(d, 0))
+                for d in needed
+                if allocated.get(d, 0) + request[d] > deserved.get(d, 0)
+            )
+            if shortfalls:
+                return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, name, shortfalls)
         return None
 
     def reclaimer_of(self, pod: Waiting, needed: tuple[str, ...]) -> _Reclaimer | None:
@@ -532,7 +529,10 @@ class _Planner:
         count = 0
         for i, skip in enumerate(path):
             parent = path[i + 1] if i + 1 < len(path) else None
-            stack = [name for name in tree.get(parent, ()) if name != skip]
+            # A copy without P's branch (at the top, every overused queue: a copy in C).
+            stack = list(tree.get(parent, ()))
+            if skip in stack:
+                stack.remove(skip)
             while stack:
                 name = stack.pop()
                 if not state.queues[name].reclaimable or not state.over(name, reclaimer.needed):

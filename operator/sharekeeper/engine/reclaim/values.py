@@ -228,8 +228,11 @@ class Victim:
     """Set when it goes with its whole PodGroup (every pod of the group is in the plan)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Shortfall:
+    """Not frozen (see ``NotServed``): most waiting pods not served are AboveShare, each with
+    one or more. Not to be changed once planned."""
+
     dimension: str
     requested: int
     available: int
