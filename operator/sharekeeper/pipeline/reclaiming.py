@@ -105,7 +105,7 @@ class BoundPods(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class _QueuePods:
-    """An overused queue's bound pods as reclaim reads them, and what they were read from."""
+    """An overused queue's bound pods as reclaim reads them."""
 
     candidates: tuple[Running, ...]
     gone: tuple[tuple[str, Amounts], ...]
@@ -179,7 +179,7 @@ def reclaim_rounds(
     read: ReclaimRead | None = None,
 ) -> dict[PolicyName, PolicyReclaim]:
     """The plan of each policy whose reclaim mode is not Off (none without ``pods``);
-    ``read``: the queues' pods as the caller's last round read them (updated)."""
+    ``read``: what the caller's last round read and built (updated)."""
     wanted = {
         name: settings.reclaim
         for name, settings in node_policies.items()
@@ -427,12 +427,12 @@ def reclaim_inputs(
         refused = shares.refused.get(queue, {})
         # The counts before the pods: a change in between is read again next round.
         changed = tuple((claim, pods.bound_changed(claim)) for claim in claims)
-        source = (changed, dimensions, refused, evicting)
-        queue_pods = read.queue_pods.last(queue, source) or _queue_pods(
+        pods_from = (changed, dimensions, refused, evicting)
+        queue_pods = read.queue_pods.last(queue, pods_from) or _queue_pods(
             queue, _bound_pods(claims, pods), dimensions=dimensions, refused=refused,
             evicting=evicting, node_names=node_names,
         )  # fmt: skip
-        read.queue_pods.keep(queue, source, queue_pods)
+        read.queue_pods.keep(queue, pods_from, queue_pods)
         for on_node, request in queue_pods.gone:
             gone_by_queue[queue] = add(gone_by_queue.get(queue, {}), request)
             gone_by_node[on_node] = add(gone_by_node.get(on_node, {}), {**request, PODS: 1})
