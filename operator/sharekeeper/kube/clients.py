@@ -59,9 +59,8 @@ class Clients:
 def connect() -> Clients:
     """The typed client's requests (every write but the Queue mirrors') carried by aiohttp
     (``transport``), with the TLS httpx would have made from the same kubeconfig: about 40 %
-    less of our CPU a PATCH. The
-    plain client keeps httpx's own transport: on the lists' large answers aiohttp cost about a
-    quarter more CPU (benchmarks/README.md, "The writes' client")."""
+    less of our CPU a PATCH. The plain client keeps httpx's own transport: on the lists' large
+    answers aiohttp cost about a quarter more CPU (benchmarks/README.md, "The writes' client")."""
     config = _config()
     tls = verify_cluster(config.cluster, config.user or User(), config.abs_file)
     typed = AsyncClient(config, field_manager=FIELD_MANAGER, transport=AiohttpTransport(tls))
