@@ -267,3 +267,45 @@ def test_a_refused_mirror_write_says_what_the_api_server_said() -> None:
         run(lambda: writer.patch_queue("q", {"spec": {"weight": 2}}))
     assert failure_text(failed.value) == "HTTP 502: <html>bad gateway</html>"
     assert len(got) > 1  # a proxy's 502 is tried again
+
+
+def writes(kind: str, outcome: str) -> float:
+    labels = {"kind": kind, "outcome": outcome}
+    return REGISTRY.get_sample_value("sharekeeper_writes_total", labels) or 0.0
+
+
+def test_every_write_is_counted_by_how_it_ended() -> None:
+    """Typed patches and the mirrors' plain requests count alike: done, gone (404), conflict
+    (409, a precondition or a taken name) and error, each under its own kind."""
+    before = {
+        (kind, outcome): writes(kind, outcome)
+        for kind in ("Queue", "QueueMirror")
+        for outcome in ("ok", "gone", "error", "created", "patched", "conflict")
+    }
+
+    def moved(kind: str, outcome: str) -> float:
+        return writes(kind, outcome) - before[kind, outcome]
+
+    ok = KubeWriter(FakeClient(result={"status": {}}), None, retrying=fast())  # type: ignore[arg-type]
+    run(lambda: ok.patch_status("Queue", "q", {}))
+    gone = KubeWriter(FakeClient(api_error(404)), None, retrying=fast())  # type: ignore[arg-type]
+    assert run(lambda: gone.patch_status("Queue", "q", {})) is None
+    refused = KubeWriter(FakeClient(api_error(422)), None, retrying=fast())  # type: ignore[arg-type]
+    with pytest.raises(ApiError):
+        run(lambda: refused.patch_status("Queue", "q", {}))
+    assert (moved("Queue", "ok"), moved("Queue", "gone"), moved("Queue", "error")) == (1, 1, 1)
+
+    taken = {"kind": "Status", "status": "Failure", "code": 409, "message": "exists"}
+    http, _ = plain_client(
+        httpx.Response(201, json={"metadata": {"name": "q"}}),
+        httpx.Response(409, json=taken),
+        httpx.Response(200, json={"metadata": {"name": "q"}}),
+        httpx.Response(404, json={**taken, "code": 404}),
+    )
+    mirror = KubeWriter(None, http, retrying=fast())  # type: ignore[arg-type]
+    assert run(lambda: mirror.create_queue({"metadata": {"name": "q"}})) is not None
+    assert run(lambda: mirror.create_queue({"metadata": {"name": "q"}})) is None
+    assert run(lambda: mirror.patch_queue("q", {"spec": {"weight": 2}})) is not None
+    assert run(lambda: mirror.delete_queue("q", "uid-1")) is False
+    counted = [moved("QueueMirror", o) for o in ("created", "conflict", "patched", "gone", "error")]
+    assert counted == [1, 1, 1, 1, 0]

@@ -292,6 +292,29 @@ class KubeWriter:
 
         return await self._retrying(kind, attempt, answers=answers)
 
+    async def _counted(
+        self,
+        kind: str,
+        request: Callable[[], Awaitable[T]],
+        *,
+        settled: tuple[int, ...] = (404,),
+        done: str = "ok",
+    ) -> T | None:
+        """``request`` under the retry policy, counted in ``WRITES`` by how it ended; None when
+        the API server's answer is one of ``settled`` (404: the object is gone; 409: its
+        precondition failed or the name is taken)."""
+        try:
+            answer = await self._try(kind, request)
+        except Exception as error:
+            code = http_status(error)
+            if code in settled:
+                telemetry.WRITES.labels(kind, "gone" if code == 404 else "conflict").inc()
+                return None
+            telemetry.WRITES.labels(kind, "error").inc()
+            raise
+        telemetry.WRITES.labels(kind, done).inc()
+        return answer
+
     async def _patch(
         self,
         kind: str,
@@ -303,21 +326,12 @@ class KubeWriter:
         patch_type: PatchType = PatchType.MERGE,
     ) -> Any:
         """The object as patched, or None if it is gone."""
-        try:
-            patched = await self._try(
-                kind,
-                lambda: self._client.patch(
-                    resource, name, body, namespace=namespace, patch_type=patch_type
-                ),
-            )
-        except Exception as error:
-            if http_status(error) == 404:
-                telemetry.WRITES.labels(kind, "gone").inc()
-                return None
-            telemetry.WRITES.labels(kind, "error").inc()
-            raise
-        telemetry.WRITES.labels(kind, "ok").inc()
-        return patched
+        return await self._counted(
+            kind,
+            lambda: self._client.patch(
+                resource, name, body, namespace=namespace, patch_type=patch_type
+            ),
+        )
 
     async def _send(
         self, done: str, method: str, path: str, *, settled: tuple[int, ...], **request: Any
@@ -332,17 +346,7 @@ class KubeWriter:
             answer: MutableObj = response.json()
             return answer
 
-        try:
-            answer = await self._try(MIRROR, send)
-        except Exception as error:
-            code = http_status(error)
-            if code in settled:
-                telemetry.WRITES.labels(MIRROR, "gone" if code == 404 else "conflict").inc()
-                return None
-            telemetry.WRITES.labels(MIRROR, "error").inc()
-            raise
-        telemetry.WRITES.labels(MIRROR, done).inc()
-        return answer
+        return await self._counted(MIRROR, send, settled=settled, done=done)
 
 
 def refusal_error(response: httpx.Response) -> httpx.HTTPStatusError:
