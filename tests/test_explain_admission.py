@@ -6,6 +6,7 @@ is not a reclaim victim (the engine's ``spare_reason``)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,13 @@ import yaml
 
 from builders import node, pod, policy, queue
 from sharekeeper.cli import main
+from sharekeeper.engine.keys import PodKey
+from sharekeeper.engine.reclaim import NotServed, NotServedReason, Shortfall
 from sharekeeper.model.objects import MutableObj
 from sharekeeper.simulate.explaining import explain, parse_target, render_text
 from sharekeeper.simulate.reading import parse_objects
 from sharekeeper.simulate.report import Context, build_report
-from sharekeeper.simulate.victims import MAX_EXPLAINED_PODS
+from sharekeeper.simulate.victims import MAX_EXPLAINED_PODS, not_served_text
 
 CREATED = "2026-01-01T00:00:00Z"
 NOW = 1_767_225_600.0 + 600  # ten minutes after CREATED
@@ -171,3 +174,48 @@ def test_simulate_explain_prints_the_same_in_text_and_json(
     assert printed["reclaim"]["pods"]
     assert main(["simulate", "-f", str(path), "--now", now, "--explain", "queue/a"]) == 0
     assert capsys.readouterr().out == render_text(printed)
+
+
+def test_a_first_in_line_above_its_share_says_which_queue_refuses_and_by_how_much() -> None:
+    """b runs 4 cpu on n3, and kube-scheduler found no node for its 8-cpu pod: 20 cpu, a asks
+    16, b 12, so each deserves 10; the pod would take b to 12: AboveShare, 6 cpu left. a (16
+    of 10) is overused, and its pods say why none is evicted for it."""
+    big = pod("b-big", "b", created=CREATED, cpu=8, memory="1Gi", namespace="other")
+    big["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "lastTransitionTime": CREATED, "message": "0/3 nodes are available"}
+    ]  # fmt: skip
+    objects = overused(
+        node("n3", cpu=4, memory="64Gi"),
+        pod("b-run", "b", node="n3", cpu=4, memory="1Gi", namespace="other"),
+        big,
+        held=0,
+    )
+    reclaim = facts(*objects, target="a")["reclaim"]
+    assert reclaim["waiting"] == 1
+    assert {entry["victim"] for entry in reclaim["pods"]} == {False}
+    assert {entry["why"] for entry in reclaim["pods"]} == {
+        "may be evicted for pod other/b-big (first in line), which is not served: its queue "
+        "would exceed its deserved share with it: cpu 8 requested, 6 left"
+    }
+
+
+@pytest.mark.parametrize(
+    ("limiting", "available", "words"),
+    [
+        ("b", 6000, "its queue would exceed its deserved share with it: cpu 8 requested, 6 left"),
+        ("team", -2000, "queue team above it would exceed its deserved share with it: cpu 8 "
+         "requested, already 2 over"),
+    ],
+)  # fmt: skip
+def test_an_above_share_refusal_names_the_queue_and_what_is_short(
+    limiting: str, available: int, words: str
+) -> None:
+    missed = NotServed(
+        PodKey("other", "p"), "b", NotServedReason.ABOVE_SHARE, limiting,
+        (Shortfall("cpu", 8000, available),),
+    )  # fmt: skip
+    assert not_served_text(missed) == words
+    assert not_served_text(replace(missed, reason=NotServedReason.NO_VICTIMS)) == (
+        "nothing that may be reclaimed frees a node for it"
+    )

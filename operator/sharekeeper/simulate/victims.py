@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.reclaim import (
+    NotServed,
     NotServedReason,
     ReclaimInputs,
     Running,
@@ -27,7 +28,7 @@ from sharekeeper.engine.reclaim import (
 )
 from sharekeeper.engine.shares.snapshot import QueueName
 from sharekeeper.model.objects import MutableObj
-from sharekeeper.model.quantities import format_resources
+from sharekeeper.model.quantities import format_resources, to_quantity
 from sharekeeper.pipeline.reclaiming import PolicyReclaim
 from sharekeeper.pipeline.shares import Publication
 
@@ -171,5 +172,22 @@ def _outcome(round_: PolicyReclaim, reclaimer: PodKey) -> str:
         return f"is served on node {served.node} without this pod"
     missed = next((n for n in plan.not_served if n.reclaimer == reclaimer), None)
     if missed is not None:
-        return f"is not served: {NOT_SERVED[missed.reason]}"
+        return f"is not served: {not_served_text(missed)}"
     return "the plan does not reach"
+
+
+def not_served_text(missed: NotServed) -> str:
+    """``NOT_SERVED``'s words; for AboveShare, the queue that refuses and by how much."""
+    if missed.reason is not NotServedReason.ABOVE_SHARE or not missed.shortfalls:
+        return NOT_SERVED[missed.reason]
+    where = "its queue" if missed.limiting == missed.queue else f"queue {missed.limiting} above it"
+    short = "; ".join(
+        f"{s.dimension} {to_quantity(s.dimension, s.requested)} requested, "
+        + (
+            f"{to_quantity(s.dimension, s.available)} left"
+            if s.available >= 0
+            else f"already {to_quantity(s.dimension, -s.available)} over"
+        )
+        for s in missed.shortfalls
+    )
+    return f"{where} would exceed its deserved share with it: {short}"
