@@ -233,6 +233,7 @@ class _Planner:
         state = self.round
         last: Waiting | None = None
         shape: _Shape = ("", (), None)
+        needed: tuple[str, ...] = ()
         ordered = sorted(self.inputs.waiting, key=attrgetter("order", "namespace", "name"))
         gangs: dict[GroupKey, list[Waiting]] = {}
         for pod in ordered:
@@ -259,6 +260,8 @@ class _Planner:
                 and pod.nodes is last.nodes
             ):
                 shape = (pod.queue, tuple(pod.request.items()), pod.nodes)
+                if last is None or pod.request != last.request:
+                    needed = _needed(pod.request)
             last = pod
             known = self.failed.get(shape)
             if known is not None and known[0] == state.version:
@@ -267,7 +270,7 @@ class _Planner:
                     NotServed(pod.key, pod.queue, like.reason, like.limiting, like.shortfalls)
                 )
                 continue
-            decided = self._decide(pod)
+            decided = self._decide(pod, needed)
             if isinstance(decided, Reclaim):
                 reclaims.append(decided)
             else:
@@ -290,7 +293,7 @@ class _Planner:
         savepoint, evictions = self.round.savepoint(), self.evictions
         served: list[Reclaim] = []
         for pod in members:
-            decided = self._decide(pod)
+            decided = self._decide(pod, _needed(pod.request))
             if isinstance(decided, NotServed):
                 self.round.rollback(savepoint)
                 self.evictions = evictions
@@ -301,9 +304,9 @@ class _Planner:
             served.append(decided)
         return served, []
 
-    def _decide(self, pod: Waiting) -> Reclaim | NotServed:
-        """P's reclaim (charged to the round), or why it waits."""
-        needed = _needed(pod.request)
+    def _decide(self, pod: Waiting, needed: tuple[str, ...]) -> Reclaim | NotServed:
+        """P's reclaim (charged to the round), or why it waits; ``needed``: ``_needed`` of its
+        request."""
         refusal = self._above_share(pod, needed)
         if refusal is not None:
             return refusal
@@ -343,13 +346,14 @@ class _Planner:
             return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, pod.queue, shortfalls)
         for name in state.path(pod.queue):
             allocated, deserved = state.allocated(name), state.queues[name].deserved
-            shortfalls = tuple(
+            short = [
                 Shortfall(d, request[d], deserved.get(d, 0) - allocated.get(d, 0))
                 for d in needed
                 if allocated.get(d, 0) + request[d] > deserved.get(d, 0)
-            )
-            if shortfalls:
-                return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, name, shortfalls)
+            ]
+            if short:
+                reason = NotServedReason.ABOVE_SHARE
+                return NotServed(pod.key, pod.queue, reason, name, tuple(short))
         return None
 
     def reclaimer_of(self, pod: Waiting, needed: tuple[str, ...]) -> _Reclaimer | None:
