@@ -11,7 +11,7 @@ from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.reclaim import ReclaimInputs, Running
 from sharekeeper.pipeline.shares import Carried, Publication, publication
 from sharekeeper.pipeline.statuses import waiting_text
-from sharekeeper.simulate.reading import parse_objects
+from sharekeeper.simulate.reading import Inputs, parse_objects
 from sharekeeper.simulate.rendering import render
 from sharekeeper.simulate.report import Context, share_section, snapshot_of
 
@@ -140,18 +140,25 @@ def test_a_pod_whose_eviction_is_in_flight_is_neither_a_candidate_nor_counted() 
     assert [(r.reclaimer, r.node) for r in plan.reclaims] == [(("other", "b0"), "n1")]
 
 
+def carried_round(
+    inputs: Inputs, carried: Carried, evicting: frozenset[PodKey] = frozenset()
+) -> ReclaimInputs:
+    """A round on ``inputs`` as the operator makes it, with what its last round ``carried``."""
+    return inputs_of(
+        publication(
+            snapshot_of(inputs, Context(NOW, 0)), inputs.node_policies,
+            held=inputs.store.pods.held(), pods=inputs.store.pods, now=NOW,
+            evicting=evicting, carried=carried,
+        )
+    )  # fmt: skip
+
+
 def test_a_round_reads_and_builds_again_only_what_changed_and_as_afresh() -> None:
     inputs = parse_objects(full_cluster(queue("c"), pod("c0", "c", node="n2", cpu=4)))
     carried = Carried()
 
     def round_(evicting: frozenset[PodKey] = frozenset()) -> ReclaimInputs:
-        return inputs_of(
-            publication(
-                snapshot_of(inputs, Context(NOW, 0)), inputs.node_policies,
-                held=inputs.store.pods.held(), pods=inputs.store.pods, now=NOW,
-                evicting=evicting, carried=carried,
-            )
-        )  # fmt: skip
+        return carried_round(inputs, carried, evicting)
 
     first = round_()
     again = round_()
@@ -176,6 +183,23 @@ def test_a_round_reads_and_builds_again_only_what_changed_and_as_afresh() -> Non
         snapshot_of(fresh, Context(NOW, 0)), fresh.node_policies,
         held=fresh.store.pods.held(), pods=fresh.store.pods, now=NOW,
     ))  # fmt: skip
+
+
+def test_with_nothing_waiting_nothing_is_read_and_what_was_read_is_kept() -> None:
+    """No plan to make, so no queue's or node's state is built; the next waiting pod finds
+    what the last round that had one read, and reuses it where nothing changed."""
+    inputs = parse_objects(full_cluster())
+    carried = Carried()
+    first = carried_round(inputs, carried)
+    waiting = pod("b0", "b", held=True, created=CREATED, cpu=4, memory="1Gi", namespace="other")
+    inputs.store.pods.event("DELETED", waiting)
+    idle = carried_round(inputs, carried)
+    assert (idle.waiting, idle.queues, idle.nodes, idle.running) == ((), (), (), {})
+    inputs.store.pods.event("ADDED", waiting)
+    back = carried_round(inputs, carried)
+    assert back == first
+    assert back.running["a"] is first.running["a"]
+    assert all(map(operator.is_, back.queues + back.nodes, first.queues + first.nodes))
 
 
 def test_preview_shows_the_plan_in_the_policy_status() -> None:
