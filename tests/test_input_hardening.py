@@ -264,6 +264,21 @@ LIST = {"apiVersion": "v1", "kind": "List"}
             id="quantity-list",
         ),
         param(
+            pod_with(initContainers=[{"resources": {"limits": {"memory": None}}}]),
+            "spec.initContainers[0].resources.limits.memory: must be a string or a number",
+            id="init-container-quantity-null",
+        ),
+        param(
+            pod_with(overhead={"memory": ["1Gi"]}),
+            "Pod ns/p: spec.overhead.memory: must be a string or a number",
+            id="overhead-list",
+        ),
+        param(
+            {**pod_group("g", "a"), "spec": {"queue": "a", "minResources": {"cpu": {}}}},
+            "PodGroup ns/g: spec.minResources.cpu: must be a string or a number",
+            id="podgroup-min-resources-mapping",
+        ),
+        param(
             node_with(status={"allocatable": {"cpu": {"a": 1}}}),
             "Node n1: status.allocatable.cpu: must be a string or a number",
             id="allocatable-mapping",

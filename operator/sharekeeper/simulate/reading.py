@@ -39,7 +39,6 @@ from sharekeeper.model.objects import (
     Obj,
     ObjectError,
     Problem,
-    at,
     fail,
     identify,
     name_of,
@@ -215,61 +214,65 @@ def _checked(obj: Obj) -> Obj:
     return obj
 
 
-_STRING_FIELDS = {"Pod": ("spec.nodeName",), "PodGroup": ("spec.queue",)}
+_STRING_FIELDS = {"Pod": (("spec", "nodeName"),), "PodGroup": (("spec", "queue"),)}
 _RESOURCE_LISTS = {
-    "Node": ("status.allocatable", "status.capacity"),
-    "Pod": ("spec.overhead",),
-    "PodGroup": ("spec.minResources",),
+    "Node": (("status", "allocatable"), ("status", "capacity")),
+    "Pod": (("spec", "overhead"),),
+    "PodGroup": (("spec", "minResources"),),
 }
+"""The fields checked, each as (section, key): looked up in the section found once, not from
+the object's root per field."""
+_QUANTITY_TYPES = (str, int, float)
+"""What a quantity may be; a tuple, which ``isinstance`` checks faster than a union."""
 
 
 def _check_schema(obj: Obj, kind: str) -> None:
     """What the API server's schema guarantees the trimmed readers (``model``), which read
     150,000 pods and so check only what it does not: the types of the fields they read. A file
-    has no API server in front of it."""
+    has no API server in front of it. ``_checked`` has found ``metadata`` a mapping and
+    ``status`` a mapping or absent; ``spec`` is checked here."""
     spec = obj.get("spec")
     if spec is not None and not isinstance(spec, dict):
         raise fail(obj, "spec", "must be a mapping", spec)
+    metadata = obj["metadata"]
     for key in ("labels", "annotations"):
-        values = obj["metadata"].get(key)
+        values = metadata.get(key)
         if values is not None and not (
             isinstance(values, dict)
             and all(isinstance(k, str) and isinstance(v, str) for k, v in values.items())
         ):
             raise fail(obj, f"metadata.{key}", "must map strings to strings", values)
-    for path in _STRING_FIELDS.get(kind, ()):
-        value = at(obj, path)
+    for part, key in _STRING_FIELDS.get(kind, ()):
+        value = (obj.get(part) or {}).get(key)
         if value is not None and not isinstance(value, str):
-            raise fail(obj, path, "must be a string", value)
-    for path in _RESOURCE_LISTS.get(kind, ()):
-        _check_amounts(obj, path, at(obj, path))
-    if kind == "Pod":
-        _check_container_resources(obj)
+            raise fail(obj, f"{part}.{key}", "must be a string", value)
+    for part, key in _RESOURCE_LISTS.get(kind, ()):
+        _check_amounts(obj, f"{part}.{key}", (obj.get(part) or {}).get(key))
+    if kind == "Pod" and spec is not None:
+        _check_container_resources(obj, spec)
 
 
-def _check_container_resources(pod: Obj) -> None:
+def _check_container_resources(pod: Obj, spec: Obj) -> None:
     """Every container's requests and limits; a path is spelled only for a list that fails."""
-    for key in ("spec.containers", "spec.initContainers"):
-        containers = at(pod, key)
+    for key in ("containers", "initContainers"):
+        containers = spec.get(key)
         for index, container in enumerate(containers if isinstance(containers, list) else ()):
             resources = container.get("resources") if isinstance(container, dict) else None
             if not isinstance(resources, dict):
                 continue
             for part in ("requests", "limits"):
                 amounts = resources.get(part)
-                if isinstance(amounts, dict) and not all(map(_is_quantity, amounts.values())):
-                    _check_amounts(pod, f"{key}[{index}].resources.{part}", amounts)
+                if isinstance(amounts, dict) and not all(
+                    isinstance(quantity, _QUANTITY_TYPES) for quantity in amounts.values()
+                ):
+                    _check_amounts(pod, f"spec.{key}[{index}].resources.{part}", amounts)
 
 
 def _check_amounts(obj: Obj, path: str, amounts: Any) -> None:
     if isinstance(amounts, dict):  # the readers refuse anything else
         for resource, quantity in amounts.items():
-            if not _is_quantity(quantity):
+            if not isinstance(quantity, _QUANTITY_TYPES):
                 raise fail(obj, f"{path}.{resource}", "must be a string or a number", quantity)
-
-
-def _is_quantity(value: Any) -> bool:
-    return isinstance(value, str | int | float)
 
 
 @dataclass(slots=True)
