@@ -120,6 +120,49 @@ def test_a_file_that_is_not_documents_is_refused_naming_it(
     assert simulate_refusal(path).startswith(f"sharekeeper simulate: file {path}: {fragment}")
 
 
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        param(b' \n{"name": "p"}', [{"name": "p"}], id="ascii"),
+        param('{"name": "caf\xe9"}'.encode(), [{"name": "caf\xe9"}], id="utf-8"),
+        param(b'\xef\xbb\xbf{"name": "p"}', [{"name": "p"}], id="bom-is-yaml"),
+    ],
+)
+def test_json_is_read_from_its_bytes_as_from_its_text(content: bytes, expected: Any) -> None:
+    assert parse_documents(content) == expected
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        param(
+            '{"name": "caf\xe9"}'.encode("latin-1"),
+            "is not UTF-8 text (byte 0xe9 at offset 13)",
+            id="latin-1",
+        ),
+        # Unicode spaces before "{" make it JSON, which they are not: the standard library's word.
+        param(
+            '\u00a0{"a": 1}'.encode(),
+            "Expecting value: line 1 column 1 (char 0)",
+            id="no-break-space",
+        ),
+        param(b'\x1c{"a": 1}', "Expecting value: line 1 column 1 (char 0)", id="separator"),
+        # Positions count characters, not bytes (the "}" is byte 15).
+        param(
+            '{"caf\xe9": [1, 2}'.encode(),
+            "Expecting ',' delimiter: line 1 column 15 (char 14)",
+            id="position-after-utf-8",
+        ),
+    ],
+)
+def test_json_that_cannot_be_read_is_refused_in_the_standard_librarys_words(
+    content: bytes, message: str
+) -> None:
+    with pytest.raises(DocumentError) as refused:
+        parse_documents(content)
+    assert str(refused.value) == message
+
+
 def test_nesting_that_crashed_the_yaml_composer_is_refused_before_it(tmp_path: Path) -> None:
     """libyaml's composer recurses in C: 100,000 ``[`` took the process down with SIGSEGV (in
     a process of its own, so that a regression fails this test and not the test run)."""

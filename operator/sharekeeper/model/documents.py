@@ -66,16 +66,13 @@ def parse_documents(data: bytes) -> list[Any]:
     """The documents of a JSON object or a (multi-document) YAML stream."""
     if b"\0" in data:
         raise DocumentError("is binary, not UTF-8 text (it contains NUL bytes)")
-    try:
-        text = data.decode()
-    except UnicodeDecodeError as error:
-        byte = data[error.start]
-        raise DocumentError(
-            f"is not UTF-8 text (byte 0x{byte:02x} at offset {error.start})"
-        ) from None
-    # JSON (what `kubectl get -o json` prints) parses several times faster than YAML.
-    if _JSON_OBJECT.match(text):
-        return [_json(text)]
+    _check_utf8(data)
+    # JSON (what `kubectl get -o json` prints) parses several times faster than YAML, and is
+    # parsed from the bytes: a decoded copy would be 190 MiB more at 150,000 pods. The text up
+    # to the first "{" says whether it is JSON ("{" is never part of another character's UTF-8).
+    if _JSON_OBJECT.match(data[: data.find(b"{") + 1].decode()):
+        return [_json(data)]
+    text = data.decode()
     _check_yaml_budget(data, text)
     try:
         return list(yaml.load_all(data, Loader=LOADER))
@@ -87,13 +84,26 @@ def parse_documents(data: bytes) -> list[Any]:
         raise DocumentError(one_line(str(error))) from None
 
 
+def _check_utf8(data: bytes) -> None:
+    """Refuse bytes that are not UTF-8 text; ASCII (most files) is, without a decoded copy."""
+    if data.isascii():
+        return
+    try:
+        data.decode()
+    except UnicodeDecodeError as error:
+        byte = data[error.start]
+        raise DocumentError(
+            f"is not UTF-8 text (byte 0x{byte:02x} at offset {error.start})"
+        ) from None
+
+
 _NESTING = frozenset({dict, list})
 """What JSON nests: one set look-up per value is cheaper than two identity tests."""
 
 
-def _json(text: str) -> Any:
+def _json(data: bytes) -> Any:
     try:
-        document = jsontext.parse(text)
+        document = jsontext.parse(data)
     except RecursionError:
         raise DocumentError(f"nests deeper than {MAX_DEPTH} levels") from None
     except ValueError as error:
