@@ -163,6 +163,28 @@ def test_json_that_cannot_be_read_is_refused_in_the_standard_librarys_words(
     assert str(refused.value) == message
 
 
+def nested_json(levels: int, *, among: int = 0, at: int = 0) -> bytes:
+    """A JSON object nesting ``levels`` deep; with ``among``, in a list of that many flat
+    objects, at index ``at``."""
+    deep = '{"a": ' * (levels - 1) + "[]" + "}" * (levels - 1)
+    if not among:
+        return deep.encode()
+    items = ['{"b": 1}'] * among
+    items[at] = deep
+    return ('{"items": [' + ", ".join(items) + "]}").encode()
+
+
+@pytest.mark.parametrize(
+    ("among", "at"),
+    [param(0, 0, id="alone"), param(5_000, 0, id="first"), param(5_000, 4_321, id="far-in-a-list")],
+)
+def test_json_is_read_to_64_levels_and_no_deeper(among: int, at: int) -> None:
+    outer = 2 if among else 0  # the object and its list of items
+    assert parse_documents(nested_json(64 - outer, among=among, at=at))
+    with pytest.raises(DocumentError, match=r"^nests deeper than 64 levels$"):
+        parse_documents(nested_json(65 - outer, among=among, at=at))
+
+
 def test_nesting_that_crashed_the_yaml_composer_is_refused_before_it(tmp_path: Path) -> None:
     """libyaml's composer recurses in C: 100,000 ``[`` took the process down with SIGSEGV (in
     a process of its own, so that a regression fails this test and not the test run)."""

