@@ -41,6 +41,7 @@ from sharekeeper.model.objects import (
     Problem,
     fail,
     identify,
+    is_mapping,
     name_of,
     section,
 )
@@ -169,7 +170,7 @@ def _documents(path: Path) -> Iterator[Obj]:
 def _check_envelope(path: Path, document: Any, where: str = "") -> None:
     """What every object in a file carries, a List and its items alike: a mapping with a
     ``kind`` and an ``apiVersion``."""
-    if not isinstance(document, Mapping):
+    if not is_mapping(document):
         what = "is not a Kubernetes object" if where else "a document is not a Kubernetes object"
         raise ObjectError("file", str(path), [Problem(where, what, document)])
     for key in ("kind", "apiVersion"):
@@ -319,7 +320,7 @@ def _with_priority(pod: Obj, classes: PriorityClasses) -> Obj:
     created without one: its class's value, or the default class's; a pod naming a class that
     does not exist is refused, as the API server refuses it."""
     spec = pod.get("spec")
-    if not isinstance(spec, Mapping) or spec.get("priority") is not None:
+    if not is_mapping(spec) or spec.get("priority") is not None:
         return pod
     named = spec.get("priorityClassName")
     if named is not None and not isinstance(named, str):
