@@ -13,7 +13,7 @@ from sharekeeper.api.policy import SchedulerPolicyStatus
 from sharekeeper.api.qos import MetricName, NodeQosEnsurancePolicyStatus
 from sharekeeper.api.queue import QueueStatus
 from sharekeeper.engine.qos import REGISTRY
-from sharekeeper.simulate.reading import read_files
+from sharekeeper.simulate.reading import parse_objects, read_objects
 from sharekeeper.simulate.report import Context, build_report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def _fits(model: type[BaseModel], status: dict[str, Any]) -> None:
 
 
 def test_every_status_the_operator_renders_is_a_field_of_the_models() -> None:
-    inputs = read_files([EXAMPLES / "cluster.yaml", EXAMPLES / "qos-check.yaml"])
+    inputs = parse_objects(read_objects([EXAMPLES / "cluster.yaml", EXAMPLES / "qos-check.yaml"]))
     report = build_report(inputs, Context(now_seconds=1_767_225_600, seed=0))
     assert report["queues"]
     assert report["schedulerPolicies"]

@@ -199,13 +199,15 @@ def test_the_event_says_when_it_was_admitted_and_what_the_scheduler_said() -> No
 def test_simulate_lists_the_pods_past_their_timeout(tmp_path: Any) -> None:
     import yaml
 
-    from sharekeeper.simulate.reading import read_files
+    from sharekeeper.simulate.reading import parse_objects, read_objects
     from sharekeeper.simulate.rendering import render
     from sharekeeper.simulate.report import build_report, share_section
 
     path = tmp_path / "stuck.yaml"
     path.write_text(yaml.safe_dump_all(stuck_queue()))
-    report = build_report(read_files([path]), Context(RELEASED + 60, 0), [share_section])
+    report = build_report(
+        parse_objects(read_objects([path])), Context(RELEASED + 60, 0), [share_section]
+    )
     assert report["admission"]["released"] == ["ns/next"]
     assert report["admission"]["notBound"] == {
         "ns/stuck": not_bound_text(NotBound(QueueName("a"), RELEASED, 60))

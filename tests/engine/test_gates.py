@@ -288,7 +288,7 @@ def test_in_a_tree_the_parent_bounds_its_children_together() -> None:
 def test_simulate_shows_what_a_round_does_with_held_pods(tmp_path: Any) -> None:
     import yaml
 
-    from sharekeeper.simulate.reading import read_files
+    from sharekeeper.simulate.reading import parse_objects, read_objects
     from sharekeeper.simulate.rendering import render
     from sharekeeper.simulate.report import build_report, share_section
 
@@ -299,7 +299,7 @@ def test_simulate_shows_what_a_round_does_with_held_pods(tmp_path: Any) -> None:
     ]  # fmt: skip
     path = tmp_path / "held.yaml"
     path.write_text(yaml.safe_dump_all(objects))
-    report = build_report(read_files([path]), Context(0.0, 0), [share_section])
+    report = build_report(parse_objects(read_objects([path])), Context(0.0, 0), [share_section])
     why = "no room in queue a's deserved share: cpu 1 requested, 0 available"
     assert report["admission"] == {
         "released": ["ns/first"],

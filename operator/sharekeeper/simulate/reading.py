@@ -78,10 +78,12 @@ class Inputs:
     """The objects of the kinds in ``PASSED_THROUGH``, by kind."""
 
 
-def read_files(paths: Iterable[Path]) -> Inputs:
-    """Parse every file; a directory stands for its *.yaml, *.yml and *.json files, as with
-    ``kubectl apply -f``. A file that holds no object (empty, or only comments) is warned about
-    on stderr: a mistyped path or an unfinished export would otherwise be an empty report."""
+def read_objects(paths: Iterable[Path]) -> list[Obj]:
+    """The objects of every file, each checked as the API server would check it (``Inputs``
+    are ``parse_objects``' to make of them); a directory stands for its *.yaml, *.yml and *.json
+    files, as with ``kubectl apply -f``. A file that holds no object (empty, or only comments)
+    is warned about on stderr: a mistyped path or an unfinished export would otherwise be an
+    empty report."""
     objects: list[Obj] = []
     for file in (file for path in paths for file in _files(path)):
         found = list(_documents(file))
@@ -92,7 +94,7 @@ def read_files(paths: Iterable[Path]) -> Inputs:
                 file=sys.stderr,
             )
         objects += found
-    return parse_objects(objects)
+    return objects
 
 
 def _files(path: Path) -> list[Path]:
@@ -102,7 +104,7 @@ def _files(path: Path) -> list[Path]:
 
 
 def parse_objects(objects: Iterable[Obj], *, strict: bool = True) -> Inputs:
-    """``Inputs`` from object dicts: read from files (``read_files``) or listed from a cluster
+    """``Inputs`` from object dicts: read from files (``read_objects``) or listed from a cluster
     (``cluster.listing``). ``strict``: refuse the whole input when one object cannot be read,
     as simulate does; otherwise leave it out, as the operator does (the store keeps the
     problem, in ``problems`` of its kind)."""
