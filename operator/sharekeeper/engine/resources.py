@@ -16,7 +16,7 @@ Complexity: every function is linear in the number of dimensions (times rows, wh
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
-from itertools import chain
+from itertools import chain, repeat
 from typing import Final, NewType
 
 import numpy as np
@@ -174,8 +174,9 @@ def sparse_rows(matrix: Vectors, names: Sequence[str]) -> list[dict[str, int]]:
     if not names:
         return [{} for _ in range(matrix.shape[0])]
     # The rows zipped out of the columns: no list per row, which at 10,000 rows would outlive
-    # a few collections and bring on a full one.
-    return [dict(zip(names, row, strict=True)) for row in zip(*matrix.T.tolist(), strict=True)]
+    # a few collections and bring on a full one. Every row has one amount per name, so no
+    # ``strict``: a keyword argument takes zip's slow path, a third of the time at 10,000 rows.
+    return list(map(dict, map(zip, repeat(names), zip(*matrix.T.tolist(), strict=True))))
 
 
 def capability_bound(capability: Amounts) -> dict[str, int]:
