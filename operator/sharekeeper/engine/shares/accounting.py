@@ -169,7 +169,7 @@ def queue_usage(
             entry = usage[name] = QueueUsage()
         return entry
 
-    def charge(queue: str | None, namespace: str, charges: Charges, *, named: bool) -> None:
+    def charge(queue: str | None, namespace: str, charges: Charges, named: bool) -> None:
         if queue is None:
             return
         name = QueueName(queue)
@@ -181,30 +181,36 @@ def queue_usage(
                 per_namespace = refused.setdefault(name, {})
                 per_namespace[namespace] = per_namespace.get(namespace, 0) + charges.pods
             return
-        entry = entry_of(queue)
-        assert entry is not None
-        _accumulate(entry.request, charges.request)
-        _accumulate(entry.allocated, charges.allocated)
-        _count_pods(entry.request, charges.pods)
-        _count_pods(entry.allocated, charges.allocated_pods)
-        if charges.held:
-            _accumulate(entry.held, charges.held)
+        entry = usage.get(name)
+        if entry is None:
+            # The common case, one source of charges per queue: its sums copied, in one go.
+            usage[name] = QueueUsage(
+                _with_pods(charges.allocated, charges.allocated_pods),
+                _with_pods(charges.request, charges.pods),
+                {},
+                {},
+                dict(charges.held),
+                charges.admitted_pods,
+            )
+            return
+        _accumulate(entry.request, charges.request, charges.pods)
+        _accumulate(entry.allocated, charges.allocated, charges.allocated_pods)
+        _accumulate(entry.held, charges.held, 0)
         entry.admitted_pods += charges.admitted_pods
 
     default = DEFAULT_QUEUE if DEFAULT_QUEUE in known else None
     # 1. Pods: allocated and request, by what they name.
     for queue, by_namespace in totals.named.items():
         for namespace, charges in by_namespace.items():
-            charge(queue, namespace, charges, named=True)
+            charge(queue, namespace, charges, True)
     for key, charges in totals.grouped.items():
         group = groups.get(key)
-        named = group is not None and bool(group.queue)
-        charge(group.queue if group is not None and group.queue else default, key[0], charges,
-               named=named)  # fmt: skip
+        named = group.queue if group is not None else None
+        charge(named or default, key[0], charges, bool(named))
     for scheduler, by_namespace in totals.unnamed.items():
         if manages(scheduler):
             for namespace, charges in by_namespace.items():
-                charge(default, namespace, charges, named=False)
+                charge(default, namespace, charges, False)
     # 2. PodGroups: inqueue and elastic, charged to the PodGroup's own queue.
     for key, group in sorted(groups.items()):
         queue = QueueName(group.queue or DEFAULT_QUEUE)
@@ -242,18 +248,21 @@ def refusal(counts: Mapping[str, int]) -> Reason:
     )
 
 
-def _accumulate(into: dict[str, int], amounts: Mapping[str, int]) -> None:
-    if not into:
-        into.update(amounts)  # the common case: one source of charges per queue
-        return
+def _with_pods(amounts: Mapping[str, int], pods: int) -> dict[str, int]:
+    """A copy of ``amounts`` with ``pods`` more of ``PODS`` (none added for 0)."""
+    copied = dict(amounts)
+    if pods:
+        copied[PODS] = copied.get(PODS, 0) + pods
+    return copied
+
+
+def _accumulate(into: dict[str, int], amounts: Mapping[str, int], pods: int) -> None:
+    """``_with_pods``, added into ``into``."""
     get = into.get
     for name, amount in amounts.items():
         into[name] = get(name, 0) + amount
-
-
-def _count_pods(into: dict[str, int], pods: int) -> None:
     if pods:
-        into[PODS] = into.get(PODS, 0) + pods
+        into[PODS] = get(PODS, 0) + pods
 
 
 def _reserves(group: PodGroupSnapshot, allocated_pods: int) -> bool:
