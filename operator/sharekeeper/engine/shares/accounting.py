@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from sharekeeper.engine.resources import (
+    NO_AMOUNTS,
+    Amounts,
     add,
     exceeded_part,
     inqueue_reservation,
@@ -73,9 +75,9 @@ def pod_claim(pod: PodSnapshot) -> Claim:
 class QueueUsage:
     allocated: dict[str, int] = field(default_factory=dict)
     request: dict[str, int] = field(default_factory=dict)
-    inqueue: dict[str, int] = field(default_factory=dict)
-    elastic: dict[str, int] = field(default_factory=dict)
-    held: dict[str, int] = field(default_factory=dict)
+    inqueue: Amounts = field(default_factory=dict)
+    elastic: Amounts = field(default_factory=dict)
+    held: Amounts = field(default_factory=dict)
     """What the admission gate holds back, plus ``pods``: how many pods it holds."""
     admitted_pods: int = 0
 
@@ -187,15 +189,16 @@ def queue_usage(
             usage[name] = QueueUsage(
                 _with_pods(charges.allocated, charges.allocated_pods),
                 _with_pods(charges.request, charges.pods),
-                {},
-                {},
-                dict(charges.held),
+                NO_AMOUNTS,
+                NO_AMOUNTS,
+                dict(charges.held) if charges.held else NO_AMOUNTS,
                 charges.admitted_pods,
             )
             return
         _accumulate(entry.request, charges.request, charges.pods)
         _accumulate(entry.allocated, charges.allocated, charges.allocated_pods)
-        _accumulate(entry.held, charges.held, 0)
+        if charges.held:
+            entry.held = add(entry.held, charges.held)
         entry.admitted_pods += charges.admitted_pods
 
     default = DEFAULT_QUEUE if DEFAULT_QUEUE in known else None

@@ -23,6 +23,7 @@ from dataclasses import replace
 import numpy as np
 
 from sharekeeper.engine.resources import (
+    NO_AMOUNTS,
     UNLIMITED,
     Vectors,
     capability_bound,
@@ -327,13 +328,13 @@ def _policy_shares(
             policy.name,
             queue.state,
             queue_deserved,
-            {} if ignore_guarantees or not queue.guarantee else nonzero(queue.guarantee),
+            NO_AMOUNTS if ignore_guarantees or not queue.guarantee else nonzero(queue.guarantee),
             real_capability,
             # allocated, request: sums of the pod totals, which hold no zeros: nothing to filter.
             entry.allocated,
             entry.request,
             entry.inqueue,
-            {} if ignore_elastic else entry.elastic,
+            NO_AMOUNTS if ignore_elastic else entry.elastic,
             share,
             is_overused,
             QueueName(parent) if parent is not None else None,
