@@ -183,10 +183,10 @@ def sparse_rows(matrix: Vectors, names: Sequence[str]) -> list[dict[str, int]]:
     return list(map(dict, map(zip, repeat(names), zip(*matrix.T.tolist(), strict=True))))
 
 
-def capability_bound(capability: Amounts) -> dict[str, int]:
+def capability_bound(capability: Amounts) -> Amounts:
     """A queue's capability as a bound: cpu or memory of 0 mean "no limit" (Volcano §3.1)."""
     if capability.get(CPU, 1) > 0 and capability.get(MEMORY, 1) > 0:
-        return dict(capability)  # the common case, copied whole: 10,000 queues a round
+        return capability  # the common case, as it is: 10,000 queues a round
     return {
         name: UNLIMITED if name in (CPU, MEMORY) and amount <= 0 else amount
         for name, amount in capability.items()
