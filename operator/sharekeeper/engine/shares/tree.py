@@ -198,9 +198,10 @@ def roll_up(tree: QueueTree, usage: Mapping[QueueName, QueueUsage]) -> dict[Queu
             rolled[parent] = QueueUsage(
                 allocated=sum_amounts(part.allocated for part in parts),
                 request=sum_amounts(part.request for part in parts),
-                inqueue=sum_amounts(part.inqueue for part in parts),
-                elastic=sum_amounts(part.elastic for part in parts),
-                held=sum_amounts(part.held for part in parts),
+                # Most queues have none of these: their empty mappings are not walked.
+                inqueue=sum_amounts(part.inqueue for part in parts if part.inqueue),
+                elastic=sum_amounts(part.elastic for part in parts if part.elastic),
+                held=sum_amounts(part.held for part in parts if part.held),
                 admitted_pods=sum(part.admitted_pods for part in parts),
             )
     return rolled
