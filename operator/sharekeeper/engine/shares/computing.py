@@ -262,8 +262,9 @@ def _policy_shares(
     allocatable = sum_amounts(node.allocatable for node in nodes)
     kept = queue_dimensions((allocatable,), queues)
     unmanaged = within(unmanaged_on(policy, nodes, snapshot.totals), kept)
-    own = {q.name: bounded_usage(usage[q.name], kept) for q in queues if q.name in usage}
-    rolled = roll_up(tree, own) if nested else own
+    # Usage is kept to ``kept`` where it is published (``bounded_usage``): the dense problem
+    # reads its own dimensions only, and sums do not mix names.
+    rolled = roll_up(tree, usage) if nested else usage
     problem = share_problem(
         policy,
         governed,
@@ -316,10 +317,10 @@ def _policy_shares(
     results: dict[QueueName, QueueShare] = {}
     for queue, queue_deserved, real_capability, share, is_overused, decided in rows:
         queue_name = queue.name
-        entry = rolled.get(queue_name, NO_USAGE)
+        entry = bounded_usage(rolled.get(queue_name, NO_USAGE), kept)
         leaf = queue_name not in inner
         queue_reasons = reasons
-        if not leaf and (own_pods := own.get(queue_name, NO_USAGE).request.get(PODS, 0)):
+        if not leaf and (own_pods := usage.get(queue_name, NO_USAGE).request.get(PODS, 0)):
             queue_reasons = (*reasons, inner_pods(own_pods))
         parent = tree.parent[queue_name] if nested else None
         # Positional, in the order of QueueShare's fields: keyword arguments cost twice as much
@@ -348,7 +349,8 @@ def _policy_shares(
         if queue.name in tree.left_out:
             reason = Reason("InvalidParent", tree.left_out[queue.name])
             results[queue.name] = replace(
-                _ungoverned(queue, own.get(queue.name, NO_USAGE), reason), policy=policy.name
+                _ungoverned(queue, bounded_usage(usage.get(queue.name, NO_USAGE), kept), reason),
+                policy=policy.name,
             )
     summary = PolicyShare(
         nodes=len(nodes),
