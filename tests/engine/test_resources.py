@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from sharekeeper.engine.resources import (
     add,
     at_least,
     capped,
+    dense,
     exceeded_part,
     inqueue_reservation,
     sparse_rows,
@@ -80,3 +82,14 @@ def test_sparse_rows_read_each_dense_row_back_in_the_order_of_the_names() -> Non
     assert all(type(amount) is int for row in rows for amount in row.values())
     assert sparse_rows(np.zeros((2, 0), dtype=np.int64), ()) == [{}, {}]
     assert sparse_rows(np.zeros((0, 3), dtype=np.int64), names) == []
+
+
+def test_dense_reads_any_mapping_as_it_reads_dicts() -> None:
+    names = ("cpu", "gpu", "memory")
+    rows = [{"cpu": 1, "memory": 2}, {}, {"gpu": 3, "other": 9}]
+    matrix = dense(rows, names, missing=UNLIMITED)
+    assert matrix.tolist() == [[1, UNLIMITED, 2], [UNLIMITED] * 3, [UNLIMITED, 3, UNLIMITED]]
+    assert matrix.flags.c_contiguous
+    proxied = [MappingProxyType(row) for row in rows]
+    assert dense(proxied, names, missing=UNLIMITED).tolist() == matrix.tolist()
+    assert dense([], names).shape == (0, 3)

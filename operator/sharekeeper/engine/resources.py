@@ -15,9 +15,9 @@ Complexity: every function is linear in the number of dimensions (times rows, wh
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
-from itertools import chain, repeat
-from typing import Final, NewType
+from collections.abc import Iterable, Mapping, Sequence, Set
+from itertools import repeat
+from typing import Final, NewType, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -110,22 +110,22 @@ def dimensions(vectors: Iterable[Amounts]) -> tuple[str, ...]:
 
 def dense(rows: Sequence[Amounts], names: Sequence[str], *, missing: int = 0) -> Vectors:
     """Sparse rows as a ``len(rows) x len(names)`` integer matrix, saturated at ``UNLIMITED``."""
-    defaults = [missing] * len(names)
-
-    def gathered() -> Iterator[int]:
-        # map(dict.get, names, defaults) is the fastest per-row gather CPython offers here, and
-        # numpy reads one flat run of amounts faster than a list of rows; most queues set no
-        # guarantee or capability, and an empty row needs no gather at all.
-        return chain.from_iterable(
-            map(amounts.get, names, defaults) if amounts else defaults for amounts in rows
-        )
-
-    shape = (len(rows), len(names))
-    try:
-        matrix = np.fromiter(gathered(), np.int64, len(rows) * len(names)).reshape(shape)
-    except OverflowError:  # a sum beyond int64: saturate in Python first (never in practice)
-        saturated = (min(amount, UNLIMITED) for amount in gathered())
-        matrix = np.fromiter(saturated, np.int64, len(rows) * len(names)).reshape(shape)
+    # Column by column, dict.get mapped over the rows in C: half the time of a gather row by
+    # row, which made an iterator and a method per row (usage rows: 10,000 a round, all full).
+    # dict.get reads dicts only: rows of any other Mapping are copied first (checked in C).
+    if set(map(type, rows)) <= {dict}:
+        dicts = cast("Sequence[dict[str, int]]", rows)
+    else:
+        dicts = [dict(row) for row in rows]
+    matrix = np.empty((len(rows), len(names)), dtype=np.int64)
+    for column, name in enumerate(names):
+        try:
+            matrix[:, column] = np.fromiter(
+                map(dict.get, dicts, repeat(name), repeat(missing)), np.int64, len(dicts)
+            )
+        except OverflowError:  # a sum beyond int64: saturate in Python first (never in practice)
+            amounts = map(dict.get, dicts, repeat(name), repeat(missing))
+            matrix[:, column] = [min(amount, UNLIMITED) for amount in amounts]
     if matrix.size and int(matrix.max()) > UNLIMITED:
         np.minimum(matrix, UNLIMITED, out=matrix)
     return matrix
