@@ -39,24 +39,18 @@ def governance(
     withheld: dict[PolicyName, dict[str, PolicyName]] = {}
     # Oldest first; None for a selector that matches everything (most node selectors).
     selectors = [
-        (p.name, None if (selector := _selector(p, selector_of)).empty else selector)
+        (p.name, None if (chosen := _selector(p, selector_of)).empty else chosen)
         for p in sorted(policies, key=_seniority)
     ]
-    everywhere = [name for name, selector in selectors if selector is None]
-    picky = len(everywhere) < len(selectors)
     for name, labels in labels_by_name.items():
-        matching = everywhere
-        if picky:
-            matching = [
-                policy
-                for policy, selector in selectors
-                if selector is None or selector.matches(labels)
-            ]
-        if not matching:
-            continue
-        oldest = owner[name] = matching[0]
-        for policy in matching[1:]:
-            withheld.setdefault(policy, {})[name] = oldest
+        # No list of the matching policies per object: this runs per queue and node every round.
+        oldest: PolicyName | None = None
+        for policy, selector in selectors:
+            if selector is None or selector.matches(labels):
+                if oldest is None:
+                    oldest = owner[name] = policy
+                else:
+                    withheld.setdefault(policy, {})[name] = oldest
     return Governance(owner, withheld)
 
 
