@@ -27,7 +27,7 @@ namespace) pairs + PodGroups; no pod is visited.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -86,17 +86,19 @@ NO_USAGE = QueueUsage()
 """What a queue without pods or PodGroups uses; shared, so never mutated."""
 
 
-def bounded_usage(entry: QueueUsage, names: Set[str]) -> QueueUsage:
+def bounded_usage(entry: QueueUsage, names: frozenset[str]) -> QueueUsage:
     """``entry`` on the resource names ``names`` only (a policy's dimensions): what its pods
     ask for beyond them is no dimension of the queue. The same object when nothing is left
     out, the common case. O(dimensions of ``entry``); no pod is visited."""
-    # Spelled out: at 10,000 queues a round, a loop over the parts costs more than the check.
+    # Spelled out: at 10,000 queues a round, a loop over the parts costs more than the check;
+    # and issuperset: ``keys() <=`` looks each name up the generic way, 1.5 times as slow.
+    covers = names.issuperset
     if (
-        entry.request.keys() <= names
-        and entry.allocated.keys() <= names
-        and (not entry.held or entry.held.keys() <= names)
-        and (not entry.inqueue or entry.inqueue.keys() <= names)
-        and (not entry.elastic or entry.elastic.keys() <= names)
+        covers(entry.request)
+        and covers(entry.allocated)
+        and (not entry.held or covers(entry.held))
+        and (not entry.inqueue or covers(entry.inqueue))
+        and (not entry.elastic or covers(entry.elastic))
     ):
         return entry
     parts = (entry.allocated, entry.request, entry.inqueue, entry.elastic, entry.held)
