@@ -75,9 +75,14 @@ def queue_tree(
                 left_out[name] = f"parent {named} is governed by SchedulerPolicy {owner}, not {own}"
         else:
             parent[name] = named
-    if not left_out and all(named is None for named in parent.values()):
-        # No queue below another (every round of a flat policy): one level, nothing to check.
-        return QueueTree(parent, (tuple(sorted(parent)),) if parent else (), {})
+    if not left_out:
+        if all(named is None for named in parent.values()):
+            # No queue below another (every round of a flat policy): one level, nothing to check.
+            return QueueTree(parent, (tuple(sorted(parent)),) if parent else (), {})
+        levels = _levels(parent)
+        if sum(map(len, levels)) == len(parent):
+            # Every queue is reached from the root (a valid tree, the common case): no cycle.
+            return QueueTree(parent, levels, {})
     # Cycles: walk up from each queue, marking the walk; a walk that meets itself is a cycle.
     state: dict[str, int] = {}  # 1: on the current walk, 2: settled
     for start in sorted(parent):
@@ -121,15 +126,21 @@ def queue_tree(
         if above is not None:
             left_out[name] = f"under queue {above}, which is left out: {left_out[above]}"
     kept = {name: p for name, p in parent.items() if name not in left_out}
+    return QueueTree(kept, _levels(kept), left_out)
+
+
+def _levels(parent: Mapping[str, str | None]) -> tuple[tuple[str, ...], ...]:
+    """The queues by depth from the root, names sorted per level; a queue on a cycle, or
+    below one, is in none."""
     children: dict[str | None, list[str]] = {}
-    for name, p in kept.items():
+    for name, p in parent.items():
         children.setdefault(p, []).append(name)
     levels: list[tuple[str, ...]] = []
     current = sorted(children.get(None, []))
     while current:
         levels.append(tuple(current))
         current = sorted(child for name in current for child in children.get(name, []))
-    return QueueTree(kept, tuple(levels), left_out)
+    return tuple(levels)
 
 
 @dataclass(frozen=True, slots=True)
