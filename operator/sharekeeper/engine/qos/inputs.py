@@ -1,4 +1,5 @@
-"""Frozen input values of the QoS engine: policies, the node and its pods, in internal units.
+"""Frozen input values of the QoS engine (``QosPod`` aside): policies, the node and its pods,
+in internal units.
 
 Units: CPU in millicores, memory in bytes, times in whole seconds since the epoch, rule values
 in the metric's own unit (see ``metrics``: millicores, bytes or milli-percent). ``None`` always
@@ -42,8 +43,13 @@ class ThrottleState:
     current_limit_milli: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class QosPod:
+    """A pod bound to the node. Not frozen, unlike the other values: the operator makes one for
+    every bound pod listed and at every event of one, and again with each QoS check's usage
+    (150,000 at the top size), and a frozen dataclass is built about four times slower. Not to
+    be changed once made."""
+
     key: PodKey
     uid: str = ""
     qos_class: QosClass = "BestEffort"
