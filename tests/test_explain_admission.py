@@ -16,7 +16,8 @@ import yaml
 from builders import node, pod, policy, queue
 from sharekeeper.cli import main
 from sharekeeper.engine.keys import PodKey
-from sharekeeper.engine.reclaim import NotServed, NotServedReason, Shortfall
+from sharekeeper.engine.reclaim import NotServed, NotServedReason
+from sharekeeper.engine.resources import Shortfall
 from sharekeeper.model.objects import MutableObj
 from sharekeeper.simulate.explaining import explain, parse_target, render_text
 from sharekeeper.simulate.reading import parse_objects
@@ -196,14 +197,15 @@ def test_a_first_in_line_above_its_share_says_which_queue_refuses_and_by_how_muc
     assert {entry["victim"] for entry in reclaim["pods"]} == {False}
     assert {entry["why"] for entry in reclaim["pods"]} == {
         "may be evicted for pod other/b-big (first in line), which is not served: its queue "
-        "would exceed its deserved share with it: cpu 8 requested, 6 left"
+        "would exceed its deserved share with it: cpu 8 requested, 6 available"
     }
 
 
 @pytest.mark.parametrize(
     ("limiting", "available", "words"),
     [
-        ("b", 6000, "its queue would exceed its deserved share with it: cpu 8 requested, 6 left"),
+        ("b", 6000, "its queue would exceed its deserved share with it: cpu 8 requested, "
+         "6 available"),
         ("team", -2000, "queue team above it would exceed its deserved share with it: cpu 8 "
          "requested, already 2 over"),
     ],

@@ -21,7 +21,6 @@ from sharekeeper.engine.overcommit import (
     OvercommitQueue,
     OvercommitSnapshot,
     OvercommitSpec,
-    Shortfall,
     effective_factor,
     effective_factors,
     enqueue_headroom,
@@ -37,7 +36,7 @@ from sharekeeper.engine.overcommit import (
     queue_admissions,
     shortfalls,
 )
-from sharekeeper.engine.resources import exceeded_part, sum_amounts
+from sharekeeper.engine.resources import Shortfall, exceeded_part, sum_amounts
 from sharekeeper.model.quantities import parse_resources
 
 GIB = 2**30

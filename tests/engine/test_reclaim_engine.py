@@ -206,7 +206,7 @@ def test_a_pod_that_would_take_its_queue_past_its_deserved_does_not_reclaim() ->
     (refusal,) = plan.not_served
     assert refusal.reason is NotServedReason.ABOVE_SHARE
     assert refusal.limiting == "a"
-    assert [(s.dimension, s.requested, s.available) for s in refusal.shortfalls] == [
+    assert [(s.resource, s.requested, s.available) for s in refusal.shortfalls] == [
         ("cpu", 3001, 3000)
     ]
 
@@ -225,7 +225,7 @@ def test_every_requested_dimension_must_stay_within_deserved() -> None:
         )
     )
     assert reasons(plan) == {"w": "AboveShare"}
-    assert [s.dimension for s in plan.not_served[0].shortfalls] == ["memory"]
+    assert [s.resource for s in plan.not_served[0].shortfalls] == ["memory"]
 
 
 def test_every_queue_above_the_pods_queue_must_stay_within_its_deserved() -> None:
@@ -1065,7 +1065,7 @@ def test_volcano_case8_every_requested_dimension_must_fit_the_reclaimers_share()
     assert volcano_expected(case_id)["evicted"] == ["ns1/p28"]  # Volcano: some dimension fits
     plan = plan_reclaim(volcano_inputs(case_id))
     assert reasons(plan) == {"p30": "AboveShare"}
-    assert plan.not_served[0].shortfalls[0].dimension == "cpu"
+    assert plan.not_served[0].shortfalls[0].resource == "cpu"
     raised = {"cpu": 3000, "memory": 4 * GI, "nvidia.com/gpu": 1000}
     plan = plan_reclaim(volcano_inputs(case_id, queue18=raised))
     assert evicted(plan) == ["p28"]  # the only pod that frees the GPU it needs

@@ -47,9 +47,16 @@ from typing import Literal
 
 from sharekeeper.engine.admission import AdmissionResult, NodePolicy
 from sharekeeper.engine.keys import PodKey
-from sharekeeper.engine.overcommit import Shortfall, shortfalls
+from sharekeeper.engine.overcommit import shortfalls
 from sharekeeper.engine.proportional import NodeUsage, idle_resources, is_unrestricted
-from sharekeeper.engine.resources import Amounts, add, exceeded_part, subtract, sum_amounts
+from sharekeeper.engine.resources import (
+    Amounts,
+    Shortfall,
+    add,
+    exceeded_part,
+    subtract,
+    sum_amounts,
+)
 from sharekeeper.engine.shares import PodSnapshot, QueueShare, ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.accounting import pod_claim
 from sharekeeper.engine.shares.snapshot import (

@@ -29,6 +29,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 from sharekeeper.engine.resources import (
+    Shortfall,
     exceeded_part,
     inqueue_reservation,
     subtract,
@@ -206,15 +207,6 @@ def enqueue_headroom(
         )
         for name in sorted(names)
     }
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Shortfall:
-    """One dimension a job asks for that its limit cannot give."""
-
-    resource: str
-    requested: int
-    available: int
 
 
 def shortfalls(requested: Mapping[str, int], available: Mapping[str, int]) -> tuple[Shortfall, ...]:

@@ -19,10 +19,9 @@ from sharekeeper.engine.gates import GateDecisions, NotBound, Waiting
 from sharekeeper.engine.overcommit import (
     OvercommitResult,
     QueueAdmission,
-    Shortfall,
     factor_number,
 )
-from sharekeeper.engine.resources import UNLIMITED
+from sharekeeper.engine.resources import UNLIMITED, Shortfall
 from sharekeeper.engine.shares import PolicyShare, QueueShare, ShareResult
 from sharekeeper.engine.shares.snapshot import PODS, PolicyName, QueueName
 from sharekeeper.model.conditions import condition
@@ -458,9 +457,15 @@ def listed(names: Sequence[str], noun: str) -> str:
 
 
 def shortfall_text(shortfalls: tuple[Shortfall, ...]) -> str:
+    """What is short, in the words of every message that says it: "cpu 8 requested, 6
+    available", or "already 2 over" when the bound is passed already."""
     text = "; ".join(
         f"{s.resource} {to_quantity(s.resource, s.requested)} requested, "
-        f"{to_quantity(s.resource, s.available)} available"
+        + (
+            f"{to_quantity(s.resource, s.available)} available"
+            if s.available >= 0
+            else f"already {to_quantity(s.resource, -s.available)} over"
+        )
         for s in shortfalls[:MAX_LISTED]
     )
     more = len(shortfalls) - MAX_LISTED

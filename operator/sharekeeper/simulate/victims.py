@@ -28,9 +28,10 @@ from sharekeeper.engine.reclaim import (
 )
 from sharekeeper.engine.shares.snapshot import QueueName
 from sharekeeper.model.objects import MutableObj
-from sharekeeper.model.quantities import format_resources, to_quantity
+from sharekeeper.model.quantities import format_resources
 from sharekeeper.pipeline.reclaiming import PolicyReclaim
 from sharekeeper.pipeline.shares import Publication
+from sharekeeper.pipeline.statuses import shortfall_text
 
 MAX_EXPLAINED_PODS = 20
 """Running pods of the queue explained, victims first; the others are counted."""
@@ -181,13 +182,4 @@ def not_served_text(missed: NotServed) -> str:
     if missed.reason is not NotServedReason.ABOVE_SHARE or not missed.shortfalls:
         return NOT_SERVED[missed.reason]
     where = "its queue" if missed.limiting == missed.queue else f"queue {missed.limiting} above it"
-    short = "; ".join(
-        f"{s.dimension} {to_quantity(s.dimension, s.requested)} requested, "
-        + (
-            f"{to_quantity(s.dimension, s.available)} left"
-            if s.available >= 0
-            else f"already {to_quantity(s.dimension, -s.available)} over"
-        )
-        for s in missed.shortfalls
-    )
-    return f"{where} would exceed its deserved share with it: {short}"
+    return f"{where} would exceed its deserved share with it: {shortfall_text(missed.shortfalls)}"

@@ -90,12 +90,12 @@ from sharekeeper.engine.reclaim.values import (
     Reclaim,
     ReclaimInputs,
     ReclaimPlan,
-    Shortfall,
     Spared,
     SpareReason,
     Victim,
     Waiting,
 )
+from sharekeeper.engine.resources import Shortfall
 
 _Place = tuple[float, str]
 """A giving queue's place in the eviction order: (-its overuse at the start of the round, its

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from sharekeeper.engine.keys import PodKey
-from sharekeeper.engine.resources import Amounts
+from sharekeeper.engine.resources import Amounts, Shortfall
 
 GroupKey = tuple[str, str]
 """A PodGroup's ``(namespace, name)``."""
@@ -226,16 +226,6 @@ class Victim:
     reclaimer and lacking on the node) that it frees, as the round stood just before it."""
     gang: str | None
     """Set when it goes with its whole PodGroup (every pod of the group is in the plan)."""
-
-
-@dataclass(slots=True)
-class Shortfall:
-    """Not frozen (see ``NotServed``): most waiting pods not served are AboveShare, each with
-    one or more. Not to be changed once planned."""
-
-    dimension: str
-    requested: int
-    available: int
 
 
 @dataclass(frozen=True, slots=True)
