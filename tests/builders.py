@@ -3,6 +3,7 @@ helper that runs them through simulate's path (model parsing, then the share eng
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -120,6 +121,21 @@ def pod(
         "spec": spec,
         "status": {"phase": phase or ("Running" if node else "Pending")},
     }
+
+
+def unschedulable(obj: MutableObj, since: str | None = "2026-01-01T00:01:00Z") -> MutableObj:
+    """A copy of the pod ``obj`` as kube-scheduler leaves one it found no node for: its
+    PodScheduled condition False for Unschedulable since ``since`` (None: no transition time),
+    after the kubelet's Initialized."""
+    found = copy.deepcopy(obj)
+    condition: MutableObj = {
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "0/2 nodes are available: 2 Insufficient cpu.",
+    }  # fmt: skip
+    if since is not None:
+        condition["lastTransitionTime"] = since
+    found["status"]["conditions"] = [{"type": "Initialized", "status": "True"}, condition]
+    return found
 
 
 def pod_group(

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from builders import node, pod, policy, queue
+from builders import node, pod, policy, queue, unschedulable
 from sharekeeper.cli import main
 from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.reclaim import NotServed, NotServedReason
@@ -181,11 +181,9 @@ def test_a_first_in_line_above_its_share_says_which_queue_refuses_and_by_how_muc
     """b runs 4 cpu on n3, and kube-scheduler found no node for its 8-cpu pod: 20 cpu, a asks
     16, b 12, so each deserves 10; the pod would take b to 12: AboveShare, 6 cpu left. a (16
     of 10) is overused, and its pods say why none is evicted for it."""
-    big = pod("b-big", "b", created=CREATED, cpu=8, memory="1Gi", namespace="other")
-    big["status"]["conditions"] = [
-        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-         "lastTransitionTime": CREATED, "message": "0/3 nodes are available"}
-    ]  # fmt: skip
+    big = unschedulable(
+        pod("b-big", "b", created=CREATED, cpu=8, memory="1Gi", namespace="other"), since=CREATED
+    )
     objects = overused(
         node("n3", cpu=4, memory="64Gi"),
         pod("b-run", "b", node="n3", cpu=4, memory="1Gi", namespace="other"),

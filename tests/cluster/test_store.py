@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from builders import node, pod, pod_group
+from builders import node, pod, pod_group, unschedulable
 from sharekeeper.cluster.store import ClusterStore, Listeners
 from sharekeeper.engine.shares import Charges, PodGroupSnapshot
 from sharekeeper.engine.shares.accounting import QueueUsage, queue_usage
@@ -492,15 +492,6 @@ def test_a_claims_bound_pods_count_their_changes_and_a_claim_back_never_counts_a
     assert changes() > second
 
 
-def unschedulable(obj: MutableObj, since: str = "2026-01-01T00:01:00Z") -> MutableObj:
-    return changed(
-        obj,
-        "status.conditions",
-        [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-          "lastTransitionTime": since}],
-    )  # fmt: skip
-
-
 def test_pods_that_wait_to_be_scheduled_are_indexed_until_they_are_bound_or_gone() -> None:
     recorder = Recorder()
     pods = recorder.store.pods
@@ -514,9 +505,7 @@ def test_pods_that_wait_to_be_scheduled_are_indexed_until_they_are_bound_or_gone
     assert waiting() == ["h", "u"]
     # Tried again, the scheduler rewrites only the message: nothing reclaim reads changed.
     again = unschedulable(pending)
-    again["status"]["conditions"] = [
-        {**unschedulable(pending)["status"]["conditions"][0], "message": "0/3 nodes"}
-    ]
+    again["status"]["conditions"][-1]["message"] = "0/3 nodes are available"
     assert not recorder.woken_by(pods, "MODIFIED", again)
     assert recorder.woken_by(pods, "MODIFIED", unschedulable(pending, "2026-01-01T00:05:00Z"))
     # Bound, it no longer waits; a held pod released and bound neither.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from builders import node, pod
+from builders import node, pod, unschedulable
 from sharekeeper.engine.node_constraints import (
     ANY_NODE,
     NO_NODE,
@@ -23,17 +23,6 @@ from sharekeeper.model.records import PodRecord, WaitingPodRecord
 
 CREATED = "2026-01-01T00:00:00Z"
 CREATED_SECONDS = 1_767_225_600.0
-
-
-def unschedulable(obj: MutableObj, since: str | None = "2026-01-01T00:01:00Z") -> MutableObj:
-    condition: dict[str, Any] = {
-        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-        "message": "0/2 nodes are available: 2 Insufficient cpu.",
-    }  # fmt: skip
-    if since is not None:
-        condition["lastTransitionTime"] = since
-    obj["status"]["conditions"] = [{"type": "Initialized", "status": "True"}, condition]
-    return obj
 
 
 def test_an_unschedulable_pod_waits_since_its_condition_changed() -> None:

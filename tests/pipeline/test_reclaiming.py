@@ -6,7 +6,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from builders import node, pod, pod_group, policy, queue
+from builders import node, pod, pod_group, policy, queue, unschedulable
 from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.reclaim import ReclaimInputs, Running
 from sharekeeper.pipeline.shares import Carried, Publication, publication
@@ -326,20 +326,16 @@ def test_a_node_full_by_pod_count_has_no_room() -> None:
 # --- pods outside admission: the scheduler finds them Unschedulable -------------------------
 
 
-def unschedulable(obj: dict[str, Any], since: str = CREATED) -> dict[str, Any]:
-    """``obj`` as kube-scheduler leaves a pod it found no node for."""
-    obj["metadata"]["creationTimestamp"] = CREATED
-    obj["status"]["conditions"] = [
-        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-         "lastTransitionTime": since, "message": "0/2 nodes are available"}
-    ]  # fmt: skip
-    return obj
+def outside_pod(name: str, queue: str | None = None, **fields: Any) -> dict[str, Any]:
+    """A pod of namespace other that kube-scheduler found no node for as it was created."""
+    found = pod(name, queue, namespace="other", created=CREATED, **fields)
+    return unschedulable(found, since=CREATED)
 
 
 def outside(*extra: dict[str, Any], mode: str = "Preview") -> list[dict[str, Any]]:
     """``full_cluster`` with b's pod never gated: the scheduler found no room for it."""
     objects = full_cluster(*extra, mode=mode)
-    objects[-1 - len(extra)] = unschedulable(pod("b0", "b", cpu=4, memory="1Gi", namespace="other"))
+    objects[-1 - len(extra)] = outside_pod("b0", "b", cpu=4, memory="1Gi")
     return objects
 
 
@@ -362,9 +358,9 @@ def test_it_waits_from_when_it_was_found_unschedulable_not_from_its_creation() -
 
 
 def test_an_unschedulable_pod_room_cannot_help_is_no_reclaimer() -> None:
-    nameless = unschedulable(pod("x0", cpu=4, memory="1Gi", namespace="other"))
-    unknown = unschedulable(pod("x1", "nowhere", cpu=4, memory="1Gi", namespace="other"))
-    unoffered = unschedulable(pod("x2", "b", cpu=4, namespace="other", **{"example.com/fpga": 1}))
+    nameless = outside_pod("x0", cpu=4, memory="1Gi")
+    unknown = outside_pod("x1", "nowhere", cpu=4, memory="1Gi")
+    unoffered = outside_pod("x2", "b", cpu=4, **{"example.com/fpga": 1})
     result = published(*full_cluster(nameless, unknown, unoffered))
     assert [w.name for w in inputs_of(result).waiting] == ["b0"]  # the held one alone
     closed = outside()
@@ -379,7 +375,7 @@ def test_a_pod_of_a_queue_that_does_not_admit_its_namespace_is_no_reclaimer() ->
 
 
 def test_a_podgroup_names_the_queue_of_its_unschedulable_pods() -> None:
-    member = unschedulable(pod("m0", group="job", cpu=4, memory="1Gi", namespace="other"))
+    member = outside_pod("m0", group="job", cpu=4, memory="1Gi")
     objects = [*full_cluster(), pod_group("job", "b", namespace="other"), member]
     objects.remove(named(objects, "b0"))  # b's held pod: the member alone waits
     [waiting] = inputs_of(published(*objects)).waiting
@@ -389,9 +385,9 @@ def test_a_podgroup_names_the_queue_of_its_unschedulable_pods() -> None:
 def b_outside_the_gate() -> tuple[dict[str, Any], dict[str, Any]]:
     """Two pods of b, 4 cpu each, that the gate does not hold and the scheduler found no node
     for: b1 never gated, created after b0; b2 released by the gate."""
-    later = unschedulable(pod("b1", "b", cpu=4, memory="1Gi", namespace="other"))
+    later = outside_pod("b1", "b", cpu=4, memory="1Gi")
     later["metadata"]["creationTimestamp"] = "2026-01-01T00:00:05Z"
-    released = unschedulable(pod("b2", "b", admitted=True, cpu=4, memory="1Gi", namespace="other"))
+    released = outside_pod("b2", "b", admitted=True, cpu=4, memory="1Gi")
     return later, released
 
 
