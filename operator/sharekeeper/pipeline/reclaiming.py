@@ -57,8 +57,14 @@ from sharekeeper.engine.reclaim import (
     Waiting,
     plan_reclaim,
 )
-from sharekeeper.engine.resources import Amounts, add, exceeded_part
-from sharekeeper.engine.shares import PodSnapshot, ShareNode, ShareResult, ShareSnapshot
+from sharekeeper.engine.resources import NO_AMOUNTS, Amounts, add, exceeded_part
+from sharekeeper.engine.shares import (
+    PodSnapshot,
+    QueueShare,
+    ShareNode,
+    ShareResult,
+    ShareSnapshot,
+)
 from sharekeeper.engine.shares.accounting import pod_claim
 from sharekeeper.engine.shares.snapshot import (
     DEFAULT_QUEUE,
@@ -226,51 +232,64 @@ def _waiting(
     """The pods that wait for room under ``policies``, each with its place in the admission
     order (numbered across policies: only the order within one matters) and the nodes of its
     policy it could use: the held pods the gate keeps waiting for room, and the pods the
-    scheduler finds Unschedulable (``_unschedulable``). A pod is listed once."""
+    scheduler finds Unschedulable (``_unschedulable``). A pod is listed once.
+
+    O(waiting pods), with a few look-ups each: at the top size, 10,000 of each kind wait."""
     ordered: list[tuple[tuple[float, int, float, str], _Reclaimer]] = []
     listed: set[PodKey] = set()
-    for pod in held:
-        key = PodKey(pod.namespace, pod.name)
-        why = gates.waiting.get(key)
-        if why is None or key in listed or not _waits_for_room(why, gates.waiting):
-            continue
-        share = shares.queues.get(QueueName(why.queue))
-        if share is None or share.policy is None or share.policy not in policies:
-            continue
-        record = unscheduled.get(key)
-        constraints = record.constraints if record is not None else ANY_NODE
-        order = (share.share, -pod.priority, pod.created_seconds, f"{pod.namespace}/{pod.name}")
-        ordered.append(
-            (order, _Reclaimer(pod, why.queue, share.policy, constraints, pod.created_seconds))
-        )
-        listed.add(key)
-    for reclaimer in _unschedulable(snapshot, shares, unscheduled.values(), policies):
+    gate_waiting = gates.waiting
+    # Most held pods wait for their own queue (QuotaExceeded): when none waits for room, the
+    # held pods are not walked at all.
+    if any(_waits_for_room(why, gate_waiting) for why in gate_waiting.values()):
+        for pod in held:
+            key = PodKey(pod.namespace, pod.name)
+            why = gate_waiting.get(key)
+            if why is None or key in listed or not _waits_for_room(why, gate_waiting):
+                continue
+            share = shares.queues.get(QueueName(why.queue))
+            if share is None or share.policy is None or share.policy not in policies:
+                continue
+            record = unscheduled.get(key)
+            constraints = record.constraints if record is not None else ANY_NODE
+            order = (share.share, -pod.priority, pod.created_seconds, f"{pod.namespace}/{pod.name}")
+            reclaimer = _Reclaimer(pod, why.queue, share.policy, constraints, pod.created_seconds)
+            ordered.append((order, reclaimer))
+            listed.add(key)
+    for share, reclaimer in _unschedulable(snapshot, shares, unscheduled.values(), policies):
         pod = reclaimer.pod
         if listed and PodKey(pod.namespace, pod.name) in listed:
             continue
-        share = shares.queues[QueueName(reclaimer.queue)]
         order = (share.share, -pod.priority, pod.created_seconds, f"{pod.namespace}/{pod.name}")
         ordered.append((order, reclaimer))
     ordered.sort(key=itemgetter(0))
     by_policy: dict[PolicyName, list[Waiting]] = {}
-    eligible: dict[PolicyName, _Eligible] = {}
+    per_policy: dict[PolicyName, tuple[list[Waiting], Set[str], _Eligible]] = {}
     for index, (_, reclaimer) in enumerate(ordered):
         pod, policy = reclaimer.pod, reclaimer.policy
-        if policy not in eligible:
-            eligible[policy] = _Eligible(
-                [n for n in snapshot.nodes if (f := facts.nodes.get(n.name)) and f.policy == policy]
+        facts_of = per_policy.get(policy)
+        if facts_of is None:
+            nodes = [
+                n for n in snapshot.nodes if (f := facts.nodes.get(n.name)) and f.policy == policy
+            ]
+            facts_of = per_policy[policy] = (
+                by_policy.setdefault(policy, []),
+                shares.policies[policy].dimensions,
+                _Eligible(nodes),
             )
-        dimensions = shares.policies[policy].dimensions
-        by_policy.setdefault(policy, []).append(
+        found, dimensions, eligible = facts_of
+        request = pod.request
+        found.append(
             Waiting(
-                namespace=pod.namespace,
-                name=pod.name,
-                queue=reclaimer.queue,
-                request=_within(pod.request, dimensions),
-                waited_seconds=max(now - reclaimer.since, 0.0),
-                order=index,
-                nodes=eligible[policy].nodes_for(reclaimer.constraints),
-                group=pod.group_name,
+                pod.namespace,
+                pod.name,
+                reclaimer.queue,
+                request
+                if request.keys() <= dimensions and PODS not in request
+                else _within(request, dimensions),
+                max(now - reclaimer.since, 0.0),
+                index,
+                eligible.nodes_for(reclaimer.constraints),
+                pod.group_name,
             )
         )
     return by_policy
@@ -293,38 +312,46 @@ def _unschedulable(
     shares: ShareResult,
     unscheduled: Iterable[WaitingPodRecord],
     policies: Collection[PolicyName],
-) -> Iterator[_Reclaimer]:
+) -> Iterator[tuple[QueueShare, _Reclaimer]]:
     """The pods the scheduler finds Unschedulable (outside the admission gate) that name a
     queue, by label, Volcano annotation or PodGroup (``accounting.pod_claim``: a PodGroup that
     names none charges the default queue), and that room could help: the queue exists, admits
     the pod's namespace, is an Open leaf governed by one of ``policies``, and its nodes offer
-    every resource the pod asks for."""
+    every resource the pod asks for. Each with its queue's share."""
     groups: dict[tuple[str, str], str | None] | None = None
+    queues, refused, offered = shares.queues, shares.refused, _offered(shares, policies)
     for record in unscheduled:
         pod = record.share
-        if record.unschedulable_since is None or pod.admission == "held" or not pod.pending:
+        since = record.unschedulable_since
+        if since is None or pod.admission == "held" or pod.node_name is not None or pod.terminal:
             continue
         claim = pod_claim(pod)
         if claim[0] == "named":
-            queue = claim[1]
+            queue = QueueName(claim[1])
         elif claim[0] == "grouped":
             if groups is None:
                 groups = {(g.namespace, g.name): g.queue for g in snapshot.pod_groups}
-            queue = groups.get(claim[1]) or DEFAULT_QUEUE
+            queue = QueueName(groups.get(claim[1]) or DEFAULT_QUEUE)
         else:
             continue
-        share = shares.queues.get(QueueName(queue))
+        share = queues.get(queue)
         if (
             share is None
-            or share.policy is None
-            or share.policy not in policies
-            or pod.namespace in shares.refused.get(QueueName(queue), {})
             or share.state != "Open"
             or not share.leaf
-            or not_offered(pod.request, shares.policies[share.policy].offered)
+            or share.policy not in offered
+            or (refused and pod.namespace in refused.get(queue, NO_AMOUNTS))
         ):
             continue
-        yield _Reclaimer(pod, queue, share.policy, record.constraints, record.unschedulable_since)
+        names = offered[share.policy]
+        if not pod.request.keys() <= names and not_offered(pod.request, names):
+            continue
+        yield share, _Reclaimer(pod, queue, share.policy, record.constraints, since)
+
+
+def _offered(shares: ShareResult, policies: Collection[PolicyName]) -> dict[PolicyName, Set[str]]:
+    """What the nodes of each of ``policies`` offer (``PolicyShare.offered``)."""
+    return {name: shares.policies[name].offered for name in policies if name in shares.policies}
 
 
 class _Eligible:
