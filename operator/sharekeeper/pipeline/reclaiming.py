@@ -438,12 +438,9 @@ def reclaim_inputs(
     overused leaf queues whose pods ``read`` does not have as they are)."""
     dimensions = shares.policies[policy].dimensions
     specs = {queue.name: queue for queue in snapshot.queues}
-    governed = {name: share for name, share in shares.queues.items() if share.policy == policy}
-    overused = [
-        name
-        for name, share in sorted(governed.items())
-        if share.leaf and _over(share.allocated, share.deserved)
-    ]
+    by_name = sorted(item for item in shares.queues.items() if item[1].policy == policy)
+    governed = dict(by_name)
+    overused = [name for name, share in by_name if share.leaf and _over(share)]
     running: dict[str, tuple[Running, ...]] = {}
     gone_by_queue: dict[str, dict[str, int]] = {}
     gone_by_node: dict[str, dict[str, int]] = {}
@@ -461,7 +458,7 @@ def reclaim_inputs(
         claims = _claims(queue, policy, snapshot, groups_of.get(queue, ()))
         refused = shares.refused.get(queue, {})
         # The counts before the pods: a change in between is read again next round.
-        changed = tuple((claim, pods.bound_changed(claim)) for claim in claims)
+        changed = tuple([(claim, pods.bound_changed(claim)) for claim in claims])
         pods_from = (changed, dimensions, refused, evicting)
         queue_pods = read.queue_pods.last(queue, pods_from) or _queue_pods(
             queue, _bound_pods(claims, pods), dimensions=dimensions, refused=refused,
@@ -484,7 +481,7 @@ def reclaim_inputs(
             gone_above[above] = add(gone_above.get(above, {}), amounts)
             above = governed[above].parent
     queues: list[QueueState] = []
-    for name, share in sorted(governed.items()):
+    for name, share in by_name:
         gone = gone_above.get(name)
         reclaimable = specs[name].reclaimable if name in specs else True
         queue_from = (policy, share.parent, share.deserved, share.allocated, share.guarantee,
@@ -610,8 +607,14 @@ def _queue_pods(
     return _QueuePods(tuple(candidates), tuple(gone), frozenset(groups))
 
 
-def _over(allocated: Amounts, deserved: Amounts) -> bool:
-    return any(amount > deserved.get(name, 0) for name, amount in allocated.items() if name != PODS)
+def _over(share: QueueShare) -> bool:
+    """Whether the queue holds more than it deserves in a dimension (``pods`` aside). A plain
+    loop: asked of every queue of the policy each round."""
+    deserved = share.deserved
+    for name, amount in share.allocated.items():
+        if amount > deserved.get(name, 0) and name != PODS:
+            return True
+    return False
 
 
 def _within(request: Amounts, dimensions: Set[str]) -> Amounts:
