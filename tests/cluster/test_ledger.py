@@ -269,6 +269,13 @@ def _plus(into: Amounts, amounts: Mapping[str, int]) -> None:
         into[name] = into.get(name, 0) + amount
 
 
+def _counted(amounts: Mapping[str, int], pods: int) -> Amounts:
+    """``amounts`` with one ``pods`` a pod, as a queue counts them."""
+    counted = dict(amounts)
+    _plus(counted, {"pods": pods})
+    return _nonzero(counted)
+
+
 def _amounts(resources: Mapping[str, str]) -> Amounts | None:
     total: Amounts = {}
     for name, quantity in resources.items():
@@ -366,7 +373,10 @@ class _Charge:
 
     def charges(self) -> Charges:
         return Charges(
-            _nonzero(self.allocated), _nonzero(self.request), self.pods, self.allocated_pods
+            _counted(self.allocated, self.allocated_pods),
+            _counted(self.request, self.pods),
+            self.pods,
+            self.allocated_pods,
         )
 
 

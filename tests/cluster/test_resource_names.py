@@ -62,7 +62,7 @@ def test_the_round_reads_only_what_nodes_offer_and_queue_specs_name() -> None:
     bounded = store.totals(names)
     assert bounded == restricted(store.totals(), set(names))
     charges = bounded.named["q"]["ns"]
-    assert charges.request == {"cpu": 2000, "example.com/licence": 1000, "memory": 2**30}
+    assert charges.request == {"cpu": 2000, "example.com/licence": 1000, "memory": 2**30, "pods": 2}
     assert charges.held == {"cpu": 1000, "memory": 2**30, "pods": 1}
     assert set(bounded.node_used["n"]) == {"cpu", "example.com/licence"}
 
@@ -72,5 +72,5 @@ def test_a_bucket_larger_than_the_names_is_walked_by_the_names_in_order() -> Non
     ledger = PodLedger()
     ledger.add(PodSnapshot("ns", "p", request={**MADE_UP, "memory": 1, "cpu": 2}, queue_label="q"))
     small = ledger.totals({"memory", "cpu"}).named["q"]["ns"]
-    assert list(small.request.items()) == [("cpu", 2), ("memory", 1)]  # sorted, every time
-    assert ledger.totals().named["q"]["ns"].request == {**MADE_UP, "memory": 1, "cpu": 2}
+    assert list(small.request.items()) == [("cpu", 2), ("memory", 1), ("pods", 1)]  # sorted
+    assert ledger.totals().named["q"]["ns"].request == {**MADE_UP, "memory": 1, "cpu": 2, "pods": 1}

@@ -67,6 +67,12 @@ def keys_on(store: ClusterStore, node_name: str) -> set[tuple[str, str]]:
 # --- objects that cannot be read ---
 
 
+def bound_charges(cpu: int, pods: int) -> Charges:
+    """What ``pods`` bound pods asking for ``cpu`` in all charge their queue (pods counted in)."""
+    amounts = {"cpu": cpu, "pods": pods}
+    return Charges(amounts, amounts, pods, pods)
+
+
 def test_an_unreadable_pod_is_left_out_and_reported_until_it_is_fixed() -> None:
     store = ClusterStore()
     store.pods.event("ADDED", pod("good", "q", node="n", cpu="1"))
@@ -77,7 +83,7 @@ def test_an_unreadable_pod_is_left_out_and_reported_until_it_is_fixed() -> None:
     assert ("ns", "bad") not in store.pods.records
     assert "lots" in store.pods.problems[("ns", "bad")]
     assert unreadable_gauge() == 1
-    assert store.totals().named == {"q": {"ns": Charges({"cpu": 1000}, {"cpu": 1000}, 1, 1)}}
+    assert store.totals().named == {"q": {"ns": bound_charges(1000, 1)}}
     assert keys_on(store, "n") == {("ns", "good")}
 
     store.pods.event("MODIFIED", requests_of(bad, cpu="2"))
@@ -85,7 +91,7 @@ def test_an_unreadable_pod_is_left_out_and_reported_until_it_is_fixed() -> None:
     assert ("ns", "bad") in store.pods.records
     assert store.pods.problems == {}
     assert unreadable_gauge() == 0
-    assert store.totals().named == {"q": {"ns": Charges({"cpu": 3000}, {"cpu": 3000}, 2, 2)}}
+    assert store.totals().named == {"q": {"ns": bound_charges(3000, 2)}}
     assert keys_on(store, "n") == {("ns", "good"), ("ns", "bad")}
 
 
@@ -94,8 +100,10 @@ def test_totals_in_other_resource_names_are_copied_again() -> None:
     other resource names gets copies in those."""
     store = ClusterStore()
     store.pods.event("ADDED", pod("p", "q", node="n", cpu="1", memory="1Gi"))
-    cpu_only = Charges({"cpu": 1000}, {"cpu": 1000}, 1, 1)
-    both = Charges({"cpu": 1000, "memory": 2**30}, {"cpu": 1000, "memory": 2**30}, 1, 1)
+    cpu_only = bound_charges(1000, 1)
+    both = Charges(
+        {"cpu": 1000, "memory": 2**30, "pods": 1}, {"cpu": 1000, "memory": 2**30, "pods": 1}, 1, 1
+    )
     assert store.totals(["cpu"]).named == {"q": {"ns": cpu_only}}
     assert store.totals(["cpu"]).named["q"]["ns"] is store.totals(["cpu"]).named["q"]["ns"]
     assert store.totals(["cpu", "memory"]).named == {"q": {"ns": both}}
@@ -175,7 +183,7 @@ def test_a_bound_pod_with_a_malformed_qos_field_counts_in_its_queue_but_is_never
     assert store.pods.problems == {("ns", "broken"): record.problem}
     assert unreadable_gauge() == 1
     # It still counts: in its queue, on its node ...
-    assert store.totals().named == {"q": {"ns": Charges({"cpu": 3000}, {"cpu": 3000}, 2, 2)}}
+    assert store.totals().named == {"q": {"ns": bound_charges(3000, 2)}}
     assert store.totals().node_used == {"n": {"cpu": 3000}}
     usage = queue_usage([QueueName("q")], store.totals(), ()).usage.get(QueueName("q"))
     assert usage is not None
@@ -324,7 +332,7 @@ def test_a_relist_that_omits_an_object_deletes_it() -> None:
         assert recorder.calls > before
 
     assert set(store.pods.records) == {("ns", "kept")}
-    assert store.totals().named == {"q": {"ns": Charges({"cpu": 1000}, {"cpu": 1000}, 1, 1)}}
+    assert store.totals().named == {"q": {"ns": bound_charges(1000, 1)}}
     assert store.totals().node_used == {"n": {"cpu": 1000}}
     assert keys_on(store, "n") == {("ns", "kept")}
     assert set(store.nodes.records) == {"n"}
@@ -421,7 +429,7 @@ def test_a_pod_leaves_its_node_when_it_ends_or_is_unbound() -> None:
 
     store.pods.event("MODIFIED", changed(running, "spec.nodeName", None))
     assert keys_on(store, "a") == set()
-    assert store.totals().named == {"q": {"ns": Charges({}, {"cpu": 1000}, 1)}}
+    assert store.totals().named == {"q": {"ns": Charges({}, {"cpu": 1000, "pods": 1}, 1)}}
 
 
 def test_pods_of_the_same_name_in_two_namespaces_are_two_pods() -> None:
@@ -432,7 +440,7 @@ def test_pods_of_the_same_name_in_two_namespaces_are_two_pods() -> None:
     store.pods.event("DELETED", pod("p", "q", node="a", cpu="1"))
 
     assert keys_on(store, "a") == {("other", "p")}
-    assert store.totals().named == {"q": {"other": Charges({"cpu": 1000}, {"cpu": 1000}, 1, 1)}}
+    assert store.totals().named == {"q": {"other": bound_charges(1000, 1)}}
 
 
 def test_no_usage_stays_behind_once_every_pod_is_gone() -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from builders import node, pod, pod_group, policy, queue, shares
+from sharekeeper.engine.shares import Charges, PodTotals
+from sharekeeper.engine.shares.accounting import queue_usage
+from sharekeeper.engine.shares.snapshot import QueueName
 
 
 def _objects() -> list[dict[str, object]]:
@@ -47,6 +50,19 @@ def test_scheduling_gated_pods_do_not_reserve() -> None:
         pod("running", group="job", node="n", cpu=1),
     )
     assert result.queues["q"].inqueue == {"cpu": 2000}  # 4 - 1 allocated - 1 gated
+
+
+def test_a_queue_charged_from_two_namespaces_sums_them_and_leaves_the_totals_as_they_were() -> None:
+    """A queue charged from one source holds that source's sums as they are: a second source
+    must make a new sum, not add into them."""
+    bound = Charges({"cpu": 1000, "pods": 1}, {"cpu": 1000, "pods": 1}, 1, 1)
+    pending = Charges({}, {"memory": 5, "pods": 2}, 2)
+    totals = PodTotals(named={"q": {"a": bound, "b": pending}})
+    usage = queue_usage([QueueName("q")], totals, ()).usage[QueueName("q")]
+    assert usage.allocated == {"cpu": 1000, "pods": 1}
+    assert usage.request == {"cpu": 1000, "memory": 5, "pods": 3}
+    assert bound == Charges({"cpu": 1000, "pods": 1}, {"cpu": 1000, "pods": 1}, 1, 1)
+    assert pending == Charges({}, {"memory": 5, "pods": 2}, 2)
 
 
 # --- Queue.spec.namespaces: which namespaces' pods a queue is charged for ------------------------

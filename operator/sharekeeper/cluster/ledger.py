@@ -36,6 +36,14 @@ def _add(into: dict[str, int], amounts: Amounts, sign: int) -> None:
             into.pop(name, None)  # an emptied dimension leaves no zero behind
 
 
+def _counted(amounts: dict[str, int], pods: int) -> dict[str, int]:
+    """``amounts`` (a copy of the ledger's own) with ``pods`` more of ``PODS``: one a pod, as a
+    queue counts its pods (none added for 0)."""
+    if pods:
+        amounts[PODS] = amounts.get(PODS, 0) + pods
+    return amounts
+
+
 class _Sums(Protocol):
     pods: int
 
@@ -91,8 +99,8 @@ class _ChargeSums:
         if self.copy is not None and self.copy[0] is keep:
             return self.copy[1]
         made = Charges(
-            keep(self.allocated),
-            keep(self.request),
+            _counted(keep(self.allocated), self.allocated_pods),
+            _counted(keep(self.request), self.pods),
             self.pods,
             self.allocated_pods,
             keep(self.held),

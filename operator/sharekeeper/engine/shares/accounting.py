@@ -44,7 +44,6 @@ from sharekeeper.engine.selectors import NAMESPACE_NAME_LABEL
 from sharekeeper.engine.shares.snapshot import (
     DEFAULT_QUEUE,
     DEFAULT_SCHEDULER_NAMES,
-    PODS,
     Charges,
     GroupKey,
     GroupPods,
@@ -73,8 +72,9 @@ def pod_claim(pod: PodSnapshot) -> Claim:
 
 @dataclass(slots=True)
 class QueueUsage:
-    allocated: dict[str, int] = field(default_factory=dict)
-    request: dict[str, int] = field(default_factory=dict)
+    allocated: Amounts = field(default_factory=dict)
+    """Possibly a ``Charges``' own mapping: never changed, replaced by a sum (``add``)."""
+    request: Amounts = field(default_factory=dict)
     inqueue: Amounts = field(default_factory=dict)
     elastic: Amounts = field(default_factory=dict)
     held: Amounts = field(default_factory=dict)
@@ -187,18 +187,19 @@ def queue_usage(
             return
         entry = usage.get(name)
         if entry is None:
-            # The common case, one source of charges per queue: its sums copied, in one go.
+            # The common case, one source of charges per queue: its sums as they are (pods
+            # counted in), not copied; a second source replaces them with sums.
             usage[name] = QueueUsage(
-                _with_pods(charges.allocated, charges.allocated_pods),
-                _with_pods(charges.request, charges.pods),
+                charges.allocated,
+                charges.request,
                 NO_AMOUNTS,
                 NO_AMOUNTS,
-                dict(charges.held) if charges.held else NO_AMOUNTS,
+                charges.held or NO_AMOUNTS,
                 charges.admitted_pods,
             )
             return
-        _accumulate(entry.request, charges.request, charges.pods)
-        _accumulate(entry.allocated, charges.allocated, charges.allocated_pods)
+        entry.request = add(entry.request, charges.request)
+        entry.allocated = add(entry.allocated, charges.allocated)
         if charges.held:
             entry.held = add(entry.held, charges.held)
         entry.admitted_pods += charges.admitted_pods
@@ -251,23 +252,6 @@ def refusal(counts: Mapping[str, int]) -> Reason:
         f"{where} name{'s' if pods == 1 else ''} this queue, whose spec.namespaces does not admit "
         "them; they are charged to no queue",
     )
-
-
-def _with_pods(amounts: Mapping[str, int], pods: int) -> dict[str, int]:
-    """A copy of ``amounts`` with ``pods`` more of ``PODS`` (none added for 0)."""
-    copied = dict(amounts)
-    if pods:
-        copied[PODS] = copied.get(PODS, 0) + pods
-    return copied
-
-
-def _accumulate(into: dict[str, int], amounts: Mapping[str, int], pods: int) -> None:
-    """``_with_pods``, added into ``into``."""
-    get = into.get
-    for name, amount in amounts.items():
-        into[name] = get(name, 0) + amount
-    if pods:
-        into[PODS] = get(PODS, 0) + pods
 
 
 def _reserves(group: PodGroupSnapshot, allocated_pods: int) -> bool:

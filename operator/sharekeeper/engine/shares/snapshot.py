@@ -166,10 +166,13 @@ GroupKey = tuple[str, str]
 
 @dataclass(frozen=True, slots=True)
 class Charges:
-    """What some pods hold and want: Σ requests of the bound ones and of all of them."""
+    """What some pods hold and want, as a queue's allocated and request count them."""
 
     allocated: Amounts = field(default_factory=dict)
+    """Σ requests of the bound ones, plus ``pods``: their count (no ``pods`` added for none)."""
     request: Amounts = field(default_factory=dict)
+    """Σ requests of all of them, plus ``pods``: their count. Counted in already, so that a
+    queue charged from one source (most are) holds these mappings as they are, uncopied."""
     pods: int = 0
     allocated_pods: int = 0
     held: Amounts = field(default_factory=dict)
