@@ -20,6 +20,7 @@ from sharekeeper.engine.shares import (
     ShareSnapshot,
     deserved_shares,
 )
+from sharekeeper.engine.shares.accounting import NO_USAGE, QueueUsage, bounded_usages
 from sharekeeper.engine.shares.snapshot import NodeName, PolicyName, QueueName
 from sharekeeper.pipeline.shares import Publication, publication
 from sharekeeper.pipeline.statuses import waiting_text
@@ -281,3 +282,14 @@ def test_the_engine_bounds_totals_that_were_not_bounded_before_it() -> None:
     assert result.queues[QueueName("tenant")].request == {"cpu": 300, "pods": 3}
     summary = result.policies[PolicyName("p")]
     assert (summary.offered, summary.dimensions) == ({"cpu", "pods"}, {"cpu", "pods"})
+
+
+def test_usage_within_the_names_is_handed_on_as_it_is_and_beyond_them_bounded() -> None:
+    plain = QueueUsage({"cpu": 1, "pods": 1}, {"cpu": 1, "pods": 1})
+    odd = QueueUsage({}, {"cpu": 2}, held={"cpu": 2, "example.com/made-up": 1, "pods": 1})
+    names = frozenset({"cpu", "pods"})
+    entries = [plain, NO_USAGE]
+    assert bounded_usages(entries, names) is entries
+    bounded = bounded_usages([plain, odd], names)
+    assert bounded[0] is plain
+    assert bounded[1] == QueueUsage({}, {"cpu": 2}, {}, {}, {"cpu": 2, "pods": 1})

@@ -39,6 +39,7 @@ from sharekeeper.engine.shares.accounting import (
     NO_USAGE,
     QueueUsage,
     bounded_usage,
+    bounded_usages,
     namespace_admission,
     queue_usage,
     refusal,
@@ -125,8 +126,8 @@ def deserved_shares(snapshot: ShareSnapshot) -> ShareResult:
     ungoverned = [queues[name] for name in sorted_names if name not in results]
     if ungoverned:
         kept = queue_dimensions((node.allocatable for node in snapshot.nodes), ungoverned)
-        for queue in ungoverned:
-            usage = bounded_usage(accounting.usage.get(queue.name, NO_USAGE), kept)
+        entries = [accounting.usage.get(queue.name, NO_USAGE) for queue in ungoverned]
+        for queue, usage in zip(ungoverned, bounded_usages(entries, kept), strict=True):
             results[queue.name] = _ungoverned(queue, usage, no_policy)
     for name, counts in accounting.refused.items():
         results[name] = replace(results[name], reasons=(*results[name].reasons, refusal(counts)))
@@ -262,7 +263,7 @@ def _policy_shares(
     allocatable = sum_amounts(node.allocatable for node in nodes)
     kept = queue_dimensions((allocatable,), queues)
     unmanaged = within(unmanaged_on(policy, nodes, snapshot.totals), kept)
-    # Usage is kept to ``kept`` where it is published (``bounded_usage``): the dense problem
+    # Usage is kept to ``kept`` where it is published (``bounded_usages``): the dense problem
     # reads its own dimensions only, and sums do not mix names.
     rolled = roll_up(tree, usage) if nested else usage
     problem = share_problem(
@@ -303,8 +304,10 @@ def _policy_shares(
     shares = dominant_shares(problem.allocated[:, shared], deserved[:, shared])
     shares = np.where(np.isnan(shares), 1.0 if sharing.policy == "Capacity" else 0.0, shares)
     overused = np.asarray((problem.allocated > deserved).any(axis=1))
+    published = bounded_usages([rolled.get(queue.name, NO_USAGE) for queue in governed], kept)
     rows = zip(
         governed,
+        published,
         sparse_rows(deserved, names),
         sparse_rows(real, names),
         shares.tolist(),
@@ -315,9 +318,8 @@ def _policy_shares(
     inner = {parent for parent in tree.parent.values() if parent is not None} if nested else set()
     ignore_guarantees = _ignores_guarantees(sharing)
     results: dict[QueueName, QueueShare] = {}
-    for queue, queue_deserved, real_capability, share, is_overused, decided in rows:
+    for queue, entry, queue_deserved, real_capability, share, is_overused, decided in rows:
         queue_name = queue.name
-        entry = bounded_usage(rolled.get(queue_name, NO_USAGE), kept)
         leaf = queue_name not in inner
         queue_reasons = reasons
         if not leaf and (own_pods := usage.get(queue_name, NO_USAGE).request.get(PODS, 0)):
