@@ -84,6 +84,18 @@ def test_sparse_rows_read_each_dense_row_back_in_the_order_of_the_names() -> Non
     assert sparse_rows(np.zeros((0, 3), dtype=np.int64), names) == []
 
 
+def test_sparse_rows_equal_to_the_common_row_are_one_mapping() -> None:
+    names = ("cpu", "memory")
+    matrix = np.array([[1, 2], [3, 4], [1, 2]], dtype=np.int64)
+    rows = sparse_rows(matrix, names, common=np.array([1, 2], dtype=np.int64))
+    assert rows == [{"cpu": 1, "memory": 2}, {"cpu": 3, "memory": 4}, {"cpu": 1, "memory": 2}]
+    assert rows[0] is rows[2]
+    assert all(type(amount) is int for row in rows for amount in row.values())
+    unshared = sparse_rows(matrix, names, common=np.array([9, 9], dtype=np.int64))
+    assert unshared == rows
+    assert unshared[0] is not unshared[2]
+
+
 def test_dense_reads_any_mapping_as_it_reads_dicts() -> None:
     names = ("cpu", "gpu", "memory")
     rows = [{"cpu": 1, "memory": 2}, {}, {"gpu": 3, "other": 9}]

@@ -53,9 +53,16 @@ class ShareProblem:
         return column_sums(self.guarantee)
 
     @property
+    def unguaranteed(self) -> Vectors:
+        """``max(total - Σ guarantees, 0)``: the realCapability of a queue with neither a
+        guarantee nor a capability below it (most queues)."""
+        free: Vectors = np.maximum(self.total - self.total_guarantee, 0)
+        return free
+
+    @property
     def real_capability(self) -> Vectors:
         """``min(max(total - Σ guarantees, 0) + own guarantee, capability)`` (Volcano §3.1)."""
-        free = np.maximum(self.total - self.total_guarantee, 0)
+        free = self.unguaranteed
         bounded: Vectors = np.minimum(free[np.newaxis, :] + self.guarantee, self.capability)
         return bounded
 

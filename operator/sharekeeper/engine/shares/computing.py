@@ -284,9 +284,11 @@ def _policy_shares(
         floors = tree_rows.floors(problem.guarantee)
         total_guarantee = column_sums(floors[tree_rows.levels[0]])
         reading = replace(problem, guarantee=floors)
+        common_real = None
     else:
         deserved = policy_deserved(problem, policy, snapshot.now_seconds, snapshot.seed)
         real, total_guarantee, reading = problem.real_capability, problem.total_guarantee, problem
+        common_real = problem.unguaranteed
     short = [
         n
         for n, g, t in zip(names, total_guarantee.tolist(), problem.total.tolist(), strict=True)
@@ -309,7 +311,7 @@ def _policy_shares(
         governed,
         published,
         sparse_rows(deserved, names),
-        sparse_rows(real, names),
+        sparse_rows(real, names, common=common_real),
         shares.tolist(),
         overused.tolist(),
         decided_by(reading, deserved, capacity=sharing.policy == "Capacity", real=real),
