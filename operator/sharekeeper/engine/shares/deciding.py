@@ -17,6 +17,7 @@ O(Q log Q) to find the distinct rows.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 import numpy as np
@@ -30,7 +31,7 @@ _NAMES: tuple[Decider, ...] = ("Request", "Capability", "Guarantee", "Deserved",
 
 def decided_by(
     problem: ShareProblem, deserved: Vectors, *, capacity: bool, real: Vectors | None = None
-) -> list[dict[str, str]]:
+) -> list[Mapping[str, str]]:
     """Per queue (rows of ``problem``), dimension -> the bound that decided its deserved;
     ``real``: the realCapability when it is not the flat one (a tree's)."""
     guarantee, request = problem.guarantee, problem.request
@@ -55,9 +56,10 @@ def decided_by(
     return _rows_by_code(codes, problem.dimensions)
 
 
-def _rows_by_code(codes: Vectors, dimensions: tuple[str, ...]) -> list[dict[str, str]]:
+def _rows_by_code(codes: Vectors, dimensions: tuple[str, ...]) -> list[Mapping[str, str]]:
     """One mapping per row of ``codes``. Few rows differ (most queues end at the same bounds),
-    so each distinct row is spelled once and copied: each queue still gets a dict of its own."""
+    so each distinct row is spelled once, and the queues that end alike share it (read-only, as
+    ``NO_AMOUNTS``): a copy a queue was 10,000 dicts a round."""
     if not dimensions:
         return [{} for _ in range(codes.shape[0])]
     # Every code fits a byte: a row's bytes are its key, and numpy finds the distinct ones.
@@ -68,4 +70,4 @@ def _rows_by_code(codes: Vectors, dimensions: tuple[str, ...]) -> list[dict[str,
         {dimension: _NAMES[code] for dimension, code in zip(dimensions, row, strict=True)}
         for row in distinct.view(np.uint8).reshape(-1, len(dimensions)).tolist()
     ]
-    return [spelled[index].copy() for index in row_of.tolist()]
+    return [spelled[index] for index in row_of.tolist()]
