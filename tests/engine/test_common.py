@@ -12,6 +12,7 @@ from shares_oracle import largest_remainder, water_fill_by_rounds
 
 from sharekeeper.engine.shares.common import (
     dominant_shares,
+    first_ranked,
     hamilton,
     water_fill,
     water_fill_groups,
@@ -112,6 +113,24 @@ def test_hamilton_keeps_bounds_and_sum() -> None:
     lows = np.array([[0, 0, 2]], dtype=np.int64)
     highs = np.array([[1, 1, 2]], dtype=np.int64)
     assert hamilton(exact, np.array([3]), lows, highs).tolist() == [[1, 0, 2]]
+
+
+RANKED = (0.0, -0.0, 0.5, -0.5, 0.25, 1e300, np.inf, -np.inf, np.nan)
+"""Remainders as hamilton ranks them: ties, signed zeros, infinities and NaN."""
+
+
+@given(st.integers(1, 4), st.integers(1, 9), st.data())
+def test_the_members_moved_are_those_a_stable_sort_puts_first(
+    rows: int, width: int, data: st.DataObject
+) -> None:
+    values = st.lists(st.sampled_from(RANKED), min_size=width, max_size=width)
+    ranking = np.array(data.draw(st.lists(values, min_size=rows, max_size=rows)))
+    counts = np.array(data.draw(st.lists(st.integers(0, width), min_size=rows, max_size=rows)))
+    order = np.argsort(ranking, axis=1, kind="stable")
+    expected = np.zeros(ranking.shape, dtype=bool)
+    for row, count in enumerate(counts.tolist()):
+        expected[row, order[row, :count]] = True
+    assert (first_ranked(ranking, counts) == expected).all()
 
 
 def test_share_is_the_dominant_ratio_over_deserved_dimensions() -> None:

@@ -213,19 +213,15 @@ def hamilton(exact: Floats, targets: Vectors, lows: Vectors, highs: Vectors) -> 
     short = missing > 0
     movable = np.where(short[:, np.newaxis], rounded < highs, rounded > lows)
     ranking = np.where(movable, np.where(short[:, np.newaxis], -remainders, remainders), np.inf)
-    order = np.argsort(ranking, axis=1, kind="stable")
-    moved = (
-        np.arange(rounded.shape[1])
-        < np.minimum(np.abs(missing), np.count_nonzero(movable, axis=1))[:, np.newaxis]
-    )
-    problems, places = np.nonzero(moved)
-    rounded[problems, order[problems, places]] += np.sign(missing)[problems]
+    moving = np.minimum(np.abs(missing), np.count_nonzero(movable, axis=1))
+    moved = first_ranked(ranking, moving)
+    rounded += np.where(moved, np.sign(missing)[:, np.newaxis], 0)
     # Past 2**53 a float can be several units off: what is still missing then moves in the same
     # order, each member as far as its bound allows, so that the sum is still exact.
     left = targets - column_sums(rounded.T)
     uneven = np.flatnonzero(left)
     if uneven.size:
-        ranked, rows = order[uneven], uneven[:, np.newaxis]
+        ranked, rows = np.argsort(ranking[uneven], axis=1, kind="stable"), uneven[:, np.newaxis]
         wanted = np.abs(left[uneven])[:, np.newaxis]
         room = np.minimum(  # no more than is wanted, so that the running sum cannot overflow
             np.where(
@@ -238,6 +234,27 @@ def hamilton(exact: Floats, targets: Vectors, lows: Vectors, highs: Vectors) -> 
         steps = np.clip(wanted - (np.cumsum(room, axis=1) - room), 0, room)
         rounded[rows, ranked] += np.sign(left[uneven])[:, np.newaxis] * steps
     return rounded
+
+
+def first_ranked(ranking: Floats, counts: Vectors) -> npt.NDArray[np.bool_]:
+    """Per row, the ``counts[row]`` members of lowest ``ranking`` (ties: lower index): the first
+    ones a stable sort would put in order, found without one. A stable argsort of 10,000 queues'
+    remainders took about 5 ms a round; a plain sort finds the last value taken (the threshold),
+    and of the members at it, the lower indexes are taken."""
+    if ranking.shape[1] == 0:
+        return np.zeros(ranking.shape, dtype=np.bool_)
+    # Sorted as a sort orders them: infinities after every number, NaN after those (whatever
+    # the floats, the same members as the stable sort).
+    biggest = np.finfo(np.float64).max
+    keys = np.nan_to_num(ranking, nan=np.inf, posinf=biggest, neginf=-biggest)
+    threshold = np.sort(keys, axis=1)[np.arange(len(keys)), np.maximum(counts - 1, 0)]
+    below = keys < threshold[:, np.newaxis]
+    tied = keys == threshold[:, np.newaxis]
+    room = counts - np.count_nonzero(below, axis=1)
+    chosen: npt.NDArray[np.bool_] = below | (
+        tied & (np.cumsum(tied, axis=1) <= room[:, np.newaxis])
+    )
+    return chosen
 
 
 def dominant_shares(allocated: Vectors, deserved: Vectors) -> Floats:
