@@ -17,6 +17,7 @@ from sharekeeper.engine.resources import (
     UNLIMITED,
     add,
     at_least,
+    capability_bounds,
     capped,
     dense,
     exceeded_part,
@@ -105,3 +106,13 @@ def test_dense_reads_any_mapping_as_it_reads_dicts() -> None:
     proxied = [MappingProxyType(row) for row in rows]
     assert dense(proxied, names, missing=UNLIMITED).tolist() == matrix.tolist()
     assert dense([], names).shape == (0, 3)
+
+
+def test_capability_bounds_read_cpu_or_memory_at_zero_as_no_limit() -> None:
+    names = ("cpu", "gpu", "memory")
+    bounds = capability_bounds([{"cpu": 0, "gpu": 0, "memory": 5}, {}, {"memory": -1}], names)
+    assert bounds.tolist() == [
+        [UNLIMITED, 0, 5],
+        [UNLIMITED, UNLIMITED, UNLIMITED],
+        [UNLIMITED, UNLIMITED, UNLIMITED],
+    ]

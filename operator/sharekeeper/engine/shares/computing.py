@@ -24,9 +24,8 @@ import numpy as np
 
 from sharekeeper.engine.resources import (
     NO_AMOUNTS,
-    UNLIMITED,
     Vectors,
-    capability_bound,
+    capability_bounds,
     column_sums,
     dense,
     dimensions,
@@ -190,7 +189,7 @@ def share_problem(
     caller has summed the nodes already."""
     ignore_guarantees = _ignores_guarantees(policy.sharing)
     guarantees = [{} if ignore_guarantees else queue.guarantee for queue in governed]
-    capabilities = [capability_bound(queue.capability) for queue in governed]
+    capabilities = [queue.capability for queue in governed]
     total = (
         dict(allocatable) if allocatable is not None else sum_amounts(n.allocatable for n in nodes)
     )
@@ -208,7 +207,7 @@ def share_problem(
         total=dense([total], names)[0],
         weights=np.array([queue.weight for queue in governed], dtype=np.int64),
         guarantee=dense(guarantees, names),
-        capability=dense(capabilities, names, missing=UNLIMITED),
+        capability=capability_bounds(capabilities, names),
         # Only Capacity reads spec.deserved (its dimensions still show in every policy's).
         spec_deserved=dense([queue.deserved for queue in governed], names)
         if policy.sharing.policy == "Capacity"
