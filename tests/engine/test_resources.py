@@ -97,6 +97,14 @@ def test_sparse_rows_equal_to_the_common_row_are_one_mapping() -> None:
     assert unshared[0] is not unshared[2]
 
 
+def test_sparse_rows_that_repeat_the_row_before_share_its_mapping() -> None:
+    matrix = np.array([[1], [1], [2], [2], [1]], dtype=np.int64)
+    rows = sparse_rows(matrix, ("cpu",))
+    assert rows == [{"cpu": 1}, {"cpu": 1}, {"cpu": 2}, {"cpu": 2}, {"cpu": 1}]
+    assert [id(row) for row in rows] == [id(rows[0])] * 2 + [id(rows[2])] * 2 + [id(rows[4])]
+    assert len({id(row) for row in rows}) == 3
+
+
 def test_dense_reads_any_mapping_as_it_reads_dicts() -> None:
     names = ("cpu", "gpu", "memory")
     rows = [{"cpu": 1, "memory": 2}, {}, {"gpu": 3, "other": 9}]
