@@ -76,25 +76,30 @@ def _handed_out(
     if order == "Weight":
         zeros = np.zeros_like(wanted)
         return water_fill(pool, problem.weights.astype(float), zeros, wanted)
-    rows = list(random_rows) if order == "Random" else _least_served_first(given, demand)
+    # As an index array once: a list of 10,000 rows was made an array again at each use.
+    rows = (
+        np.asarray(random_rows, dtype=np.int64)
+        if order == "Random"
+        else _least_served_first(given, demand)
+    )
     return _greedy(pool, wanted, rows)
 
 
-def _least_served_first(given: Vectors, demand: Vectors) -> list[int]:
+def _least_served_first(given: Vectors, demand: Vectors) -> Vectors:
     has_demand = demand > 0
     ratios = np.divide(given, demand, out=np.zeros(given.shape), where=has_demand)
     served = np.where(has_demand.any(axis=1), ratios.max(axis=1, initial=0.0), np.inf)
     # Stable on rows sorted by name: ties go to the alphabetically first queue.
-    rows: list[int] = np.argsort(served, kind="stable").tolist()
+    rows: Vectors = np.argsort(served, kind="stable")
     return rows
 
 
-def _greedy(pool: Vectors, wanted: Vectors, rows: Sequence[int]) -> Vectors:
+def _greedy(pool: Vectors, wanted: Vectors, rows: Vectors) -> Vectors:
     """Serve ``rows`` in order, each taking what it wants while the pool lasts (all
     dimensions at once): queue k gets ``min(wanted_k, max(pool - Σ_{j<k} wanted_j, 0))``."""
-    ordered = wanted[list(rows)]
+    ordered = wanted[rows]
     before = running_sums(ordered) - ordered
     taken = np.minimum(ordered, np.maximum(pool[np.newaxis, :] - before, 0))
     result = np.zeros_like(wanted)
-    result[list(rows)] = taken
+    result[rows] = taken
     return result
