@@ -277,15 +277,12 @@ def _waiting(
                 _Eligible(nodes),
             )
         found, dimensions, eligible = facts_of
-        request = pod.request
         found.append(
             Waiting(
                 pod.namespace,
                 pod.name,
                 reclaimer.queue,
-                request
-                if request.keys() <= dimensions and PODS not in request
-                else _within(request, dimensions),
+                _within(pod.request, dimensions),
                 max(now - reclaimer.since, 0.0),
                 index,
                 eligible.nodes_for(reclaimer.constraints),
