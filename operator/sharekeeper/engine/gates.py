@@ -180,10 +180,10 @@ class _Unit:
         """Its pods in the admission order (a PodGroup's by their own priority, age, name)."""
         if len(self.pods) == 1:
             return self.keys
-        return [PodKey(p.namespace, p.name) for p in sorted(self.pods, key=_order)]
+        return [PodKey(p.namespace, p.name) for p in sorted(self.pods, key=queue_order)]
 
 
-def _order(pod: PodSnapshot) -> tuple[int, float, str]:
+def queue_order(pod: PodSnapshot) -> tuple[int, float, str]:
     """A held pod's place in its queue: the effective priority (model.pods: system classes
     count only in kube-system), then creation time, then ``namespace/name``."""
     return (-pod.priority, pod.created_seconds, f"{pod.namespace}/{pod.name}")
@@ -281,7 +281,7 @@ def gate_decisions(
         unit = units.setdefault(queue, {}).setdefault(unit_key, _Unit(group))
         unit.pods.append(pod)
         unit.keys.append(key)
-        order = _order(pod)
+        order = queue_order(pod)
         unit.order = order if len(unit.pods) == 1 else min(unit.order, order)
     if unrunnable:
         _hold_whole_gangs(units, unrunnable, waiting)

@@ -40,7 +40,7 @@ from operator import attrgetter, itemgetter
 from typing import Generic, Protocol, TypeVar
 
 from sharekeeper.engine.admission import AdmissionResult, NodePolicy, ReclaimMode
-from sharekeeper.engine.gates import GateDecisions, not_offered
+from sharekeeper.engine.gates import GateDecisions, not_offered, queue_order
 from sharekeeper.engine.gates import Waiting as GateWaiting
 from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.node_constraints import ANY_NODE, NodeConstraints
@@ -251,7 +251,7 @@ def _waiting(
                 continue
             record = unscheduled.get(key)
             constraints = record.constraints if record is not None else ANY_NODE
-            order = (share.share, -pod.priority, pod.created_seconds, f"{pod.namespace}/{pod.name}")
+            order = (share.share, *queue_order(pod))
             reclaimer = _Reclaimer(pod, why.queue, share.policy, constraints, pod.created_seconds)
             ordered.append((order, reclaimer))
             listed.add(key)
@@ -259,7 +259,7 @@ def _waiting(
         pod = reclaimer.pod
         if listed and PodKey(pod.namespace, pod.name) in listed:
             continue
-        order = (share.share, -pod.priority, pod.created_seconds, f"{pod.namespace}/{pod.name}")
+        order = (share.share, *queue_order(pod))
         ordered.append((order, reclaimer))
     ordered.sort(key=itemgetter(0))
     by_policy: dict[PolicyName, list[Waiting]] = {}
