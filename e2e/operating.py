@@ -137,10 +137,13 @@ def _json_object(body: bytes) -> dict[str, Any]:
 
 
 def operator_writes(audit_log: Path) -> list[dict[str, Any]]:
-    """The operator's writes so far, from the API server's audit log."""
+    """The operator's writes so far, from the API server's audit log. A last line without its
+    newline is one the API server is still writing: it is read at the next call."""
     if not audit_log.exists():
         return []
-    entries = (json.loads(line) for line in audit_log.read_text().splitlines() if line.strip())
+    text = audit_log.read_text()
+    complete = text[: text.rfind("\n") + 1]
+    entries = (json.loads(line) for line in complete.splitlines() if line.strip())
     return [entry for entry in entries if entry["user"]["username"] == SERVICE_ACCOUNT]
 
 
