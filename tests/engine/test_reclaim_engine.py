@@ -953,6 +953,67 @@ def test_the_plan_does_not_depend_on_the_order_of_its_inputs() -> None:
         assert plan_reclaim(shuffled) == expected
 
 
+# --- the next round: share answers given again ----------------------------------------------
+
+
+def test_an_above_share_answer_is_given_again_while_its_queues_are_the_same() -> None:
+    """w waits AboveShare at t, the queue above its own: the next round gives the very answer
+    while a and t are the same states (whatever else changed), and decides again once t is
+    another."""
+    t, a = queue("t", {"cpu": 6000}, {"cpu": 5000}), queue("a", {"cpu": 4000}, {}, parent="t")
+    s, b = queue("s", {"cpu": 4000}, {"cpu": 5000}, parent="t"), queue("b", {"cpu": 1000}, {})
+    nodes = [cpu_node("n1", 8000, 5000, 2)]
+    pods = [running("s0", "s", "n1", cpu=5000)]
+    first = plan_reclaim(inputs([t, a, s, b], nodes, pods, [waiting("w", "a", cpu=2000)]))
+    (answer,) = first.not_served
+    assert (answer.reason, answer.limiting) == (NotServedReason.ABOVE_SHARE, "t")
+    # Another state for s (below t, off w's path) and for b: the same answer, not decided.
+    s_now, b_now = replace(s, allocated={"cpu": 4500}), replace(b, allocated={"cpu": 500})
+    again = inputs([t, a, s_now, b_now], nodes, pods, [waiting("w", "a", cpu=2000, order=3)])
+    second = plan_reclaim(again, first.parked)
+    assert second.not_served[0] is answer
+    assert second == plan_reclaim(again)
+    # t's allocated moved: decided again, on the new numbers.
+    t_now = replace(t, allocated={"cpu": 5500})
+    moved = inputs([t_now, a, s_now, b], nodes, pods, [waiting("w", "a", cpu=2000)])
+    third = plan_reclaim(moved, second.parked)
+    assert third.not_served[0] is not answer
+    assert third.not_served[0].shortfalls[0].available == 500
+    assert third == plan_reclaim(moved)
+    # An equal state that is another object is decided again too (only identity is trusted).
+    copied = inputs([replace(t), a, s, b], nodes, pods, [waiting("w", "a", cpu=2000)])
+    assert plan_reclaim(copied, first.parked).not_served[0] is not answer
+
+
+def test_an_answer_is_decided_again_when_the_pod_asks_otherwise_or_waited_too_little() -> None:
+    a = queue("a", {"cpu": 4000}, {"cpu": 3000})
+    nodes = [cpu_node("n1", 8000, 3000, 1)]
+    first = plan_reclaim(inputs([a], nodes, [], [waiting("w", "a", cpu=2000)]))
+    assert reasons(first) == {"w": "AboveShare"}
+    smaller = plan_reclaim(inputs([a], nodes, [], [waiting("w", "a", cpu=1000)]), first.parked)
+    assert served(smaller) == {"w": "n1"}
+    early = inputs([a], nodes, [], [waiting("w", "a", cpu=2000, waited=10)])
+    assert reasons(plan_reclaim(early, first.parked)) == {"w": "NotWaitedLongEnough"}
+
+
+def test_an_answer_is_decided_again_once_a_reclaimer_before_it_charged_its_queue() -> None:
+    """Round one: w2 alone, AboveShare with 3000 available. Round two, the same states: w1
+    comes first and takes 1000 of a's share, so w2 is decided again (2000 available), and w2's
+    answer of this round is not kept for the next (a was charged before its turn)."""
+    a = queue("a", {"cpu": 4000}, {"cpu": 1000})
+    nodes = [cpu_node("n1", 8000, 1000, 1)]
+    first = plan_reclaim(inputs([a], nodes, [], [waiting("w2", "a", cpu=4000, order=1)]))
+    assert first.not_served[0].shortfalls[0].available == 3000
+    both = inputs(
+        [a], nodes, [], [waiting("w1", "a", cpu=1000), waiting("w2", "a", cpu=4000, order=1)]
+    )
+    second = plan_reclaim(both, first.parked)
+    assert served(second) == {"w1": "n1"}
+    assert second.not_served[0].shortfalls[0].available == 2000
+    assert second == plan_reclaim(both)
+    assert not second.parked
+
+
 # --- Volcano's reclaim cases -----------------------------------------------------------------
 #
 # Which of reference/volcano_cases.json's session cases with a reclaim action map onto these

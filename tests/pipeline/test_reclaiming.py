@@ -8,7 +8,13 @@ from typing import Any
 
 from builders import node, pod, pod_group, policy, queue, unschedulable
 from sharekeeper.engine.keys import PodKey
-from sharekeeper.engine.reclaim import ReclaimInputs, Running
+from sharekeeper.engine.reclaim import (
+    NotServed,
+    NotServedReason,
+    ReclaimInputs,
+    ReclaimPlan,
+    Running,
+)
 from sharekeeper.pipeline.shares import Carried, Publication, publication
 from sharekeeper.pipeline.statuses import waiting_text
 from sharekeeper.simulate.reading import Inputs, parse_objects
@@ -56,6 +62,10 @@ def candidates(inputs: ReclaimInputs) -> list[Running]:
 
 def inputs_of(result: Publication) -> ReclaimInputs:
     return result.reclaims["p"].inputs  # type: ignore[index]
+
+
+def plan_of(result: Publication) -> ReclaimPlan:
+    return result.reclaims["p"].plan  # type: ignore[index]
 
 
 def test_inputs_come_from_the_overused_queues_and_the_held_pods() -> None:
@@ -200,6 +210,31 @@ def test_with_nothing_waiting_nothing_is_read_and_what_was_read_is_kept() -> Non
     assert back == first
     assert back.running["a"] is first.running["a"]
     assert all(map(operator.is_, back.queues + back.nodes, first.queues + first.nodes))
+
+
+def test_a_waiting_pod_whose_queue_did_not_change_is_not_decided_again() -> None:
+    """a holds both nodes (16 cpu), all it deserves with b idle; a9 waits Unschedulable for 6
+    more: AboveShare. The next round gives the very answer (a's state is the one the last round
+    built); once a pod of a is gone, a's numbers moved and a9 is decided again, on them."""
+    objects = [o for o in full_cluster() if o["metadata"]["name"] != "b0"]
+    inputs = parse_objects([*objects, outside_pod("a9", "a", cpu=6, memory="1Gi")])
+    carried = Carried()
+
+    def answer() -> NotServed:
+        plan = plan_of(publication(
+            snapshot_of(inputs, Context(NOW, 0)), inputs.node_policies,
+            held=inputs.store.pods.held(), pods=inputs.store.pods, now=NOW, carried=carried,
+        ))  # fmt: skip
+        [found] = plan.not_served
+        return found
+
+    first = answer()
+    assert (first.reason, first.shortfalls[0].available) == (NotServedReason.ABOVE_SHARE, 0)
+    assert answer() is first
+    inputs.store.pods.event("DELETED", pod("a0", "a", node="n1", cpu=4, memory="1Gi"))
+    moved = answer()
+    assert moved is not first
+    assert (moved.reason, moved.shortfalls[0].available) == (NotServedReason.ABOVE_SHARE, 4000)
 
 
 def test_preview_shows_the_plan_in_the_policy_status() -> None:

@@ -53,17 +53,18 @@ its deserved there, and the replacement's own queue would go past its deserved. 
 deserved)⁺ by what it frees in such a dimension, and nothing raises it, so a static workload
 stops being evicted (``tests/engine/test_reclaim_properties.py``).
 
-Cost per round, with W waiting pods, N nodes, Q queues, C candidates and D dimensions: O(Q +
-N · D) to set up; O(W · depth · D) for the share checks; per pod past them, O(N · D)
-in numpy for the free-fit screen (a pod of a shape seen before starts where the last one
-stopped, until something is evicted); per pod that needs victims, the giving queues are
-found by walking the queue tree, pruning subtrees that cannot give (O(queues visited); a
-queue's place in the eviction order is worked out when first looked at, never all ranked), the
-candidate nodes from their pods (O(their pods) in numpy, each queue's read once, up to
-``GIVERS_LISTED``; beyond, O(N · D) in numpy), then each node tried costs O(its candidates ·
-D) (read from an index per node, built once: O(C)). A pod not served is remembered by its shape
-(queue, request, nodes) until the next eviction or placement, so the other replicas of its
-workload cost a lookup each.
+Cost per round, with W waiting pods, N nodes, Q queues, C candidates and D dimensions:
+O(Q + N · D) to set up; O(W · depth · D) for the share checks (a pod refused AboveShare last
+round whose queues are the same states, untouched before its turn, is given that answer again
+without them: ``Parked``); per pod past them, O(N · D) in numpy for the free-fit screen (a pod of a
+shape seen before starts where the last one stopped, until something is evicted); per pod that
+needs victims, the giving queues are found by walking the queue tree, pruning subtrees that
+cannot give (O(queues visited); a queue's place in the eviction order is worked out when first
+looked at, never all ranked), the candidate nodes from their pods (O(their pods) in numpy, each
+queue's read once, up to ``GIVERS_LISTED``; beyond, O(N · D) in numpy), then each node tried
+costs O(its candidates · D) (read from an index per node, built once: O(C)). A pod not served
+is remembered by its shape (queue, request, nodes) until the next eviction or placement, so the
+other replicas of its workload cost a lookup each.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter
+from types import MappingProxyType
 
 import numpy as np
 
@@ -87,6 +89,8 @@ from sharekeeper.engine.reclaim.values import (
     NotServed,
     NotServedReason,
     Overuse,
+    Parked,
+    QueueState,
     Reclaim,
     ReclaimInputs,
     ReclaimPlan,
@@ -109,6 +113,8 @@ NODES_COMPARED = 4
 """How many nodes that can be freed for a reclaimer are compared (the most promising)."""
 NODES_SORTED_FIRST = 16
 """Nodes screened in numpy are ranked this many (and their ties) first (``_ascending``)."""
+NOTHING_PARKED: Mapping[PodKey, Parked] = MappingProxyType({})
+"""No answers to give again: a first round's (``plan_reclaim``'s ``parked``)."""
 GIVERS_LISTED = 1024
 """Up to this many candidates that may give, their nodes are found from them; beyond, every
 node with candidates is screened (in numpy)."""
@@ -205,9 +211,13 @@ class _Places(dict[str, _Place | None]):
 
 
 class _Planner:
-    def __init__(self, inputs: ReclaimInputs) -> None:
+    def __init__(self, inputs: ReclaimInputs, parked: Mapping[PodKey, Parked]) -> None:
         self.inputs = inputs
         self.round = Round(inputs)
+        self.parked_before = parked
+        """The last round's ``AboveShare`` answers (``Parked``)."""
+        self.parked: dict[PodKey, Parked] = {}
+        """This round's, for the next."""
         self.evictions = 0
         self.bounded = False
         """Whether the round's bound is reached: every later pod that needs victims waits."""
@@ -231,6 +241,7 @@ class _Planner:
         reclaims: list[Reclaim] = []
         not_served: list[NotServed] = []
         state = self.round
+        parked_before = self.parked_before
         last: Waiting | None = None
         shape: _Shape = ("", (), None)
         needed: tuple[str, ...] = ()
@@ -250,6 +261,13 @@ class _Planner:
             if pod.waited_seconds < after:
                 not_served.append(_not_served(pod, NotServedReason.NOT_WAITED_LONG_ENOUGH))
                 continue
+            if parked_before:
+                key = pod.key
+                kept = parked_before.get(key)
+                if kept is not None and self._unchanged(pod, kept):
+                    self.parked[key] = kept
+                    not_served.append(kept.answer)
+                    continue
             # The replicas of one workload ask the same: one decision each until a change. They
             # mostly come one after the other: the key is made again only for another shape
             # (nodes by identity: comparing two sets of thousands of names is what costs).
@@ -266,17 +284,50 @@ class _Planner:
             known = self.failed.get(shape)
             if known is not None and known[0] == state.version:
                 like = known[1]
-                not_served.append(
-                    NotServed(pod.key, pod.queue, like.reason, like.limiting, like.shortfalls)
-                )
+                answer = NotServed(pod.key, pod.queue, like.reason, like.limiting, like.shortfalls)
+                self._park(pod, answer)
+                not_served.append(answer)
                 continue
             decided = self._decide(pod, needed)
             if isinstance(decided, Reclaim):
                 reclaims.append(decided)
             else:
                 self.failed[shape] = (state.version, decided)
+                self._park(pod, decided)
                 not_served.append(decided)
-        return ReclaimPlan(tuple(reclaims), tuple(not_served), self.evictions)
+        return ReclaimPlan(tuple(reclaims), tuple(not_served), self.evictions, self.parked)
+
+    def _unchanged(self, pod: Waiting, parked: Parked) -> bool:
+        """Whether ``parked`` is P's answer now (``Parked``): O(the queues it names)."""
+        if pod.queue != parked.answer.queue or (
+            pod.request is not parked.request and pod.request != parked.request
+        ):
+            return False
+        queues, charged = self.round.queues, self.round.charged
+        for queue in parked.queues:
+            if queues.get(queue.name) is not queue or queue.name in charged:
+                return False
+        return True
+
+    def _park(self, pod: Waiting, answer: NotServed) -> None:
+        """Keep an ``AboveShare`` answer for the next round, when what it was decided on is as
+        the round started (``Parked``)."""
+        if answer.reason is not NotServedReason.ABOVE_SHARE:
+            return
+        queues, charged, limiting = self.round.queues, self.round.charged, answer.limiting
+        if limiting == pod.queue:  # mostly: its own queue refuses
+            if limiting in charged or limiting not in queues:
+                return
+            states: tuple[QueueState, ...] = (queues[limiting],)
+        else:
+            path = self.round.path(pod.queue)
+            if limiting not in path:
+                return
+            upto = path[: path.index(limiting) + 1]
+            if not charged.keys().isdisjoint(upto):
+                return
+            states = tuple([queues[name] for name in upto])
+        self.parked[answer.reclaimer] = Parked(pod.request, states, answer)
 
     def _decide_gang(self, members: list[Waiting]) -> tuple[list[Reclaim], list[NotServed]]:
         """The waiting pods of one PodGroup, each decided as a pod alone, in order, and kept
@@ -897,16 +948,20 @@ class _Planner:
         return None
 
 
-def plan_reclaim(inputs: ReclaimInputs) -> ReclaimPlan:
-    """The round's reclaims, in admission order, and why the other waiting pods wait."""
-    return _Planner(inputs).plan()
+def plan_reclaim(
+    inputs: ReclaimInputs, parked: Mapping[PodKey, Parked] = NOTHING_PARKED
+) -> ReclaimPlan:
+    """The round's reclaims, in admission order, and why the other waiting pods wait.
+    ``parked``: the last round's ``ReclaimPlan.parked``; an answer in it that still holds
+    (``Parked``) is given again without deciding, which changes nothing in the plan."""
+    return _Planner(inputs, parked).plan()
 
 
 def spare_reason(inputs: ReclaimInputs, reclaimer: PodKey, pod: PodKey) -> SpareReason | None:
     """Why ``pod`` may not be evicted for the waiting pod ``reclaimer``, on the round's inputs
     as they are (before any reclaim of the round); None when it may (whether a plan needs it is
     ``ReclaimPlan.victims``). For ``explain``: O(inputs)."""
-    planner = _Planner(inputs)
+    planner = _Planner(inputs, NOTHING_PARKED)
     waiting = next((w for w in inputs.waiting if w.key == reclaimer), None)
     running = next((r for r in chain.from_iterable(inputs.running.values()) if r.key == pod), None)
     if waiting is None or running is None:
