@@ -107,6 +107,7 @@ from peers.workload import (  # noqa: E402
     fairness,
     job_cpu_milli,
     jobs,
+    mean_in,
     rate_in,
     saturation_window,
     summary,
@@ -124,6 +125,9 @@ POLICY = "bench"
 COHORT = "bench"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 SAMPLE_SECONDS = 2.0
+GATE_SAMPLE_SECONDS = 10.0
+"""How often our operator's metrics are read in its phases: each read renders every queue's
+series (thousands at 1,000 queues), which is the operator's CPU too."""
 QPS_FLAGS = ("--kube-api-qps=5000", "--kube-api-burst=10000")
 OUR_POLICIES = REPO / "manifests" / "admission-policies.yaml"
 SCHEDULER_OPEN_PATHS = (
@@ -339,6 +343,11 @@ class Tracker:
         self.admitted_cpu: Counter[int] = Counter()
         self.samples: list[tuple[float, dict[int, float], dict[int, float]]] = []
         self.completed = 0
+        self.metric: Callable[..., float] | None = None
+        """Ours: a sample of our operator's metrics by name (``Operator.metric``)."""
+        self.gate_samples: list[tuple[float, float, float]] = []
+        """Ours, every ``GATE_SAMPLE_SECONDS``: (time, cpu that released pods not bound yet
+        hold, pods held), as the operator's last round counted them."""
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -408,6 +417,17 @@ class Tracker:
     def sample(self) -> None:
         with self.lock:
             self.samples.append((self.now(), dict(self.running_cpu), dict(self.admitted_cpu)))
+
+    def sample_gate(self) -> None:
+        if self.metric is None:
+            return
+        t = self.now()
+        try:
+            unbound = self.metric("sharekeeper_admission_unbound", resource="cpu")
+            held = self.metric("sharekeeper_admission_held_pods")
+        except OSError:  # a slow answer costs a sample, not the phase
+            return
+        self.gate_samples.append((t, unbound, held))
 
 
 class Watch(threading.Thread):
@@ -588,9 +608,11 @@ def clean_namespace(bench: Bench, side: str, timeout: float = 600.0) -> None:
 
 
 @contextlib.contextmanager
-def controller(bench: Bench, side: str, tag: str) -> Iterator[tuple[int, str | None]]:
-    """The phase's controller, running and admitting: its pid, and where it serves CPU profiles
-    (Kueue; ours is Python)."""
+def controller(
+    bench: Bench, side: str, tag: str
+) -> Iterator[tuple[int, str | None, Callable[..., float] | None]]:
+    """The phase's controller, running and admitting: its pid, where it serves CPU profiles
+    (Kueue; ours is Python), and a reader of its metrics by name and labels (ours)."""
     log = bench.logs / f"{tag}.log"
     if side == KUEUE:
         # Our admission policies match every pod update of the cluster, Kueue's pods' too (1.9 %
@@ -603,7 +625,7 @@ def controller(bench: Bench, side: str, tag: str) -> Iterator[tuple[int, str | N
         try:
             manager.wait_ready()
             probe_kueue(bench, manager)
-            yield manager.pid, f"http://127.0.0.1:{manager.pprof_port}"
+            yield manager.pid, f"http://127.0.0.1:{manager.pprof_port}", None
         finally:
             manager.stop()
             bench.cluster.kubectl("apply", "-f", str(OUR_POLICIES))
@@ -611,7 +633,7 @@ def controller(bench: Bench, side: str, tag: str) -> Iterator[tuple[int, str | N
     env = {"PYTHONPATH": str(REPO / "operator")}
     with admitting_operator(bench.installed, log, nodes=nodes_of(bench.shape)[:1],
                             apply=[bench.policy], env=env) as operator:  # fmt: skip
-        yield operator.process.pid, None
+        yield operator.process.pid, None, operator.metric
 
 
 def probe_kueue(bench: Bench, manager: kueue.Kueue, timeout: float = 120.0) -> None:
@@ -640,8 +662,9 @@ def run_phase(bench: Bench, side: str, repetition: int) -> Json:
         bench.plane.audit_log, kueue.USER if side == KUEUE else SERVICE_ACCOUNT
     )
     before_start = audit.writes()  # the earlier phases' requests
-    with controller(bench, side, tag) as (pid, pprof):
+    with controller(bench, side, tag) as (pid, pprof, metric):
         tracker = Tracker(bench.shape, bench.work, side, time.monotonic())
+        tracker.metric = metric
         watches = [
             Watch(bench.access, kubeapi.collection_path("batch/v1", "jobs", namespace),
                   tracker.on_job),
@@ -697,8 +720,13 @@ def run_phase(bench: Bench, side: str, repetition: int) -> Json:
 
 
 def sample_until(tracker: Tracker, stop: threading.Event) -> None:
+    every = round(GATE_SAMPLE_SECONDS / SAMPLE_SECONDS)
+    count = 0
     while not stop.wait(SAMPLE_SECONDS):
         tracker.sample()
+        count += 1
+        if count % every == 0:
+            tracker.sample_gate()
 
 
 def observe(
@@ -809,6 +837,10 @@ def figures(bench: Bench, tracker: Tracker) -> Json:
     deserved = {q: float(d["cpu"]) for q, d in bench.deserved.items()}
     running = [(t, run) for t, run, _ in tracker.samples]
     admitted = [(t, adm) for t, _, adm in tracker.samples]
+    running_total = [(round(t, 1), round(sum(run.values()) / 1000, 1)) for t, run in running]
+    admitted_total = [(round(t, 1), round(sum(adm.values()) / 1000, 1)) for t, adm in admitted]
+    gate_unbound = [(t, unbound) for t, unbound, _ in tracker.gate_samples]
+    gate_held = [(t, held) for t, _, held in tracker.gate_samples]
     jobs_per_second = rate_in(admitted_at, window)
     pods_per_second = rate_in(pod_admissions, window)
     return {
@@ -833,10 +865,20 @@ def figures(bench: Bench, tracker: Tracker) -> Json:
         "fairness_running": fairness(running, deserved, window),
         "fairness_admitted": fairness(admitted, deserved, window),
         "waits_seconds": [round(w, 2) for w in waits(lambda j: j.admitted)],
-        "running_cpu_total": [
-            (round(t, 1), round(sum(run.values()) / 1000, 1)) for t, run in running
-        ],
+        "running_cpu_total": running_total,
+        "admitted_cpu_total": admitted_total,
+        "in_saturation_window": {
+            "running_cpu_mean": rounded(mean_in(running_total, window)),
+            "admitted_cpu_mean": rounded(mean_in(admitted_total, window)),
+            "gate_unbound_cpu_mean": rounded(mean_in(gate_unbound, window)),
+            "gate_held_pods_mean": rounded(mean_in(gate_held, window)),
+        },
+        "gate_samples": [(round(t, 1), round(u, 1), held) for t, u, held in tracker.gate_samples],
     }
+
+
+def rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 # --- the run -------------------------------------------------------------------------------------
@@ -953,6 +995,13 @@ REPORTED: tuple[tuple[str, Callable[[Json], Any]], ...] = (
     ("  Jain's index", lambda p: p["fairness_running"].get("jain_index")),
     ("admitted cpu / deserved: farthest queue from 1",
      lambda p: p["fairness_admitted"].get("max_distance")),
+    ("cpu Running; admitted (released, unfinished): mean, saturated",
+     lambda p: f"{p['in_saturation_window']['running_cpu_mean']:,}; "
+               f"{p['in_saturation_window']['admitted_cpu_mean']:,}"),
+    ("ours: cpu released pods not bound hold; pods held: mean, saturated",
+     lambda p: f"{p['in_saturation_window']['gate_unbound_cpu_mean']:,}; "
+               f"{p['in_saturation_window']['gate_held_pods_mean']:,}"
+     if p["side"] == OURS else None),
     ("phase: submission start to the last job complete (s)", lambda p: p["phase_seconds"]),
     ("controller CPU (s)", lambda p: p["cpu_seconds"]["controller"]),
     ("controller RSS at the end, peak (MiB)", lambda p: p["memory"]["peak_rss_mib"]),

@@ -4,7 +4,9 @@
 
 Left, the distribution of the time from a Job's creation to its admission, one line per phase
 (share of jobs admitted within x seconds). Right, the cpu in Running pods over the phase's time,
-against the cluster's cpu. Needs matplotlib (the ``bench`` extra); the Agg backend, no display.
+against the cluster's cpu, and (faint) the cpu of the admitted, unfinished work: released pods
+(ours) or admitted Jobs (Kueue's), Running or not yet. Needs matplotlib (the ``bench`` extra);
+the Agg backend, no display.
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ def plot(results: Json, path: Path) -> None:
         if points:
             running.plot([t for t, _ in points], [cpu for _, cpu in points], style,
                          color=COLOURS[side], label=label)  # fmt: skip
+        admitted = phase.get("admitted_cpu_total") or []  # in runs since 2026-12-01
+        if admitted:
+            running.plot([t for t, _ in admitted], [cpu for _, cpu in admitted], style,
+                         color=COLOURS[side], alpha=0.35, linewidth=0.8,
+                         label=f"{label}, admitted")  # fmt: skip
     shape = results["shape"]
     running.axhline(shape["nodes"] * shape["node_cpu"], color="grey", linewidth=0.8)
     waits.set_xlabel("seconds from the Job's creation to its admission")
@@ -45,7 +52,7 @@ def plot(results: Json, path: Path) -> None:
     waits.grid(alpha=0.3)
     waits.legend(fontsize="small")
     running.set_xlabel("seconds into the phase")
-    running.set_ylabel("cpu in Running pods (grey: the cluster's)")
+    running.set_ylabel("cpu in Running pods; faint: admitted (grey: the cluster's)")
     running.grid(alpha=0.3)
     figure.suptitle(
         f"{shape['nodes']} nodes, {shape['queues']} queues, {shape['jobs']:,} jobs at "

@@ -18,6 +18,7 @@ from peers.workload import (
     backlog,
     fairness,
     jobs,
+    mean_in,
     rate_in,
     saturation_window,
     summary,
@@ -105,6 +106,13 @@ def test_the_saturation_window_spans_the_backlog_above_a_quarter_of_its_peak() -
 def test_no_backlog_no_window() -> None:
     assert saturation_window([], []) is None
     assert rate_in([1.0], None) is None
+
+
+def test_a_series_is_averaged_over_the_samples_inside_the_window() -> None:
+    series = [(0.0, 100.0), (2.0, 10.0), (4.0, 20.0), (6.0, 60.0), (8.0, 500.0)]
+    assert mean_in(series, (2.0, 6.0)) == pytest.approx(30.0)
+    assert mean_in(series, (9.0, 10.0)) is None
+    assert mean_in(series, None) is None
 
 
 def test_fairness_of_queues_at_what_they_deserve() -> None:

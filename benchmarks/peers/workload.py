@@ -180,6 +180,18 @@ def rate_in(times: Sequence[float], window: tuple[float, float] | None) -> float
     return inside / (end - start)
 
 
+def mean_in(
+    series: Sequence[tuple[float, float]], window: tuple[float, float] | None
+) -> float | None:
+    """The mean of the values of ``series`` ((time, value), taken at a steady interval) whose
+    time is inside ``window`` (both ends included); None when none is."""
+    if window is None:
+        return None
+    start, end = window
+    inside = [value for time, value in series if start <= time <= end]
+    return sum(inside) / len(inside) if inside else None
+
+
 def fairness(
     samples: Sequence[tuple[float, Mapping[int, float]]],
     deserved: Mapping[int, float],
