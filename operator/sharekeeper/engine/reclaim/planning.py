@@ -56,15 +56,15 @@ stops being evicted (``tests/engine/test_reclaim_properties.py``).
 Cost per round, with W waiting pods, N nodes, Q queues, C candidates and D dimensions:
 O(Q + N · D) to set up; O(W · depth · D) for the share checks (a pod refused AboveShare last
 round whose queues are the same states, untouched before its turn, is given that answer again
-without them: ``Parked``); per pod past them, O(N · D) in numpy for the free-fit screen (a pod of a
-shape seen before starts where the last one stopped, until something is evicted); per pod that
-needs victims, the giving queues are found by walking the queue tree, pruning subtrees that
-cannot give (O(queues visited); a queue's place in the eviction order is worked out when first
-looked at, never all ranked), the candidate nodes from their pods (O(their pods) in numpy, each
-queue's read once, up to ``GIVERS_LISTED``; beyond, O(N · D) in numpy), then each node tried
-costs O(its candidates · D) (read from an index per node, built once: O(C)). A pod not served
-is remembered by its shape (queue, request, nodes) until the next eviction or placement, so the
-other replicas of its workload cost a lookup each.
+without them: ``Parked``); per pod past them, O(N · D) in numpy for the free-fit screen (a pod
+of a shape seen before starts where the last one stopped, until something is evicted); per pod
+that needs victims, the giving queues are found by walking the queue tree, pruning subtrees
+that cannot give (O(queues visited); a queue's place in the eviction order is worked out when
+first looked at, never all ranked), the candidate nodes from their pods (O(their pods) in
+numpy, each queue's read once, up to ``GIVERS_LISTED``; beyond, O(N · D) in numpy), then each
+node tried costs O(its candidates · D) (read from an index per node, built once: O(C)). A pod
+not served is remembered by its shape (queue, request, nodes) until the next eviction or
+placement, so the other replicas of its workload cost a lookup each.
 """
 
 from __future__ import annotations
