@@ -126,8 +126,9 @@ COHORT = "bench"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 SAMPLE_SECONDS = 2.0
 GATE_SAMPLE_SECONDS = 10.0
-"""How often our operator's metrics are read in its phases: each read renders every queue's
-series (thousands at 1,000 queues), which is the operator's CPU too."""
+"""How often the controller's RSS, and our operator's metrics in its phases, are read: each
+read of the metrics renders every queue's series (thousands at 1,000 queues), which is the
+operator's CPU too."""
 QPS_FLAGS = ("--kube-api-qps=5000", "--kube-api-burst=10000")
 OUR_POLICIES = REPO / "manifests" / "admission-policies.yaml"
 SCHEDULER_OPEN_PATHS = (
@@ -348,6 +349,10 @@ class Tracker:
         self.gate_samples: list[tuple[float, float, float]] = []
         """Ours, every ``GATE_SAMPLE_SECONDS``: (time, cpu that released pods not bound yet
         hold, pods held), as the operator's last round counted them."""
+        self.pid = 0
+        """The controller's process."""
+        self.rss_samples: list[tuple[float, float]] = []
+        """Every ``GATE_SAMPLE_SECONDS``: (time, the controller's RSS in MiB)."""
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -418,16 +423,18 @@ class Tracker:
         with self.lock:
             self.samples.append((self.now(), dict(self.running_cpu), dict(self.admitted_cpu)))
 
-    def sample_gate(self) -> None:
-        if self.metric is None:
-            return
+    def sample_slowly(self) -> None:
+        """The controller's RSS, and what our gate holds (``gate_samples``)."""
         t = self.now()
-        try:
-            unbound = self.metric("sharekeeper_admission_unbound", resource="cpu")
-            held = self.metric("sharekeeper_admission_held_pods")
-        except OSError:  # a slow answer costs a sample, not the phase
+        try:  # a process gone, or a slow answer, costs a sample, not the phase
+            if self.pid:
+                self.rss_samples.append((t, memory_of(self.pid)["rss_mib"]))
+            if self.metric is not None:
+                unbound = self.metric("sharekeeper_admission_unbound", resource="cpu")
+                held = self.metric("sharekeeper_admission_held_pods")
+                self.gate_samples.append((t, unbound, held))
+        except OSError:
             return
-        self.gate_samples.append((t, unbound, held))
 
 
 class Watch(threading.Thread):
@@ -664,7 +671,7 @@ def run_phase(bench: Bench, side: str, repetition: int) -> Json:
     before_start = audit.writes()  # the earlier phases' requests
     with controller(bench, side, tag) as (pid, pprof, metric):
         tracker = Tracker(bench.shape, bench.work, side, time.monotonic())
-        tracker.metric = metric
+        tracker.metric, tracker.pid = metric, pid
         watches = [
             Watch(bench.access, kubeapi.collection_path("batch/v1", "jobs", namespace),
                   tracker.on_job),
@@ -726,7 +733,7 @@ def sample_until(tracker: Tracker, stop: threading.Event) -> None:
         tracker.sample()
         count += 1
         if count % every == 0:
-            tracker.sample_gate()
+            tracker.sample_slowly()
 
 
 def observe(
@@ -874,6 +881,7 @@ def figures(bench: Bench, tracker: Tracker) -> Json:
             "gate_held_pods_mean": rounded(mean_in(gate_held, window)),
         },
         "gate_samples": [(round(t, 1), round(u, 1), held) for t, u, held in tracker.gate_samples],
+        "rss_samples": [(round(t, 1), rss) for t, rss in tracker.rss_samples],
     }
 
 
