@@ -47,12 +47,19 @@ fair share at saturation
     admitted Jobs until complete, our released pods until finished), divided by its quota (=
     deserved); per queue the mean over the window; then the mean and largest distance from 1
     and Jain's index over the queues (``peers.workload.fairness``).
+where the work waits
+    the same samples summed over the queues: cpu Running and cpu admitted (as above), their
+    means over the saturation window (``peers.workload.mean_in``); and in our phases, every
+    10 s, our operator's ``sharekeeper_admission_unbound`` (cpu of released pods no scheduler
+    has bound yet) and ``sharekeeper_admission_held_pods``. Admitted well above Running with
+    little unbound: pods bound and not yet started (kwok's work); admitted below the cluster's
+    cpu with nothing held: Jobs whose pods do not exist yet (the Job controller's).
 CPU and memory
     utime + stime from ``/proc/<pid>/stat`` of the controller, and of each control-plane
     process, from the start of submission to the end of the phase; the controller's VmRSS and
-    VmHWM (peak) at the end. Also the whole machine's busy CPU seconds (``/proc/stat``) and
-    what of it none of those processes nor the benchmark spent (``everything_else``): another
-    job sharing the machine shows there.
+    VmHWM (peak) at the end, and its VmRSS every 10 s. Also the whole machine's busy CPU
+    seconds (``/proc/stat``) and what of it none of those processes nor the benchmark spent
+    (``everything_else``): another job sharing the machine shows there.
 API requests
     the API server's audit log, with a policy (replacing the default one) that records every
     request of a ServiceAccount at the Metadata level once, when it completes: the
