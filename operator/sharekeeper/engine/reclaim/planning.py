@@ -90,7 +90,6 @@ from sharekeeper.engine.reclaim.values import (
     NotServedReason,
     Overuse,
     Parked,
-    QueueState,
     Reclaim,
     ReclaimInputs,
     ReclaimPlan,
@@ -314,19 +313,13 @@ class _Planner:
         the round started (``Parked``)."""
         if answer.reason is not NotServedReason.ABOVE_SHARE:
             return
-        queues, charged, limiting = self.round.queues, self.round.charged, answer.limiting
-        if limiting == pod.queue:  # mostly: its own queue refuses
-            if limiting in charged or limiting not in queues:
-                return
-            states: tuple[QueueState, ...] = (queues[limiting],)
-        else:
-            path = self.round.path(pod.queue)
-            if limiting not in path:
-                return
-            upto = path[: path.index(limiting) + 1]
-            if not charged.keys().isdisjoint(upto):
-                return
-            states = tuple([queues[name] for name in upto])
+        path = self.round.path(pod.queue)  # empty for a queue not among the inputs
+        if answer.limiting not in path:
+            return
+        upto = path[: path.index(answer.limiting) + 1]
+        if not self.round.charged.keys().isdisjoint(upto):
+            return
+        states = tuple([self.round.queues[name] for name in upto])
         self.parked[answer.reclaimer] = Parked(pod.request, states, answer)
 
     def _decide_gang(self, members: list[Waiting]) -> tuple[list[Reclaim], list[NotServed]]:
