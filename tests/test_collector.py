@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 import weakref
 
 import pytest
@@ -69,10 +70,21 @@ def test_settle_freezes_what_lives_and_collects_what_does_not() -> None:
     assert not any(obj is piece for obj in walked for piece in kept)
 
 
+class Blocks:
+    """A stand-in for ``sys.getallocatedblocks``: the memory blocks in use, as the test says."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __call__(self) -> int:
+        return self.count
+
+
 def test_refreezer_freezes_what_lives_without_walking_it() -> None:
     gc.disable()  # only the collections the refreezer makes
     gc.unfreeze()
-    refreeze = collector.Refreezer(clock=lambda: 0.0, full_every=60.0)
+    refreeze = collector.Refreezer(clock=lambda: 0.0, blocks=Blocks(1_000))
+    refreeze()  # the first call measures what lives
     kept = [[index] for index in range(10)]
     young = Cycle()
     gone = weakref.ref(young)
@@ -94,25 +106,66 @@ def test_refreezer_freezes_what_lives_without_walking_it() -> None:
     assert gone() is not None, "a young garbage cycle waits, frozen, for the full pass"
 
 
-def test_a_cycle_frozen_before_it_died_is_freed_by_the_next_full_pass() -> None:
+def test_a_frozen_cycle_is_freed_once_memory_grew_by_the_share_and_the_spacing_passed() -> None:
     gc.disable()
     gc.unfreeze()
-    now = [0.0]
-    refreeze = collector.Refreezer(clock=lambda: now[0], full_every=60.0)
+    now, blocks = [0.0], Blocks(1_000)
+    refreeze = collector.Refreezer(clock=lambda: now[0], blocks=blocks, growth=0.25, spacing=60.0)
+    refreeze()
     old = Cycle()
     gone = weakref.ref(old)
     gc.freeze()  # it lived through a round's freeze, then died
     del old
-    now[0] = 59.0
+    now[0], blocks.count = 3_600.0, 1_250
     refreeze()
-    assert gone() is not None, "frozen, it waits for the full pass"
-    now[0] = 60.0
+    assert gone() is not None, "a quarter more, not more than a quarter: it waits, frozen"
+    blocks.count = 1_251
     refreeze()
     assert gone() is None
-    now[0] = 119.0
-    frozen_again = Cycle()
-    again = weakref.ref(frozen_again)
-    gc.freeze()
-    del frozen_again
+
+
+def test_full_passes_are_spaced_and_measure_what_lives_again() -> None:
+    gc.disable()
+    gc.unfreeze()
+    now, blocks = [0.0], Blocks(1_000)
+    refreeze = collector.Refreezer(clock=lambda: now[0], blocks=blocks, growth=0.25, spacing=60.0)
     refreeze()
-    assert again() is not None, "the next full pass is a full interval after the last"
+    now[0], blocks.count = 30.0, 5_000  # the cluster grew: a full pass, then 5,000 live
+    refreeze()
+    now[0] = 60.0
+    refreeze()  # a full pass, which measures 5,000 blocks alive
+    frozen = Cycle()
+    gone = weakref.ref(frozen)
+    gc.freeze()
+    del frozen
+    now[0], blocks.count = 61.0, 6_000
+    refreeze()
+    assert gone() is not None, "a minute has not passed since the last full pass"
+    now[0] = 120.0
+    refreeze()
+    assert gone() is not None, "6,000 is not a quarter more than the 5,000 that lived"
+    blocks.count = 6_251
+    refreeze()
+    assert gone() is None
+
+
+def test_garbage_frozen_round_after_round_stays_within_the_share_of_what_lives() -> None:
+    """Real memory blocks: each "round" the event loop leaves garbage cycles that the round's
+    end freezes; without full passes frozen garbage would grow for ever."""
+    gc.disable()
+    gc.unfreeze()
+    now = [0.0]
+    lives = [[index] for index in range(200_000)]  # what the operator keeps
+    refreeze = collector.Refreezer(clock=lambda: now[0], growth=0.25, spacing=60.0)
+    refreeze()
+    alive = sys.getallocatedblocks()
+    highest = alive
+    for _ in range(40):
+        for _ in range(5_000):
+            Cycle()
+        highest = max(highest, sys.getallocatedblocks())
+        now[0] += 60.0
+        refreeze()
+    assert highest <= alive * 1.25 + 5_000 * 3, "garbage held beyond a quarter and a round's"
+    assert len(lives) == 200_000
+    assert sys.getallocatedblocks() < alive * 1.3

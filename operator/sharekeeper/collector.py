@@ -14,9 +14,19 @@ memo) is long-lived too, and piles up in the oldest generation again: every full
 walked it, one almost every share round at the top size (~0.3 s each), to find about a hundred
 objects of garbage a weight change. So each round ends by freezing what is alive (``Refreezer``),
 without collecting the young generations first: a round makes no garbage cycles (at the top
-size, after a weight change, that collection found none and took 110 to 150 ms a round), and the
-few the event loop makes meanwhile wait, frozen, for the full pass made once every
-``FULL_PASS_SECONDS``, as do cycles that reached the oldest generation between rounds.
+size, after a weight change, that collection found none and took 110 to 150 ms a round).
+
+The event loop does make garbage cycles meanwhile (the HTTP client's, asyncio's), and those a
+freeze catches young wait, frozen, for a full pass. How many depends on the write rate, not on
+the cluster's size: under a stream of admissions (50 queues, 2,000 Jobs, ~50 API requests a
+second) a minute froze 60,000 to 113,000 of them beside 115,000 to 140,000 objects alive, and at
+1,000 queues the operator's memory grew by 0.2 to 0.4 MiB a second while full passes were
+hourly (benchmarks/README.md). So a full pass falls by what is held, not by the clock: once the
+interpreter's allocated memory blocks (``sys.getallocatedblocks``, a walk of its pools: 1 to 2
+ms at the top size) exceed those in use after the last full pass by ``FULL_PASS_GROWTH``, and
+never sooner than ``FULL_PASS_SPACING`` after it. Frozen garbage is then bounded by a share of
+what lives plus what a minute makes, whatever the rate; a cluster that grows costs one full pass
+per such share of growth.
 
 While the loops compute (a share round, a QoS check: ``loops.lane``) the collector is held back
 altogether: what they make and drop has no cycles, and collections in the middle of a round
@@ -29,14 +39,17 @@ collection costs, and how often it falls, is what tells whether the freezes keep
 from __future__ import annotations
 
 import gc
+import sys
 import time
 from collections.abc import Callable, Mapping
 
 from sharekeeper import telemetry
 
-FULL_PASS_SECONDS = 3600.0
-"""How often ``Refreezer`` unfreezes and collects everything: what garbage cycles the freezes
-kept is freed within this long."""
+FULL_PASS_GROWTH = 0.25
+"""``Refreezer`` collects everything once the memory blocks in use exceed those in use after its
+last full pass by this share."""
+FULL_PASS_SPACING = 60.0
+"""Seconds between two full passes at least (one costs 0.35 to 0.55 s at the top size)."""
 YOUNG_OBJECTS = 10_000
 """Allocations (net of frees) of tracked objects between two young collections; CPython's
 default is 700. Garbage cycles wait that much longer to be found: a few MiB at most."""
@@ -91,24 +104,35 @@ def let_go(collecting: bool) -> None:
 
 
 class Refreezer:
-    """Called after each share round: everything alive frozen, nothing walked; every
-    ``full_every`` seconds instead everything unfrozen and ``settle``d (a full walk, as at
-    start-up), which frees the garbage cycles frozen since the last one."""
+    """Called after each share round: everything alive frozen, nothing walked; once the memory
+    blocks in use grew by ``growth`` since the last full pass (and ``spacing`` seconds passed),
+    everything unfrozen and ``settle``d instead (a full walk, as at start-up), which frees the
+    garbage cycles frozen since. The first call only measures what lives."""
 
     def __init__(
         self,
         clock: Callable[[], float] = time.monotonic,
-        full_every: float = FULL_PASS_SECONDS,
+        blocks: Callable[[], int] = sys.getallocatedblocks,
+        growth: float = FULL_PASS_GROWTH,
+        spacing: float = FULL_PASS_SPACING,
     ) -> None:
         self._clock = clock
-        self._full_every = full_every
+        self._blocks = blocks
+        self._growth = growth
+        self._spacing = spacing
         self._last_full = clock()
+        self._limit: float | None = None
+        """Memory blocks in use beyond which a full pass is due: ``growth`` more than after the
+        last full pass (or at the first call)."""
 
     def __call__(self) -> None:
         now = self._clock()
-        if now - self._last_full >= self._full_every:
+        if self._limit is None:
+            self._limit = self._blocks() * (1 + self._growth)
+        elif now - self._last_full >= self._spacing and self._blocks() > self._limit:
             gc.unfreeze()
             settle()
             self._last_full = now
-        else:
-            gc.freeze()
+            self._limit = self._blocks() * (1 + self._growth)
+            return
+        gc.freeze()
