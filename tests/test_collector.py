@@ -106,16 +106,29 @@ def test_refreezer_freezes_what_lives_without_walking_it() -> None:
     assert gone() is not None, "a young garbage cycle waits, frozen, for the full pass"
 
 
-def test_a_frozen_cycle_is_freed_once_memory_grew_by_the_share_and_the_spacing_passed() -> None:
+def frozen_garbage() -> weakref.ref[Cycle]:
+    """A cycle that lived through a round's freeze, then died: only a full pass frees it."""
+    cycle = Cycle()
+    gone = weakref.ref(cycle)
+    gc.freeze()
+    del cycle
+    return gone
+
+
+def started_refreezer(now: list[float], blocks: Blocks) -> collector.Refreezer:
+    """A refreezer that has measured ``blocks`` at its first call, at ``now[0]``; no
+    collections but its own."""
     gc.disable()
     gc.unfreeze()
-    now, blocks = [0.0], Blocks(1_000)
     refreeze = collector.Refreezer(clock=lambda: now[0], blocks=blocks, growth=0.25, spacing=60.0)
     refreeze()
-    old = Cycle()
-    gone = weakref.ref(old)
-    gc.freeze()  # it lived through a round's freeze, then died
-    del old
+    return refreeze
+
+
+def test_a_frozen_cycle_is_freed_once_memory_grew_by_the_share_and_the_spacing_passed() -> None:
+    now, blocks = [0.0], Blocks(1_000)
+    refreeze = started_refreezer(now, blocks)
+    gone = frozen_garbage()
     now[0], blocks.count = 3_600.0, 1_250
     refreeze()
     assert gone() is not None, "a quarter more, not more than a quarter: it waits, frozen"
@@ -125,25 +138,22 @@ def test_a_frozen_cycle_is_freed_once_memory_grew_by_the_share_and_the_spacing_p
 
 
 def test_full_passes_are_spaced_and_measure_what_lives_again() -> None:
-    gc.disable()
-    gc.unfreeze()
     now, blocks = [0.0], Blocks(1_000)
-    refreeze = collector.Refreezer(clock=lambda: now[0], blocks=blocks, growth=0.25, spacing=60.0)
+    refreeze = started_refreezer(now, blocks)
+    now[0], blocks.count = 30.0, 5_000  # the cluster grew within the first minute: no pass yet
+    gone = frozen_garbage()
     refreeze()
-    now[0], blocks.count = 30.0, 5_000  # the cluster grew: a full pass, then 5,000 live
-    refreeze()
+    assert gone() is not None, "a minute has not passed since the refreezer started"
     now[0] = 60.0
-    refreeze()  # a full pass, which measures 5,000 blocks alive
-    frozen = Cycle()
-    gone = weakref.ref(frozen)
-    gc.freeze()
-    del frozen
-    now[0], blocks.count = 61.0, 6_000
+    refreeze()  # a full pass, which measures 5,000 blocks in use
+    assert gone() is None
+    gone = frozen_garbage()
+    now[0], blocks.count = 61.0, 6_300
     refreeze()
     assert gone() is not None, "a minute has not passed since the last full pass"
-    now[0] = 120.0
+    now[0], blocks.count = 121.0, 6_250
     refreeze()
-    assert gone() is not None, "6,000 is not a quarter more than the 5,000 that lived"
+    assert gone() is not None, "6,250 is not more than a quarter above the 5,000 in use"
     blocks.count = 6_251
     refreeze()
     assert gone() is None
