@@ -165,3 +165,35 @@ def test_our_capacity_queues_deserve_kueues_nominal_quotas() -> None:
     for q, queue in enumerate(our_queues(shape, quotas)):
         assert queue_snapshot(queue).deserved == quotas[q]
     assert all("deserved" not in queue["spec"] for queue in our_queues(shape))
+
+
+def test_a_cut_kueue_phase_is_cleaned_of_the_workloads_kueue_no_longer_releases() -> None:
+    """Kueue is stopped before the clean-up, so its finalizer stays on the Workloads it had
+    admitted: the clean-up takes it off those being deleted, and only those."""
+    import httpx2 as httpx
+
+    from bench_kueue import release_workloads
+
+    path = "/apis/kueue.x-k8s.io/v1beta1/namespaces/kueue-bench/workloads"
+    items = [
+        {"metadata": {"name": "held", "deletionTimestamp": "t", "finalizers": ["kueue"]}},
+        {"metadata": {"name": "gone", "deletionTimestamp": "t", "finalizers": ["kueue"]}},
+        {"metadata": {"name": "free", "deletionTimestamp": "t"}},
+        {"metadata": {"name": "alive", "finalizers": ["kueue"]}},
+    ]
+    patched: list[tuple[str, bytes, str]] = []
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json={"items": items})
+        patched.append((request.url.path, request.content, request.headers["content-type"]))
+        return httpx.Response(404 if request.url.path.endswith("/gone") else 200, json={})
+
+    with httpx.Client(transport=httpx.MockTransport(serve), base_url="https://api") as client:
+        release_workloads(client, path)
+    finalizers_off = b'{"metadata":{"finalizers":null}}'
+    merge = "application/merge-patch+json"
+    assert patched == [
+        (f"{path}/held", finalizers_off, merge),
+        (f"{path}/gone", finalizers_off, merge),
+    ]
