@@ -18,16 +18,16 @@ size, after a weight change, that collection found none and took 110 to 150 ms a
 
 The event loop does make garbage cycles meanwhile, and those a freeze catches young wait, frozen,
 for a full pass: above all kopf's, as each admission review leaves its ``Body`` and ``Patch``
-views, which refer back to the objects they view and hold the pod's whole JSON. How many depends on the rate of pod
-creations, not on the cluster's size: under a stream of admissions (50 queues, 2,000 Jobs) a
-minute froze 60,000 to 113,000 garbage objects beside 115,000 to 140,000 alive, and at
-1,000 queues the operator's memory grew by 0.2 to 0.4 MiB a second while full passes were
-hourly (benchmarks/README.md). So a full pass falls by what is held, not by the clock: once the
-interpreter's allocated memory blocks (``sys.getallocatedblocks``, a walk of its pools: 1 to 2
-ms at the top size) exceed those in use after the last full pass by ``FULL_PASS_GROWTH``, and
-never sooner than ``FULL_PASS_SPACING`` after it. Frozen garbage is then bounded by a share of
-what lives plus what a minute makes, whatever the rate; a cluster that grows costs one full pass
-per such share of growth.
+views, which refer back to the objects they view and hold the pod's whole JSON. How many
+depends on the rate of pod creations, not on the cluster's size: under a stream of admissions
+(50 queues, 2,000 Jobs) a minute froze 60,000 to 113,000 garbage objects beside 115,000 to
+140,000 alive, and at 1,000 queues the operator's memory grew by 0.2 to 0.4 MiB a second while
+full passes were hourly (benchmarks/README.md). So a full pass falls by what is held, not by
+the clock: once the interpreter's allocated memory blocks (``sys.getallocatedblocks``, a walk
+of its pools: 1 to 2 ms at the top size) exceed those in use after the last full pass by
+``FULL_PASS_GROWTH``, and never sooner than ``FULL_PASS_SPACING`` after it. Frozen garbage is
+then bounded by a share of what lives plus what a minute makes, whatever the rate; a cluster
+that grows costs one full pass per such share of growth.
 
 While the loops compute (a share round, a QoS check: ``loops.lane``) the collector is held back
 altogether: what they make and drop has no cycles, and collections in the middle of a round
