@@ -108,7 +108,7 @@ class Refreezer:
     """Called after each share round: everything alive frozen, nothing walked; once the memory
     blocks in use grew by ``growth`` since the last full pass (and ``spacing`` seconds passed),
     everything unfrozen and ``settle``d instead (a full walk, as at start-up), which frees the
-    garbage cycles frozen since. The first call only measures what lives."""
+    garbage cycles frozen since. The first call freezes and measures the blocks in use."""
 
     def __init__(
         self,
