@@ -32,7 +32,12 @@ every node), fed to a ``ClusterStore`` the way a complete list would. Reported:
   keeps nearly every held pod for its queue's share, which the workload's pending pods fill by
   its count, so they do not reclaim (``pipeline/reclaiming.py``); then again with ``--held`` of
   those pending pods found Unschedulable by the scheduler (spread over the queues), which
-  reclaim for themselves: the cost of deciding for that many waiting pods.
+  reclaim for themselves: the cost of deciding for that many waiting pods;
+- reclaim's part of that round (issue 24's "reclaim decision", target 100 ms), as the round
+  calls it, and its three stages: gathering the waiting pods, the engine's inputs, the engine
+  (``ReclaimParts``); first on rounds that follow one another with nothing changed, then with
+  ``--churn`` bound pods deleted before each round (their queues' and nodes' numbers move, so
+  the round reads and decides part of it again, as under a cluster's churn).
 
 Timings are reported, never asserted.
 """
@@ -45,7 +50,8 @@ import json
 import resource
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -64,6 +70,7 @@ from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs  
 from sharekeeper.cluster.store import ClusterStore  # noqa: E402
 from sharekeeper.loops.recompute import Decision, _decide  # noqa: E402
 from sharekeeper.model.pods import ADMISSION_GATE  # noqa: E402
+from sharekeeper.pipeline import reclaiming, shares  # noqa: E402
 from sharekeeper.pipeline.qos import cluster_check  # noqa: E402
 from sharekeeper.pipeline.reclaiming import PolicyReclaim  # noqa: E402
 from sharekeeper.pipeline.shares import Carried  # noqa: E402
@@ -156,6 +163,60 @@ def unschedulable_pods(workload: Workload, count: int) -> list[dict[str, Any]]:
     return chosen
 
 
+class ReclaimParts:
+    """Reclaim's part of each round, timed where the round calls it: ``reclaim_rounds``, and in
+    it gathering the waiting pods, the engine's inputs and the engine (each wrapped where the
+    pipeline looks it up, for the time of ``timing``; four clock reads a round)."""
+
+    STAGES = (
+        ("reclaim", shares, "reclaim_rounds"),
+        ("gathering", reclaiming, "_waiting"),
+        ("inputs", reclaiming, "reclaim_inputs"),
+        ("engine", reclaiming, "plan_reclaim"),
+    )
+
+    def __init__(self) -> None:
+        self.rounds: list[dict[str, float]] = []
+        self._now: dict[str, float] = {}
+
+    @contextmanager
+    def timing(self) -> Iterator[None]:
+        originals = [(module, name, getattr(module, name)) for _, module, name in self.STAGES]
+        for (stage, _, _), (module, name, original) in zip(self.STAGES, originals, strict=True):
+            setattr(module, name, self._timed(stage, original))
+        try:
+            yield
+        finally:
+            for module, name, original in originals:
+                setattr(module, name, original)
+
+    def _timed(self, stage: str, run: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return run(*args, **kwargs)
+            finally:
+                self._now[stage] = self._now.get(stage, 0.0) + time.perf_counter() - started
+
+        return timed
+
+    def round(self, run: Callable[[], object]) -> None:
+        self._now = {}
+        run()
+        self.rounds.append(self._now)
+
+    def report(self) -> str:
+        """The best round's reclaim part and its stages, then the median round's."""
+        ranked = sorted(self.rounds, key=lambda parts: parts["reclaim"])
+        best, median = ranked[0], ranked[len(ranked) // 2]
+        return "; ".join(
+            f"{label} {parts['reclaim'] * 1000:.0f} ms (gathering "
+            f"{parts.get('gathering', 0) * 1000:.0f}, inputs {parts.get('inputs', 0) * 1000:.0f}, "
+            f"engine {parts.get('engine', 0) * 1000:.0f})"
+            for label, parts in (("best", best), ("median", median))
+        )
+
+
 def published(store: ClusterStore, decision: Decision) -> None:
     """Every status and annotation as if the writes had landed and the watch brought them back:
     a status as a copy read from JSON, as the watch's is (the very objects the round rendered
@@ -191,6 +252,8 @@ def main() -> None:
                         help="the reclaim round's bound")  # fmt: skip
     parser.add_argument("--tree-fanout", type=int, default=0,
                         help="the queues as leaves of a tree of this fanout (0: flat)")  # fmt: skip
+    parser.add_argument("--churn", type=int, default=200,
+                        help="bound pods deleted before each churned reclaim round")  # fmt: skip
     args = parser.parse_args()
 
     collector.tune()  # as the operator runs
@@ -258,6 +321,19 @@ def main() -> None:
     published(store, one_round(store, now=later))
     stuck = best_seconds(lambda: one_round(store, now=later), args.repeat)
     (planned_stuck,) = one_round(store, now=later).publication.reclaims.values()
+    quiet, churned = ReclaimParts(), ReclaimParts()
+    bound = [obj for obj in workload.pod_objects() if obj["spec"].get("nodeName")]
+    leaving = iter(bound[:: max(len(bound) // (args.churn * args.repeat), 1)])
+
+    def after_churn() -> Decision:
+        for _, obj in zip(range(args.churn), leaving, strict=False):
+            store.pods.event("DELETED", obj)
+        return one_round(store, now=later)
+
+    for parts, run in ((quiet, lambda: one_round(store, now=later)), (churned, after_churn)):
+        with parts.timing():
+            for _ in range(args.repeat):
+                parts.round(run)
 
     pods = workload.pods
     print(f"{args.nodes:,} nodes, {pods:,} pods, {workload.queues:,} queues")
@@ -275,6 +351,8 @@ def main() -> None:
     )
     print(f"  and reclaim Preview     {reclaim * 1000:6.0f} ms  ({reclaimed(planned)})")
     print(f"  {args.held:,} Unschedulable too {stuck * 1000:4.0f} ms  ({reclaimed(planned_stuck)})")
+    print(f"    reclaim's part, nothing changed: {quiet.report()}")
+    print(f"    {args.churn} bound pods gone before each: {churned.report()}")
 
 
 def reclaimed(planned: PolicyReclaim) -> str:
