@@ -608,8 +608,9 @@ def clean_namespace(bench: Bench, side: str, timeout: float = 600.0) -> None:
     namespace = NAMESPACES[side]
     paths = [kubeapi.collection_path("batch/v1", "jobs", namespace),
              kubeapi.collection_path("v1", "pods", namespace)]  # fmt: skip
-    if side == KUEUE:
-        paths.append(workloads_path(namespace))
+    workloads = workloads_path(namespace) if side == KUEUE else None
+    if workloads is not None:
+        paths.append(workloads)
     deadline = time.monotonic() + timeout
     with bench.access.client(timeout=timeout) as client:
         deleted = False
@@ -626,8 +627,8 @@ def clean_namespace(bench: Bench, side: str, timeout: float = 600.0) -> None:
                     client.delete(path, params=params).raise_for_status()
                 deleted = True
                 left = {path: count(client, path) for path in paths}
-                if side == KUEUE and left[paths[-1]]:
-                    release_workloads(client, paths[-1])
+                if workloads is not None and left[workloads]:
+                    release_workloads(client, workloads)
             except (httpx.TransportError, httpx.HTTPStatusError) as error:
                 if isinstance(error, httpx.HTTPStatusError) and error.response.status_code < 500:
                     raise
