@@ -90,8 +90,9 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2 as httpx
 
@@ -124,6 +125,7 @@ from peers.workload import (  # noqa: E402
 from sharekeeper.model.pods import ADMISSION_GATE  # noqa: E402
 
 Json = dict[str, Any]
+_T = TypeVar("_T")
 
 KUEUE, OURS = "kueue", "sharekeeper"
 NAMESPACES = {KUEUE: "kueue-bench", OURS: "sk-bench"}
@@ -601,6 +603,13 @@ def release_workloads(client: httpx.Client, path: str) -> None:
                 patched.raise_for_status()
 
 
+RESEND_AFTER = 60.0
+"""A collection delete that the API server gave up on (a 504 after its request timeout, or the
+connection dropped) goes on inside it: the deletes are sent again only once no collection has
+shrunk for this long. (Sent again at once, each new delete of 7,500 pods competed with the last
+and none was seen to finish in 600 s.)"""
+
+
 def clean_namespace(bench: Bench, side: str, timeout: float = 600.0) -> None:
     """Delete the phase's jobs, pods (and Workloads), each collection in one request, and
     wait until none is left. (``kubectl delete --all`` deletes one object per request: two
@@ -611,34 +620,69 @@ def clean_namespace(bench: Bench, side: str, timeout: float = 600.0) -> None:
     workloads = workloads_path(namespace) if side == KUEUE else None
     if workloads is not None:
         paths.append(workloads)
-    deadline = time.monotonic() + timeout
     with bench.access.client(timeout=timeout) as client:
-        deleted = False
-        while True:
-            # A busy API server may drop a long request (a delete of 20,000 Jobs, say) or give
-            # up on it with a 5xx (504 for a delete of 25,000 pods) while the deletion goes on:
-            # the deletes are sent again until the deadline, since the next phase needs the
-            # namespace empty.
-            try:
-                for path in paths if not deleted else ():
-                    params = {"propagationPolicy": "Background"}
-                    if path.endswith("/pods"):
-                        params["gracePeriodSeconds"] = "0"
-                    client.delete(path, params=params).raise_for_status()
-                deleted = True
-                left = {path: count(client, path) for path in paths}
-                if workloads is not None and left[workloads]:
-                    release_workloads(client, workloads)
-            except (httpx.TransportError, httpx.HTTPStatusError) as error:
-                if isinstance(error, httpx.HTTPStatusError) and error.response.status_code < 500:
-                    raise
-                deleted, left = False, {"unknown": 1}
-                progress(f"cleaning {namespace}: {type(error).__name__}: {error}; again")
+        empty_collections(client, paths, workloads=workloads, timeout=timeout)
+
+
+def empty_collections(
+    client: httpx.Client,
+    paths: list[str],
+    *,
+    workloads: str | None,
+    timeout: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Delete every object of ``paths`` and wait until they are empty; ``workloads``: the one
+    of them whose Workloads need Kueue's finalizer taken off. A busy API server may drop a long
+    delete or give up on it with a 5xx while the deletion goes on, and may fail a count too:
+    the counts are polled anyway, and the deletes sent again only after ``RESEND_AFTER``
+    seconds in which nothing shrank, until ``timeout``."""
+    deadline = clock() + timeout
+    last: dict[str, int] | None = None
+    moved_at = -float("inf")  # nothing sent yet
+    while True:
+        if clock() - moved_at > RESEND_AFTER:
+            for path in paths:
+                answered(path, partial(delete_all, client, path))
+            moved_at = clock()
+        left = answered("the counts", partial(counts, client, paths, workloads))
+        if left is not None:
             if not any(left.values()):
                 return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{namespace} still holds {left} after {timeout:.0f} s")
-            time.sleep(1.0)
+            if last is not None and any(left[path] < last[path] for path in paths):
+                moved_at = clock()
+            last = left
+        if clock() > deadline:
+            raise TimeoutError(f"{paths} still hold {last} after {timeout:.0f} s")
+        sleep(1.0)
+
+
+def delete_all(client: httpx.Client, path: str) -> None:
+    params = {"propagationPolicy": "Background"}
+    if path.endswith("/pods"):
+        params["gracePeriodSeconds"] = "0"
+    client.delete(path, params=params).raise_for_status()
+
+
+def counts(client: httpx.Client, paths: list[str], workloads: str | None) -> dict[str, int]:
+    """How many objects each of ``paths`` holds, the Workloads among them released."""
+    left = {path: count(client, path) for path in paths}
+    if workloads is not None and left[workloads]:
+        release_workloads(client, workloads)
+    return left
+
+
+def answered(what: str, call: Callable[[], _T]) -> _T | None:
+    """What ``call`` returns; None when the API server was too busy to answer (a dropped
+    connection or a 5xx: reported). Any other error is raised."""
+    try:
+        return call()
+    except (httpx.TransportError, httpx.HTTPStatusError) as error:
+        if isinstance(error, httpx.HTTPStatusError) and error.response.status_code < 500:
+            raise
+        progress(f"cleaning, {what}: {type(error).__name__}: {error}; again")
+        return None
 
 
 @contextlib.contextmanager

@@ -197,3 +197,49 @@ def test_a_cut_kueue_phase_is_cleaned_of_the_workloads_kueue_no_longer_releases(
         (f"{path}/held", finalizers_off, merge),
         (f"{path}/gone", finalizers_off, merge),
     ]
+
+
+def test_a_clean_up_the_api_server_gives_up_on_is_waited_for_not_sent_again_at_once() -> None:
+    """The API server answers a long collection delete with a 504 while the deletion goes on:
+    the clean-up polls the counts, sends the deletes again only once nothing shrank for
+    ``RESEND_AFTER`` seconds, and returns when every collection is empty. (A mock transport
+    and a fake clock: what is tested is the loop, not an API server.)"""
+    import httpx2 as httpx
+
+    from bench_kueue import RESEND_AFTER, empty_collections
+
+    jobs, pods = "/apis/batch/v1/namespaces/ns/jobs", "/api/v1/namespaces/ns/pods"
+    pods_left = iter([5, 4, 3, *[3] * 8, 0])
+    now = [0.0]
+    deletes: list[tuple[str, float]] = []
+    polls = [0]
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if request.method == "DELETE":
+            deletes.append((path, now[0]))
+            first_pods_delete = path == pods and len([d for d in deletes if d[0] == pods]) == 1
+            return httpx.Response(504 if first_pods_delete else 200, json={})
+        if path == pods:
+            polls[0] += 1
+            if polls[0] == 2:
+                raise httpx.ReadTimeout("busy", request=request)
+            left = next(pods_left)
+        else:
+            left = 0
+        body = {"items": [{}] if left else [], "metadata": {"remainingItemCount": max(left - 1, 0)}}
+        return httpx.Response(200, json=body)
+
+    def sleep(seconds: float) -> None:
+        now[0] += 10 * seconds
+
+    with httpx.Client(transport=httpx.MockTransport(serve), base_url="https://api") as client:
+        empty_collections(
+            client, [jobs, pods], workloads=None, timeout=600, clock=lambda: now[0], sleep=sleep
+        )
+    pods_deletes = [at for path, at in deletes if path == pods]
+    assert len(pods_deletes) == 2, deletes
+    # Sent again only after the counts had stood still for longer than RESEND_AFTER.
+    last_fall = 30.0  # the third answered poll (5 -> 4 -> 3, one poll timed out between)
+    assert pods_deletes[1] - last_fall > RESEND_AFTER
+    assert next(pods_left, None) is None  # polled until empty
