@@ -36,8 +36,9 @@ every node), fed to a ``ClusterStore`` the way a complete list would. Reported:
 - reclaim's part of that round (issue 24's "reclaim decision", target 100 ms), as the round
   calls it, and its three stages: gathering the waiting pods, the engine's inputs, the engine
   (``ReclaimParts``); first on rounds that follow one another with nothing changed, then with
-  ``--churn`` bound pods deleted before each round (their queues' and nodes' numbers move, so
-  the round reads and decides part of it again, as under a cluster's churn).
+  ``--churn`` bound pods deleted before each round, as completions do (their queues' and
+  nodes' numbers move, and under Proportion nearly every queue's deserved share: little of
+  what the last round kept can be reused).
 
 Timings are reported, never asserted.
 """
