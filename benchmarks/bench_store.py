@@ -182,13 +182,15 @@ class ReclaimParts:
 
     @contextmanager
     def timing(self) -> Iterator[None]:
-        originals = [(module, name, getattr(module, name)) for _, module, name in self.STAGES]
-        for (stage, _, _), (module, name, original) in zip(self.STAGES, originals, strict=True):
+        originals = [
+            (stage, module, name, getattr(module, name)) for stage, module, name in self.STAGES
+        ]
+        for stage, module, name, original in originals:
             setattr(module, name, self._timed(stage, original))
         try:
             yield
         finally:
-            for module, name, original in originals:
+            for _, module, name, original in originals:
                 setattr(module, name, original)
 
     def _timed(self, stage: str, run: Callable[..., Any]) -> Callable[..., Any]:
