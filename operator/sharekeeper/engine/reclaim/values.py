@@ -27,9 +27,11 @@ are never checked in it."""
 # --- inputs ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class QueueState:
-    """One queue of the round, leaf or inner."""
+    """One queue of the round, leaf or inner. Not frozen (see ``Running``): the operator makes
+    one per queue of a policy each round (10,000 at the top size), and a frozen dataclass is
+    built about five times slower. Not to be changed once made."""
 
     name: str
     policy: str
