@@ -31,7 +31,7 @@ from sharekeeper.engine.reclaim import (
     running_by_queue,
     spare_reason,
 )
-from sharekeeper.engine.reclaim.screening import refusals
+from sharekeeper.engine.reclaim.screening import NOT_REFUSED, Refusals, refusals
 from sharekeeper.engine.reclaim.state import queue_path
 from sharekeeper.engine.resources import Shortfall
 
@@ -989,15 +989,21 @@ def test_the_first_queue_of_the_path_that_refuses_is_named_with_the_shortfalls()
     def path(name: str) -> tuple[str, ...]:
         return queue_path(by_name, name) if name in by_name else ()
 
-    assert refusals(pods, by_name, path) == [
+    found = refusals(pods, by_name, path)
+    assert found.levels == [NOT_REFUSED, 1, 0, NOT_REFUSED, 0, NOT_REFUSED]
+    assert [(a.limiting, a.shortfalls) if a else None for a in found.answers] == [
         None,
-        (1, (Shortfall("cpu", 2000, 1000),)),
-        (0, (Shortfall("cpu", 4000, 3000), Shortfall("memory", GI, -GI))),
+        ("t", (Shortfall("cpu", 2000, 1000),)),
+        ("a", (Shortfall("cpu", 4000, 3000), Shortfall("memory", GI, -GI))),
         None,
-        (0, (Shortfall("cpu", 501, 500), Shortfall("nvidia.com/gpu", 2000, 1000))),
+        ("b", (Shortfall("cpu", 501, 500), Shortfall("nvidia.com/gpu", 2000, 1000))),
         None,
     ]
-    assert refusals([], by_name, path) == []
+    assert [(a.reclaimer, a.queue, a.reason) for a in found.answers if a] == [
+        (("ns", name), queue_name, NotServedReason.ABOVE_SHARE)
+        for name, queue_name in (("above-t", "a"), ("above-a", "a"), ("above-b", "b"))
+    ]
+    assert refusals([], by_name, path) == Refusals([], [])
 
 
 def test_refusals_end_at_a_cycle_as_the_paths_do() -> None:
@@ -1007,7 +1013,12 @@ def test_refusals_end_at_a_cycle_as_the_paths_do() -> None:
     by_name = {"a": a, "b": b}
     pods = [waiting("w", "a", cpu=2000), waiting("v", "b", cpu=500)]
     found = refusals(pods, by_name, lambda name: queue_path(by_name, name))
-    assert found == [(1, (Shortfall("cpu", 2000, 1000),)), None]
+    assert found.levels == [1, NOT_REFUSED]
+    assert found.answers[0] is not None
+    assert (found.answers[0].limiting, found.answers[0].shortfalls) == (
+        "b",
+        (Shortfall("cpu", 2000, 1000),),
+    )
 
 
 def test_a_refused_pod_is_checked_again_once_a_pod_before_it_charged_its_path() -> None:

@@ -78,7 +78,7 @@ from operator import attrgetter
 import numpy as np
 
 from sharekeeper.engine.keys import PodKey
-from sharekeeper.engine.reclaim.screening import Refusal, refusals
+from sharekeeper.engine.reclaim.screening import refusals
 from sharekeeper.engine.reclaim.state import (
     INFINITE_OVERUSE,
     Candidate,
@@ -245,8 +245,9 @@ class _Planner:
         for pod in ordered:
             if pod.group is not None:
                 gangs.setdefault((pod.namespace, pod.group), []).append(pod)
-        screened = len(ordered) >= SCREENED_FROM
-        at_start = refusals(ordered, state.queues, state.path) if screened else ()
+        at_start = (
+            refusals(ordered, state.queues, state.path) if len(ordered) >= SCREENED_FROM else None
+        )
         for i, pod in enumerate(ordered):
             if pod.group is not None:
                 members = gangs.pop((pod.namespace, pod.group), None)
@@ -258,11 +259,15 @@ class _Planner:
             if pod.waited_seconds < after:
                 not_served.append(_not_served(pod, NotServedReason.NOT_WAITED_LONG_ENOUGH))
                 continue
-            if screened and (refusal := at_start[i]) is not None:
-                answer = self._refused_at_start(pod, refusal)
-                if answer is not None:
-                    not_served.append(answer)
-                    continue
+            # Refused at the start, and the round has not charged its path up to the queue
+            # that refused it since: the answer holds.
+            if (
+                at_start is not None
+                and (refused := at_start.answers[i]) is not None
+                and self._untouched(pod.queue, at_start.levels[i])
+            ):
+                not_served.append(refused)
+                continue
             # The replicas of one workload ask the same: one decision each until a change. They
             # mostly come one after the other: the key is made again only for another shape
             # (nodes by identity: comparing two sets of thousands of names is what costs).
@@ -283,7 +288,9 @@ class _Planner:
                 not_served.append(answer)
                 continue
             # Passed at the start, and the round has not charged its path since: it still does.
-            within = screened and pod.queue in state.queues and self._untouched(pod.queue)
+            within = (
+                at_start is not None and pod.queue in state.queues and self._untouched(pod.queue)
+            )
             decided = self._decide(pod, needed, within_share=within)
             if isinstance(decided, Reclaim):
                 reclaims.append(decided)
@@ -291,17 +298,6 @@ class _Planner:
                 self.failed[shape] = (state.version, decided)
                 not_served.append(decided)
         return ReclaimPlan(tuple(reclaims), tuple(not_served), self.evictions)
-
-    def _refused_at_start(self, pod: Waiting, refusal: Refusal) -> NotServed | None:
-        """P's answer when the round's start refused it (``screening``) and the round has
-        charged or freed none of its path up to the queue that refused it since: that answer
-        holds. None: P is decided again."""
-        level, shortfalls = refusal
-        if not self._untouched(pod.queue, level):
-            return None
-        limiting = pod.queue if level == 0 else self.round.path(pod.queue)[level]
-        key = PodKey(pod.namespace, pod.name)
-        return NotServed(key, pod.queue, NotServedReason.ABOVE_SHARE, limiting, shortfalls)
 
     def _untouched(self, queue: str, level: int | None = None) -> bool:
         """Whether the round has charged or freed none of ``queue``'s path (up to its

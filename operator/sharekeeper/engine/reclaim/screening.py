@@ -14,33 +14,42 @@ those queues, and O(pods x dimensions x tree depth) in numpy.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter
 
 import numpy as np
 
-from sharekeeper.engine.reclaim.values import PODS, QueueState, Waiting
+from sharekeeper.engine.keys import PodKey
+from sharekeeper.engine.reclaim.values import PODS, NotServed, NotServedReason, QueueState, Waiting
 from sharekeeper.engine.resources import UNLIMITED, Shortfall, dense, dimensions
 
-Refusal = tuple[int, tuple[Shortfall, ...]]
-"""Where in a pod's queue path the first queue that refuses it stands (0: its own queue), and
-where the pod's request exceeds what that queue has left of its deserved share."""
+NOT_REFUSED = -1
 
-_NOT_REFUSED = -1
+
+@dataclass(frozen=True, slots=True)
+class Refusals:
+    """The share checks of waiting pods, in the order they were given."""
+
+    levels: list[int]
+    """Per pod, where in its queue's path the first queue that refuses it stands (0: its own
+    queue); ``NOT_REFUSED`` when none does."""
+    answers: list[NotServed | None]
+    """Per pod, its ``AboveShare`` answer (the shortfalls in the order of their dimensions'
+    names); None when no queue refuses it."""
 
 
 def refusals(
     pods: Sequence[Waiting],
     queues: Mapping[str, QueueState],
     path: Callable[[str], tuple[str, ...]],
-) -> list[Refusal | None]:
-    """Per pod: its ``Refusal`` by the first queue of its ``path`` whose allocated plus the
-    pod's request exceeds its deserved in a dimension the pod requests (``pods`` aside), as the
-    queues are; None when no queue refuses it. ``path`` names queues of ``queues`` only, none
-    for a queue not among them (whose pods are then not refused here). The shortfalls come in
-    the order of their dimensions' names."""
+) -> Refusals:
+    """Which pods the first queue of their ``path`` refuses whose allocated plus the pod's
+    request exceeds its deserved in a dimension the pod requests (``pods`` aside), as the
+    queues are. ``path`` names queues of ``queues`` only, none for a queue not among them
+    (whose pods are then not refused here)."""
     if not pods:
-        return []
+        return Refusals([], [])
     names = tuple(name for name in dimensions(pod.request for pod in pods) if name != PODS)
     requests = dense([pod.request for pod in pods], names)
     requested = requests > 0
@@ -63,7 +72,7 @@ def refusals(
         [q.allocated for q in states], names
     )
     limiting = np.fromiter(map(row.get, of_pod, repeat(-1)), np.int64, len(pods))
-    found = np.where(_refused(requests, requested, left[limiting]), 0, _NOT_REFUSED)
+    found = np.where(_refused(requests, requested, left[limiting]), 0, NOT_REFUSED)
     # The queues above: only for pods of a queue below another (none in a flat policy).
     no_path: tuple[str, ...] = ()
     for level in range(1, max(map(len, paths.values()), default=0)):
@@ -75,17 +84,18 @@ def refusals(
             np.int64,
             len(pods),
         )
-        first = (found == _NOT_REFUSED) & _refused(requests, requested, left[above])
+        first = (found == NOT_REFUSED) & _refused(requests, requested, left[above])
         found[first] = level
         limiting[first] = above[first]
-    answers: list[Refusal | None] = [None] * len(pods)
-    at = np.flatnonzero(found != _NOT_REFUSED)
+    answers: list[NotServed | None] = [None] * len(pods)
+    at = np.flatnonzero(found != NOT_REFUSED)
     wanted, available = requests[at], left[limiting[at]]
     short = requested[at] & (wanted > available)
-    # The pods refused in the same dimensions together: their shortfalls are made a column at
-    # a time, by ``map`` over flat lists, and zipped into each pod's tuple (a loop of Python
-    # over each pod's row costs about four times as much: 7,400 refused at the top size).
+    # The answers of the pods refused in the same dimensions are made together, a field at a
+    # time, by ``map`` over flat lists (a loop of Python over each pod's row costs about four
+    # times as much: 7,400 refused at the top size).
     patterns, of_refused = np.unique(short, axis=0, return_inverse=True)
+    queue_names = list(on_paths)
     for number, pattern in enumerate(patterns.tolist()):
         members = np.flatnonzero(of_refused.reshape(-1) == number)
         columns = [
@@ -94,12 +104,20 @@ def refusals(
             for d, refuses in enumerate(pattern)
             if refuses
         ]  # fmt: skip
-        refused = at[members]
-        for i, level, shortfalls in zip(
-            refused.tolist(), found[refused].tolist(), zip(*columns, strict=True), strict=True
-        ):
-            answers[i] = (level, shortfalls)
-    return answers
+        refused = at[members].tolist()
+        group = [pods[i] for i in refused]
+        made = map(
+            NotServed,
+            map(PodKey, map(attrgetter("namespace"), group), map(attrgetter("name"), group)),
+            map(attrgetter("queue"), group),
+            repeat(NotServedReason.ABOVE_SHARE),
+            map(queue_names.__getitem__, limiting[at[members]].tolist()),
+            zip(*columns, strict=True),
+        )
+        for i, answer in zip(refused, made, strict=True):
+            answers[i] = answer
+    levels: list[int] = found.tolist()
+    return Refusals(levels, answers)
 
 
 def _refused(requests: np.ndarray, requested: np.ndarray, left: np.ndarray) -> np.ndarray:
