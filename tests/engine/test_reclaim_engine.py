@@ -26,26 +26,12 @@ from sharekeeper.engine.reclaim import (
     SpareReason,
     Waiting,
     plan_reclaim,
-    planning,
     replan_inputs,
     running_by_queue,
     spare_reason,
 )
-from sharekeeper.engine.reclaim.screening import NOT_REFUSED, Refusals, refusals
-from sharekeeper.engine.reclaim.state import queue_path
-from sharekeeper.engine.resources import Shortfall
 
 GI = 2**30
-
-
-@pytest.fixture(autouse=True, params=["checked in turn", "checked at once"])
-def share_checks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test twice: with the share checks made pod by pod in its turn, and made for every
-    waiting pod at the round's start (``screening``), however few pods wait."""
-    if request.param == "checked at once":
-        monkeypatch.setattr(planning, "SCREENED_FROM", 1)
-    else:
-        monkeypatch.setattr(planning, "SCREENED_FROM", 10**9)
 
 
 def queue(
@@ -967,64 +953,13 @@ def test_the_plan_does_not_depend_on_the_order_of_its_inputs() -> None:
         assert plan_reclaim(shuffled) == expected
 
 
-# --- the share checks made at once, at the round's start -------------------------------------
+# --- a share check made in a pod's turn, on the round as it stands ---------------------------
 
 
-def test_the_first_queue_of_the_path_that_refuses_is_named_with_the_shortfalls() -> None:
-    """Nearest first; a dimension the pod does not request never refuses (not even one its
-    queue is above its share in), nor does ``pods``; a queue not among them refuses nothing."""
-    t = queue("t", {"cpu": 6000, "memory": 8 * GI}, {"cpu": 5000, "memory": 2 * GI})
-    a = queue("a", {"cpu": 4000, "memory": GI}, {"cpu": 1000, "memory": 2 * GI}, parent="t")
-    b = queue("b", {"cpu": 1000, "nvidia.com/gpu": 1000}, {"cpu": 500})
-    by_name = {q.name: q for q in (t, a, b)}
-    pods = [
-        waiting("fits", "a", cpu=1000),  # a: 3000 left; t: 1000 left
-        waiting("above-t", "a", cpu=2000),
-        waiting("above-a", "a", cpu=4000, memory=GI),
-        waiting("pods-aside", "b", cpu=500, pods=5),
-        waiting("above-b", "b", cpu=501, **{"nvidia.com/gpu": 2000}),
-        waiting("unknown", "gone", cpu=10**9),
-    ]
-
-    def path(name: str) -> tuple[str, ...]:
-        return queue_path(by_name, name) if name in by_name else ()
-
-    found = refusals(pods, by_name, path)
-    assert found.levels == [NOT_REFUSED, 1, 0, NOT_REFUSED, 0, NOT_REFUSED]
-    assert [(a.limiting, a.shortfalls) if a else None for a in found.answers] == [
-        None,
-        ("t", (Shortfall("cpu", 2000, 1000),)),
-        ("a", (Shortfall("cpu", 4000, 3000), Shortfall("memory", GI, -GI))),
-        None,
-        ("b", (Shortfall("cpu", 501, 500), Shortfall("nvidia.com/gpu", 2000, 1000))),
-        None,
-    ]
-    assert [(a.reclaimer, a.queue, a.reason) for a in found.answers if a] == [
-        (("ns", name), queue_name, NotServedReason.ABOVE_SHARE)
-        for name, queue_name in (("above-t", "a"), ("above-a", "a"), ("above-b", "b"))
-    ]
-    assert refusals([], by_name, path) == Refusals([], [])
-
-
-def test_refusals_end_at_a_cycle_as_the_paths_do() -> None:
-    """a -> b -> a: the path is (a, b), each queue checked once."""
-    a = queue("a", {"cpu": 4000}, {}, parent="b")
-    b = queue("b", {"cpu": 1000}, {}, parent="a")
-    by_name = {"a": a, "b": b}
-    pods = [waiting("w", "a", cpu=2000), waiting("v", "b", cpu=500)]
-    found = refusals(pods, by_name, lambda name: queue_path(by_name, name))
-    assert found.levels == [1, NOT_REFUSED]
-    assert found.answers[0] is not None
-    assert (found.answers[0].limiting, found.answers[0].shortfalls) == (
-        "b",
-        (Shortfall("cpu", 2000, 1000),),
-    )
-
-
-def test_a_refused_pod_is_checked_again_once_a_pod_before_it_charged_its_path() -> None:
-    """At the start t refuses w2 (a has room for it). w1 comes first and takes a's room, so
-    w2 is checked again: a refuses it now, with 1000 available. w3, of b, untouched by the
-    round, keeps the start's answer."""
+def test_a_pod_is_checked_on_its_path_as_the_pods_before_it_left_it() -> None:
+    """At the start t refuses w2 (a has room for it). w1 comes first and takes a's room, so a
+    refuses w2 in its turn, with 1000 available. w3, of b, untouched by the round, is refused
+    on b's numbers as they came."""
     t = queue("t", {"cpu": 6000}, {"cpu": 5000})
     a = queue("a", {"cpu": 3000}, {"cpu": 1000}, parent="t")
     b = queue("b", {"cpu": 1000}, {"cpu": 500})
@@ -1041,7 +976,7 @@ def test_a_refused_pod_is_checked_again_once_a_pod_before_it_charged_its_path() 
     assert (w3.limiting, w3.shortfalls[0].available) == ("b", 500)
 
 
-def test_a_pod_within_its_share_at_the_start_is_checked_again_once_its_queue_took_more() -> None:
+def test_a_pod_within_its_share_at_the_start_is_refused_once_its_queue_took_more() -> None:
     """w1 and w2 each fit a's share at the start, not both: w1 is served, w2 is not."""
     a = queue("a", {"cpu": 4000}, {"cpu": 1000})
     nodes = [cpu_node("n1", 8000, 1000, 1)]
@@ -1052,10 +987,10 @@ def test_a_pod_within_its_share_at_the_start_is_checked_again_once_its_queue_too
     assert plan.not_served[0].shortfalls[0].available == 1000
 
 
-def test_a_pod_refused_above_its_queue_is_checked_again_once_an_eviction_freed_the_parent() -> None:
+def test_a_pod_refused_above_its_queue_at_the_start_passes_once_an_eviction_freed_it() -> None:
     """At the start w (memory) is refused at t, full in memory. v (cpu, of b) reclaims s0 of the
     sibling queue s first: t stays above its deserved in cpu, what mattered, and gives back
-    memory too. So w is checked again, passes t's share and fits the room s0 left."""
+    memory too. So w passes t's share in its turn and fits the room s0 left."""
     t = queue("t", {"cpu": 3000, "memory": 8 * GI}, {"cpu": 7000, "memory": 8 * GI})
     a = queue("a", {"memory": 4 * GI}, {}, parent="t")
     s = queue("s", {"cpu": 4000, "memory": 8 * GI}, {"cpu": 7000, "memory": 8 * GI}, parent="t")
@@ -1070,6 +1005,67 @@ def test_a_pod_refused_above_its_queue_is_checked_again_once_an_eviction_freed_t
     plan = plan_reclaim(inputs([t, a, s, b], nodes, pods, reclaimers))
     assert evicted(plan) == ["s0"]
     assert served(plan) == {"v": "n1", "w": "n1"}
+
+
+# --- the next round: share answers given again ----------------------------------------------
+
+
+def test_an_above_share_answer_is_given_again_while_its_queues_are_the_same() -> None:
+    """w waits AboveShare at t, the queue above its own: the next round gives the very answer
+    while a and t are the same states (whatever else changed), and decides again once t is
+    another."""
+    t, a = queue("t", {"cpu": 6000}, {"cpu": 5000}), queue("a", {"cpu": 4000}, {}, parent="t")
+    s, b = queue("s", {"cpu": 4000}, {"cpu": 5000}, parent="t"), queue("b", {"cpu": 1000}, {})
+    nodes = [cpu_node("n1", 8000, 5000, 2)]
+    pods = [running("s0", "s", "n1", cpu=5000)]
+    first = plan_reclaim(inputs([t, a, s, b], nodes, pods, [waiting("w", "a", cpu=2000)]))
+    (answer,) = first.not_served
+    assert (answer.reason, answer.limiting) == (NotServedReason.ABOVE_SHARE, "t")
+    # Another state for s (below t, off w's path) and for b: the same answer, not decided.
+    s_now, b_now = replace(s, allocated={"cpu": 4500}), replace(b, allocated={"cpu": 500})
+    again = inputs([t, a, s_now, b_now], nodes, pods, [waiting("w", "a", cpu=2000, order=3)])
+    second = plan_reclaim(again, first.parked)
+    assert second.not_served[0] is answer
+    assert second == plan_reclaim(again)
+    # t's allocated moved: decided again, on the new numbers.
+    t_now = replace(t, allocated={"cpu": 5500})
+    moved = inputs([t_now, a, s_now, b], nodes, pods, [waiting("w", "a", cpu=2000)])
+    third = plan_reclaim(moved, second.parked)
+    assert third.not_served[0] is not answer
+    assert third.not_served[0].shortfalls[0].available == 500
+    assert third == plan_reclaim(moved)
+    # An equal state that is another object is decided again too (only identity is trusted).
+    copied = inputs([replace(t), a, s, b], nodes, pods, [waiting("w", "a", cpu=2000)])
+    assert plan_reclaim(copied, first.parked).not_served[0] is not answer
+
+
+def test_an_answer_is_decided_again_when_the_pod_asks_otherwise_or_waited_too_little() -> None:
+    a = queue("a", {"cpu": 4000}, {"cpu": 3000})
+    nodes = [cpu_node("n1", 8000, 3000, 1)]
+    first = plan_reclaim(inputs([a], nodes, [], [waiting("w", "a", cpu=2000)]))
+    assert reasons(first) == {"w": "AboveShare"}
+    smaller = plan_reclaim(inputs([a], nodes, [], [waiting("w", "a", cpu=1000)]), first.parked)
+    assert served(smaller) == {"w": "n1"}
+    early = inputs([a], nodes, [], [waiting("w", "a", cpu=2000, waited=10)])
+    assert reasons(plan_reclaim(early, first.parked)) == {"w": "NotWaitedLongEnough"}
+
+
+def test_an_answer_is_decided_again_once_a_reclaimer_before_it_charged_its_queue() -> None:
+    """Round one: w2 alone, AboveShare with 3000 available. Round two, the same states: w1
+    comes first and takes 1000 of a's share, so w2 is decided again (2000 available), and w2's
+    answer of this round is not kept for the next (a was charged before its turn)."""
+    a = queue("a", {"cpu": 4000}, {"cpu": 1000})
+    nodes = [cpu_node("n1", 8000, 1000, 1)]
+    first = plan_reclaim(inputs([a], nodes, [], [waiting("w2", "a", cpu=4000, order=1)]))
+    assert first.not_served[0].shortfalls[0].available == 3000
+    both = inputs(
+        [a], nodes, [], [waiting("w1", "a", cpu=1000), waiting("w2", "a", cpu=4000, order=1)]
+    )
+    second = plan_reclaim(both, first.parked)
+    assert served(second) == {"w1": "n1"}
+    assert second.not_served[0].shortfalls[0].available == 2000
+    assert second == plan_reclaim(both)
+    assert not second.parked
 
 
 # --- Volcano's reclaim cases -----------------------------------------------------------------

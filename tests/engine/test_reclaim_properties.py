@@ -34,6 +34,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sharekeeper.engine.reclaim import (
+    NOTHING_PARKED,
     Gang,
     NodeState,
     NotServedReason,
@@ -439,20 +440,28 @@ def test_the_plan_depends_neither_on_input_order_nor_on_how_nodes_are_screened(
 
 
 @given(clusters(("cpu", "memory", "nvidia.com/gpu")))
-def test_share_checks_made_at_once_give_the_plan_of_checks_made_one_by_one(
-    cluster: Cluster,
-) -> None:
-    """Round after round, the plan whose share checks were made for every waiting pod at the
-    round's start (``screening``) is the plan that checks each pod in its turn."""
+def test_answers_given_again_are_the_answers_decided_again(cluster: Cluster) -> None:
+    """Round after round, a plan given the last round's parked answers equals the plan decided
+    from scratch, when a queue's state is kept as the same object while it is equal (as the
+    operator's ``ReclaimRead`` keeps it); and once a round changed nothing, the next gives
+    every answer it parked again."""
+    parked = NOTHING_PARKED
+    kept: dict[str, QueueState] = {}
+    still = False
     for _ in range(ROUNDS):
         inputs = cluster.inputs()
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(planning, "SCREENED_FROM", 0)
-            plan = plan_reclaim(inputs)
-            patch.setattr(planning, "SCREENED_FROM", len(inputs.waiting) + 1)
-            assert plan_reclaim(inputs) == plan
-        if not plan.reclaims:
+        queues = tuple(kept[q.name] if kept.get(q.name) == q else q for q in inputs.queues)
+        kept = {q.name: q for q in queues}
+        inputs = replace(inputs, queues=queues)
+        plan = plan_reclaim(inputs, parked)
+        assert plan == plan_reclaim(inputs)
+        if still:
+            given = {id(answer) for answer in plan.not_served}
+            assert all(id(answer.answer) in given for answer in parked.values())
             break
+        impatient = any(n.reason is NotServedReason.NOT_WAITED_LONG_ENOUGH for n in plan.not_served)
+        still = not plan.reclaims and not impatient
+        parked = plan.parked
         check_and_apply(cluster, inputs, plan)
         for pod in cluster.pods.values():
             if pod.node is None:

@@ -174,8 +174,8 @@ def test_a_round_reads_and_builds_again_only_what_changed_and_as_afresh() -> Non
     again = round_()
     assert again == first
     assert again.running["a"] is first.running["a"]  # the very candidates: not read again
-    # The very nodes' states: not built again (queues' states are, each round).
-    assert all(map(operator.is_, again.nodes, first.nodes))
+    # The very queues' and nodes' states: not built again.
+    assert all(map(operator.is_, again.queues + again.nodes, first.queues + first.nodes))
     # A pod of a changes: a is read again, and sees it; so are its node's and queue's states.
     inputs.store.pods.event("MODIFIED", pod("a0", "a", node="n1", cpu=4, memory="2Gi"))
     changed = round_()
@@ -197,8 +197,7 @@ def test_a_round_reads_and_builds_again_only_what_changed_and_as_afresh() -> Non
 
 def test_with_nothing_waiting_nothing_is_read_and_what_was_read_is_kept() -> None:
     """No plan to make, so no queue's or node's state is built; the next waiting pod finds
-    what the last round that had one read, and reuses it where nothing changed (the queues'
-    candidates and the nodes' states)."""
+    what the last round that had one read, and reuses it where nothing changed."""
     inputs = parse_objects(full_cluster())
     carried = Carried()
     first = carried_round(inputs, carried)
@@ -210,13 +209,13 @@ def test_with_nothing_waiting_nothing_is_read_and_what_was_read_is_kept() -> Non
     back = carried_round(inputs, carried)
     assert back == first
     assert back.running["a"] is first.running["a"]
-    assert all(map(operator.is_, back.nodes, first.nodes))
+    assert all(map(operator.is_, back.queues + back.nodes, first.queues + first.nodes))
 
 
-def test_a_waiting_pod_is_answered_on_its_queue_as_it_is_each_round() -> None:
+def test_a_waiting_pod_whose_queue_did_not_change_is_not_decided_again() -> None:
     """a holds both nodes (16 cpu), all it deserves with b idle; a9 waits Unschedulable for 6
-    more: AboveShare, and the same next round; once a pod of a is gone, a's numbers moved and
-    so does the answer."""
+    more: AboveShare. The next round gives the very answer (a's state is the one the last round
+    built); once a pod of a is gone, a's numbers moved and a9 is decided again, on them."""
     objects = [o for o in full_cluster() if o["metadata"]["name"] != "b0"]
     inputs = parse_objects([*objects, outside_pod("a9", "a", cpu=6, memory="1Gi")])
     carried = Carried()
@@ -231,9 +230,10 @@ def test_a_waiting_pod_is_answered_on_its_queue_as_it_is_each_round() -> None:
 
     first = answer()
     assert (first.reason, first.shortfalls[0].available) == (NotServedReason.ABOVE_SHARE, 0)
-    assert answer() == first
+    assert answer() is first
     inputs.store.pods.event("DELETED", pod("a0", "a", node="n1", cpu=4, memory="1Gi"))
     moved = answer()
+    assert moved is not first
     assert (moved.reason, moved.shortfalls[0].available) == (NotServedReason.ABOVE_SHARE, 4000)
 
 

@@ -8,9 +8,10 @@ of a gang that must go whole. ``planning`` has the rules and their cost.
 
 Entry points:
 
-- ``plan_reclaim(inputs) -> ReclaimPlan``: the round's decisions. The caller decides what to do
-  with them (the mode Off | Preview | On is its business) and evicts through the Eviction API,
-  never by deleting.
+- ``plan_reclaim(inputs, parked) -> ReclaimPlan``: the round's decisions. The caller decides what
+  to do with them (the mode Off | Preview | On is its business) and evicts through the Eviction
+  API, never by deleting; it passes the last round's ``ReclaimPlan.parked`` back in, so that a
+  pod whose share answer cannot have changed is not decided again.
 - ``replan_inputs(inputs, accepted, refused) -> ReclaimInputs``: after a refused eviction, the
   inputs to plan again with (the next victim is then chosen by the same rules).
 - ``spare_reason(inputs, reclaimer, pod) -> SpareReason | None``: for ``explain``, why a pod is
@@ -20,7 +21,7 @@ Does not belong: Kubernetes objects, API calls, clocks (``waited_seconds`` is an
 not import the other engines (the "Each engine stands alone" contract).
 """
 
-from sharekeeper.engine.reclaim.planning import plan_reclaim, spare_reason
+from sharekeeper.engine.reclaim.planning import NOTHING_PARKED, plan_reclaim, spare_reason
 from sharekeeper.engine.reclaim.replanning import replan_inputs
 from sharekeeper.engine.reclaim.values import (
     Gang,
@@ -29,6 +30,7 @@ from sharekeeper.engine.reclaim.values import (
     NotServed,
     NotServedReason,
     Overuse,
+    Parked,
     QueueState,
     Reclaim,
     ReclaimInputs,
@@ -43,12 +45,14 @@ from sharekeeper.engine.reclaim.values import (
 )
 
 __all__ = [
+    "NOTHING_PARKED",
     "Gang",
     "GroupKey",
     "NodeState",
     "NotServed",
     "NotServedReason",
     "Overuse",
+    "Parked",
     "QueueState",
     "Reclaim",
     "ReclaimInputs",

@@ -54,18 +54,17 @@ deserved)⁺ by what it frees in such a dimension, and nothing raises it, so a s
 stops being evicted (``tests/engine/test_reclaim_properties.py``).
 
 Cost per round, with W waiting pods, N nodes, Q queues, C candidates and D dimensions:
-O(Q + N · D) to set up; O(W · depth · D) for the share checks, made for every pod at once in numpy
-against the round's start (``screening``: from ``SCREENED_FROM`` pods on); a refused pod is
-given that answer in O(depth) while the round has charged or freed none of its path up to the
-queue that refused it, and is checked again otherwise; per pod past them, O(N · D) in numpy for
-the free-fit screen (a pod of a shape seen before starts where the last one stopped, until
-something is evicted); per pod that needs victims, the giving queues are found by walking the
-queue tree, pruning subtrees that cannot give (O(queues visited); a queue's place in the
-eviction order is worked out when first looked at, never all ranked), the candidate nodes from
-their pods (O(their pods) in numpy, each queue's read once, up to ``GIVERS_LISTED``; beyond,
-O(N · D) in numpy), then each node tried costs O(its candidates · D) (read from an index per
-node, built once: O(C)). A pod not served is remembered by its shape (queue, request, nodes)
-until the next eviction or placement, so the other replicas of its workload cost a lookup each.
+O(Q + N · D) to set up; O(W · depth · D) for the share checks (a pod refused AboveShare last
+round whose queues are the same states, untouched before its turn, is given that answer again
+without them: ``Parked``); per pod past them, O(N · D) in numpy for the free-fit screen (a pod
+of a shape seen before starts where the last one stopped, until something is evicted); per pod
+that needs victims, the giving queues are found by walking the queue tree, pruning subtrees
+that cannot give (O(queues visited); a queue's place in the eviction order is worked out when
+first looked at, never all ranked), the candidate nodes from their pods (O(their pods) in
+numpy, each queue's read once, up to ``GIVERS_LISTED``; beyond, O(N · D) in numpy), then each
+node tried costs O(its candidates · D) (read from an index per node, built once: O(C)). A pod
+not served is remembered by its shape (queue, request, nodes) until the next eviction or
+placement, so the other replicas of its workload cost a lookup each.
 """
 
 from __future__ import annotations
@@ -74,11 +73,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter
+from types import MappingProxyType
 
 import numpy as np
 
 from sharekeeper.engine.keys import PodKey
-from sharekeeper.engine.reclaim.screening import refusals
 from sharekeeper.engine.reclaim.state import (
     INFINITE_OVERUSE,
     Candidate,
@@ -90,6 +89,7 @@ from sharekeeper.engine.reclaim.values import (
     NotServed,
     NotServedReason,
     Overuse,
+    Parked,
     Reclaim,
     ReclaimInputs,
     ReclaimPlan,
@@ -112,9 +112,8 @@ NODES_COMPARED = 4
 """How many nodes that can be freed for a reclaimer are compared (the most promising)."""
 NODES_SORTED_FIRST = 16
 """Nodes screened in numpy are ranked this many (and their ties) first (``_ascending``)."""
-SCREENED_FROM = 32
-"""From this many waiting pods on, their share checks at the round's start are made at once
-(``screening``); fewer are checked one by one."""
+NOTHING_PARKED: Mapping[PodKey, Parked] = MappingProxyType({})
+"""No answers to give again: a first round's (``plan_reclaim``'s ``parked``)."""
 GIVERS_LISTED = 1024
 """Up to this many candidates that may give, their nodes are found from them; beyond, every
 node with candidates is screened (in numpy)."""
@@ -211,9 +210,13 @@ class _Places(dict[str, _Place | None]):
 
 
 class _Planner:
-    def __init__(self, inputs: ReclaimInputs) -> None:
+    def __init__(self, inputs: ReclaimInputs, parked: Mapping[PodKey, Parked]) -> None:
         self.inputs = inputs
         self.round = Round(inputs)
+        self.parked_before = parked
+        """The last round's ``AboveShare`` answers (``Parked``)."""
+        self.parked: dict[PodKey, Parked] = {}
+        """This round's, for the next."""
         self.evictions = 0
         self.bounded = False
         """Whether the round's bound is reached: every later pod that needs victims waits."""
@@ -237,6 +240,7 @@ class _Planner:
         reclaims: list[Reclaim] = []
         not_served: list[NotServed] = []
         state = self.round
+        parked_before = self.parked_before
         last: Waiting | None = None
         shape: _Shape = ("", (), None)
         needed: tuple[str, ...] = ()
@@ -245,10 +249,7 @@ class _Planner:
         for pod in ordered:
             if pod.group is not None:
                 gangs.setdefault((pod.namespace, pod.group), []).append(pod)
-        at_start = (
-            refusals(ordered, state.queues, state.path) if len(ordered) >= SCREENED_FROM else None
-        )
-        for i, pod in enumerate(ordered):
+        for pod in ordered:
             if pod.group is not None:
                 members = gangs.pop((pod.namespace, pod.group), None)
                 if members is not None:  # else decided with its first member
@@ -259,15 +260,13 @@ class _Planner:
             if pod.waited_seconds < after:
                 not_served.append(_not_served(pod, NotServedReason.NOT_WAITED_LONG_ENOUGH))
                 continue
-            # Refused at the start, and the round has not charged its path up to the queue
-            # that refused it since: the answer holds.
-            if (
-                at_start is not None
-                and (refused := at_start.answers[i]) is not None
-                and self._untouched(pod.queue, at_start.levels[i])
-            ):
-                not_served.append(refused)
-                continue
+            if parked_before:
+                key = pod.key
+                kept = parked_before.get(key)
+                if kept is not None and self._unchanged(pod, kept):
+                    self.parked[key] = kept
+                    not_served.append(kept.answer)
+                    continue
             # The replicas of one workload ask the same: one decision each until a change. They
             # mostly come one after the other: the key is made again only for another shape
             # (nodes by identity: comparing two sets of thousands of names is what costs).
@@ -285,30 +284,43 @@ class _Planner:
             if known is not None and known[0] == state.version:
                 like = known[1]
                 answer = NotServed(pod.key, pod.queue, like.reason, like.limiting, like.shortfalls)
+                self._park(pod, answer)
                 not_served.append(answer)
                 continue
-            # Passed at the start, and the round has not charged its path since: it still does.
-            within = (
-                at_start is not None and pod.queue in state.queues and self._untouched(pod.queue)
-            )
-            decided = self._decide(pod, needed, within_share=within)
+            decided = self._decide(pod, needed)
             if isinstance(decided, Reclaim):
                 reclaims.append(decided)
             else:
                 self.failed[shape] = (state.version, decided)
+                self._park(pod, decided)
                 not_served.append(decided)
-        return ReclaimPlan(tuple(reclaims), tuple(not_served), self.evictions)
+        return ReclaimPlan(tuple(reclaims), tuple(not_served), self.evictions, self.parked)
 
-    def _untouched(self, queue: str, level: int | None = None) -> bool:
-        """Whether the round has charged or freed none of ``queue``'s path (up to its
-        ``level``-th queue): a share check of the round's start still holds for it."""
-        charged = self.round.charged
-        if not charged:
-            return True
-        if level == 0:  # the queue itself: no path to read
-            return queue not in charged
-        path = self.round.path(queue)
-        return charged.keys().isdisjoint(path if level is None else path[: level + 1])
+    def _unchanged(self, pod: Waiting, parked: Parked) -> bool:
+        """Whether ``parked`` is P's answer now (``Parked``): O(the queues it names)."""
+        if pod.queue != parked.answer.queue or (
+            pod.request is not parked.request and pod.request != parked.request
+        ):
+            return False
+        queues, charged = self.round.queues, self.round.charged
+        for queue in parked.queues:
+            if queues.get(queue.name) is not queue or queue.name in charged:
+                return False
+        return True
+
+    def _park(self, pod: Waiting, answer: NotServed) -> None:
+        """Keep an ``AboveShare`` answer for the next round, when what it was decided on is as
+        the round started (``Parked``)."""
+        if answer.reason is not NotServedReason.ABOVE_SHARE:
+            return
+        path = self.round.path(pod.queue)  # empty for a queue not among the inputs
+        if answer.limiting not in path:
+            return
+        upto = path[: path.index(answer.limiting) + 1]
+        if not self.round.charged.keys().isdisjoint(upto):
+            return
+        states = tuple([self.round.queues[name] for name in upto])
+        self.parked[answer.reclaimer] = Parked(pod.request, states, answer)
 
     def _decide_gang(self, members: list[Waiting]) -> tuple[list[Reclaim], list[NotServed]]:
         """The waiting pods of one PodGroup, each decided as a pod alone, in order, and kept
@@ -336,15 +348,12 @@ class _Planner:
             served.append(decided)
         return served, []
 
-    def _decide(
-        self, pod: Waiting, needed: tuple[str, ...], *, within_share: bool = False
-    ) -> Reclaim | NotServed:
+    def _decide(self, pod: Waiting, needed: tuple[str, ...]) -> Reclaim | NotServed:
         """P's reclaim (charged to the round), or why it waits; ``needed``: ``_needed`` of its
-        request; ``within_share``: P is known to pass the share check."""
-        if not within_share:
-            refusal = self._above_share(pod, needed)
-            if refusal is not None:
-                return refusal
+        request."""
+        refusal = self._above_share(pod, needed)
+        if refusal is not None:
+            return refusal
         reclaimer = self.reclaimer_of(pod, needed)
         if reclaimer is None:
             return _not_served(pod, NotServedReason.NO_VICTIMS)
@@ -380,22 +389,16 @@ class _Planner:
             shortfalls = tuple(Shortfall(d, request[d], 0) for d in needed)
             return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, pod.queue, shortfalls)
         for name in state.path(pod.queue):
-            short = self._shortfalls(name, request, needed)
+            allocated, deserved = state.allocated(name), state.queues[name].deserved
+            short = [
+                Shortfall(d, request[d], deserved.get(d, 0) - allocated.get(d, 0))
+                for d in needed
+                if allocated.get(d, 0) + request[d] > deserved.get(d, 0)
+            ]
             if short:
                 reason = NotServedReason.ABOVE_SHARE
                 return NotServed(pod.key, pod.queue, reason, name, tuple(short))
         return None
-
-    def _shortfalls(
-        self, queue: str, request: Mapping[str, int], needed: tuple[str, ...]
-    ) -> list[Shortfall]:
-        """Where ``request`` would take ``queue`` past its deserved, as the round left it."""
-        allocated, deserved = self.round.allocated(queue), self.round.queues[queue].deserved
-        return [
-            Shortfall(d, request[d], deserved.get(d, 0) - allocated.get(d, 0))
-            for d in needed
-            if allocated.get(d, 0) + request[d] > deserved.get(d, 0)
-        ]
 
     def reclaimer_of(self, pod: Waiting, needed: tuple[str, ...]) -> _Reclaimer | None:
         """None when no node of its policy offers what it requests."""
@@ -944,16 +947,20 @@ class _Planner:
         return None
 
 
-def plan_reclaim(inputs: ReclaimInputs) -> ReclaimPlan:
-    """The round's reclaims, in admission order, and why the other waiting pods wait."""
-    return _Planner(inputs).plan()
+def plan_reclaim(
+    inputs: ReclaimInputs, parked: Mapping[PodKey, Parked] = NOTHING_PARKED
+) -> ReclaimPlan:
+    """The round's reclaims, in admission order, and why the other waiting pods wait.
+    ``parked``: the last round's ``ReclaimPlan.parked``; an answer in it that still holds
+    (``Parked``) is given again without deciding, which changes nothing in the plan."""
+    return _Planner(inputs, parked).plan()
 
 
 def spare_reason(inputs: ReclaimInputs, reclaimer: PodKey, pod: PodKey) -> SpareReason | None:
     """Why ``pod`` may not be evicted for the waiting pod ``reclaimer``, on the round's inputs
     as they are (before any reclaim of the round); None when it may (whether a plan needs it is
     ``ReclaimPlan.victims``). For ``explain``: O(inputs)."""
-    planner = _Planner(inputs)
+    planner = _Planner(inputs, NOTHING_PARKED)
     waiting = next((w for w in inputs.waiting if w.key == reclaimer), None)
     running = next((r for r in chain.from_iterable(inputs.running.values()) if r.key == pod), None)
     if waiting is None or running is None:

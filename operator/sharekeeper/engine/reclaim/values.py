@@ -10,7 +10,7 @@ bytes, other resources milli-units, ``pods`` a count.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from sharekeeper.engine.keys import PodKey
@@ -30,8 +30,9 @@ are never checked in it."""
 @dataclass(slots=True)
 class QueueState:
     """One queue of the round, leaf or inner. Not frozen (see ``Running``): the operator makes
-    one per queue of a policy each round (10,000 at the top size), and a frozen dataclass is
-    built about five times slower. Not to be changed once made."""
+    up to one per queue of a policy each round (10,000 at the top size), and a frozen dataclass
+    is built about five times slower. Not to be changed once made: a kept one is reused as the
+    same object (``Parked``)."""
 
     name: str
     policy: str
@@ -267,6 +268,23 @@ class NotServed:
     """AboveShare: requested vs deserved - allocated of ``limiting``, where it does not fit."""
 
 
+@dataclass(slots=True)
+class Parked:
+    """An ``AboveShare`` answer with what it was decided on, for the next round to give again
+    without deciding (``plan_reclaim``'s ``parked``): the pod's request, and its queue path's
+    states from its own queue up to the one that refused, as the round started (none of them
+    charged or freed before the pod's turn). While the pod asks the same and those states are
+    the same objects, untouched before its turn, the answer is the same: the queues nearer than
+    the refusing one still take the pod, and the refusing one still refuses, by as much.
+
+    Not frozen, as ``NotServed``: a round parks one per pod refused (thousands). Not to be
+    changed once made."""
+
+    request: Amounts
+    queues: tuple[QueueState, ...]
+    answer: NotServed
+
+
 @dataclass(frozen=True, slots=True)
 class ReclaimPlan:
     reclaims: tuple[Reclaim, ...]
@@ -275,6 +293,9 @@ class ReclaimPlan:
     """In admission order, likewise."""
     evictions: int
     """How many pods ``reclaims`` evict."""
+    parked: Mapping[PodKey, Parked] = field(default_factory=dict, compare=False, repr=False)
+    """The round's ``AboveShare`` answers that the next round may give again (``Parked``): a
+    memo, not part of the plan."""
 
     def victims(self) -> Mapping[PodKey, PodKey]:
         """Victim -> the reclaimer it is evicted for."""
