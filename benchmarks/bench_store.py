@@ -35,10 +35,12 @@ every node), fed to a ``ClusterStore`` the way a complete list would. Reported:
   reclaim for themselves: the cost of deciding for that many waiting pods;
 - reclaim's part of that round (issue 24's "reclaim decision", target 100 ms), as the round
   calls it, and its three stages: gathering the waiting pods, the engine's inputs, the engine
-  (``ReclaimParts``); first on rounds that follow one another with nothing changed, then with
-  ``--churn`` bound pods deleted before each round, as completions do (their queues' and
-  nodes' numbers move, and under Proportion nearly every queue's deserved share: little of
-  what the last round kept can be reused).
+  (``ReclaimParts``); first on ``--reclaim-rounds`` rounds that follow one another with
+  nothing changed, then on as many with ``--churn`` bound pods deleted before each round, as
+  completions do (their queues' and nodes' numbers move, and under Proportion nearly every
+  queue's deserved share: little of what the last round kept can be reused). The best round,
+  the median one and the quartiles: the machine's speed moves by up to half between runs
+  minutes apart, so two versions compare by the middle half of many rounds, alternating.
 
 Timings are reported, never asserted.
 """
@@ -209,14 +211,20 @@ class ReclaimParts:
         self.rounds.append(self._now)
 
     def report(self) -> str:
-        """The best round's reclaim part and its stages, then the median round's."""
+        """The best round's reclaim part and its stages, then the median round's, then the
+        quartiles of the part (this machine's speed moves between runs: compare the middle
+        half of many rounds, not a best)."""
         ranked = sorted(self.rounds, key=lambda parts: parts["reclaim"])
         best, median = ranked[0], ranked[len(ranked) // 2]
+        quartiles = (ranked[len(ranked) // 4]["reclaim"], ranked[3 * len(ranked) // 4]["reclaim"])
         return "; ".join(
-            f"{label} {parts['reclaim'] * 1000:.0f} ms (gathering "
-            f"{parts.get('gathering', 0) * 1000:.0f}, inputs {parts.get('inputs', 0) * 1000:.0f}, "
-            f"engine {parts.get('engine', 0) * 1000:.0f})"
-            for label, parts in (("best", best), ("median", median))
+            [
+                f"{label} {parts['reclaim'] * 1000:.0f} ms (gathering "
+                f"{parts.get('gathering', 0) * 1000:.0f}, inputs "
+                f"{parts.get('inputs', 0) * 1000:.0f}, engine {parts.get('engine', 0) * 1000:.0f})"
+                for label, parts in (("best", best), ("median", median))
+            ]
+            + [f"p25-p75 {quartiles[0] * 1000:.0f}-{quartiles[1] * 1000:.0f} ms"]
         )
 
 
@@ -257,6 +265,8 @@ def main() -> None:
                         help="the queues as leaves of a tree of this fanout (0: flat)")  # fmt: skip
     parser.add_argument("--churn", type=int, default=200,
                         help="bound pods deleted before each churned reclaim round")  # fmt: skip
+    parser.add_argument("--reclaim-rounds", type=int, default=12,
+                        help="reclaim rounds timed, quiet and churned each")  # fmt: skip
     args = parser.parse_args()
 
     collector.tune()  # as the operator runs
@@ -326,7 +336,7 @@ def main() -> None:
     (planned_stuck,) = one_round(store, now=later).publication.reclaims.values()
     quiet, churned = ReclaimParts(), ReclaimParts()
     bound = [obj for obj in workload.pod_objects() if obj["spec"].get("nodeName")]
-    leaving = iter(bound[:: max(len(bound) // (args.churn * args.repeat), 1)])
+    leaving = iter(bound[:: max(len(bound) // (args.churn * args.reclaim_rounds), 1)])
 
     def after_churn() -> Decision:
         for _, obj in zip(range(args.churn), leaving, strict=False):
@@ -335,7 +345,7 @@ def main() -> None:
 
     for parts, run in ((quiet, lambda: one_round(store, now=later)), (churned, after_churn)):
         with parts.timing():
-            for _ in range(args.repeat):
+            for _ in range(args.reclaim_rounds):
                 parts.round(run)
 
     pods = workload.pods
