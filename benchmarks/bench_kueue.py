@@ -122,6 +122,7 @@ from peers.workload import (  # noqa: E402
     summary_by_weight,
     unfit_jobs,
 )
+from sharekeeper.kube.transient import TRANSIENT_CODES, transient_reason  # noqa: E402
 from sharekeeper.model.pods import ADMISSION_GATE  # noqa: E402
 
 Json = dict[str, Any]
@@ -559,7 +560,7 @@ async def submit(access: kubeapi.ApiAccess, bench: Bench, side: str, tracker: Tr
                 response.status_code == 201 or (response.status_code == 409 and attempt)
             ):
                 return
-            if response is not None and response.status_code not in kubeapi.RETRYABLE_STATUS:
+            if response is not None and response.status_code not in TRANSIENT_CODES:
                 answer = f"{response.status_code} {response.text[:300]}"
                 raise RuntimeError(f"POST {spec.name}: {answer}")
             retries += 1
@@ -674,12 +675,12 @@ def counts(client: httpx.Client, paths: list[str], workloads: str | None) -> dic
 
 
 def answered(what: str, call: Callable[[], _T]) -> _T | None:
-    """What ``call`` returns; None when the API server was too busy to answer (a dropped
-    connection or a 5xx: reported). Any other error is raised."""
+    """What ``call`` returns; None when the API server was too busy to answer (what the
+    operator's ``transient_reason`` would try again: reported). Any other error is raised."""
     try:
         return call()
     except (httpx.TransportError, httpx.HTTPStatusError) as error:
-        if isinstance(error, httpx.HTTPStatusError) and error.response.status_code < 500:
+        if transient_reason(error) is None:
             raise
         progress(f"cleaning, {what}: {type(error).__name__}: {error}; again")
         return None

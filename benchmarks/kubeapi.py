@@ -26,11 +26,13 @@ import httpx2 as httpx
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from sharekeeper.kube.transient import TRANSIENT_CODES
+
 Json = dict[str, Any]
 
-# Answers worth retrying a create on: the API server is shedding load or briefly unavailable.
-RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 MAX_ATTEMPTS = 8
+"""Attempts at a create the API server answers with one of ``TRANSIENT_CODES`` (the operator's
+own policy of what is worth trying again)."""
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,7 @@ async def _create_one(client: httpx.AsyncClient, obj: Json) -> int:
                 return attempt
             if response.status_code == 409 and attempt > 0:
                 return attempt
-            if response.status_code not in RETRYABLE_STATUS:
+            if response.status_code not in TRANSIENT_CODES:
                 raise CreateFailed(
                     f"POST {path} {obj['metadata']['name']}: {response.status_code} "
                     f"{response.text[:500]}"
