@@ -243,3 +243,58 @@ def test_a_clean_up_the_api_server_gives_up_on_is_waited_for_not_sent_again_at_o
     last_fall = 30.0  # the third answered poll (5 -> 4 -> 3, one poll timed out between)
     assert pods_deletes[1] - last_fall > RESEND_AFTER
     assert next(pods_left, None) is None  # polled until empty
+
+
+def test_a_clean_up_waits_while_it_shrinks_and_lists_the_workloads_only_when_it_deletes() -> None:
+    """At the large size the deletes outlast the timeout while every poll finds fewer objects:
+    the clean-up gives up only once nothing shrank for the timeout. Kueue's Workloads are
+    listed (to take its finalizer off) when the deletes are sent, not at every poll: a list of
+    thousands of them each second kept the API server from deleting. (A mock transport and a
+    fake clock.)"""
+    import httpx2 as httpx
+    import pytest
+
+    from bench_kueue import RESEND_AFTER, empty_collections
+
+    workloads = "/apis/kueue.x-k8s.io/v1beta1/namespaces/kueue-bench/workloads"
+    now = [0.0]
+    listed: list[float] = []
+
+    def cluster(left: list[int]) -> httpx.MockTransport:
+        def serve(request: httpx.Request) -> httpx.Response:
+            if request.method == "DELETE":
+                return httpx.Response(200, json={})
+            if "limit" in request.url.params and request.url.params["limit"] == "500":
+                listed.append(now[0])
+                return httpx.Response(200, json={"items": [], "metadata": {}})
+            remaining = left.pop(0) if len(left) > 1 else left[0]
+            items = [{}] if remaining else []
+            body = {"items": items, "metadata": {"remainingItemCount": max(remaining - 1, 0)}}
+            return httpx.Response(200, json=body)
+
+        return httpx.MockTransport(serve)
+
+    def sleep(seconds: float) -> None:
+        now[0] += 10 * seconds
+
+    # One fewer every poll for 1,000 s (100 polls), past a 600 s timeout: waited for.
+    shrinking = list(range(100, -1, -1))
+    with httpx.Client(transport=cluster(shrinking), base_url="https://api") as client:
+        empty_collections(
+            client, [workloads], workloads=workloads, timeout=600, clock=lambda: now[0], sleep=sleep
+        )
+    assert now[0] >= 1000
+    assert listed == [0.0]  # once, with the deletes: it never stood still for RESEND_AFTER
+
+    # Standing still: the deletes (and the list) sent again every RESEND_AFTER, given up after
+    # the timeout.
+    now[0], listed[:] = 0.0, []
+    with (
+        httpx.Client(transport=cluster([7]), base_url="https://api") as client,
+        pytest.raises(TimeoutError, match="none shrank for 600 s"),
+    ):
+        empty_collections(
+            client, [workloads], workloads=workloads, timeout=600, clock=lambda: now[0], sleep=sleep
+        )
+    assert 600 < now[0] <= 620
+    assert len(listed) == int(600 // (RESEND_AFTER + 10)) + 1
