@@ -640,29 +640,37 @@ def empty_collections(
     sleep: Callable[[float], None] = time.sleep,
 ) -> None:
     """Delete every object of ``paths`` and wait until they are empty; ``workloads``: the one
-    of them whose Workloads need Kueue's finalizer taken off, each time the deletes are sent. A
-    busy API server may drop a long delete or give up on it with a 5xx while the deletion goes
-    on, and may fail a count too: the counts are polled anyway, the deletes sent again only
-    after ``RESEND_AFTER`` seconds in which nothing shrank, and the clean-up given up only after
-    ``timeout`` seconds in which nothing shrank (at the large size, 24,000 objects go at the
-    API server's pace: more than 600 s on two cores, shrinking all along)."""
+    of them whose Workloads need Kueue's finalizer taken off, each time its delete is sent. A
+    busy API server drops a long collection delete, or gives up on it with a 5xx, at its
+    request timeout, and stops where it was; it may fail a count too. So the counts are polled
+    anyway, a collection's delete is sent again once that collection has not shrunk for
+    ``RESEND_AFTER`` seconds (the Jobs can stand still while their pods go), and the clean-up is
+    given up only after ``timeout`` seconds in which none shrank (at the large size, 24,000
+    objects go at the API server's pace: more than 600 s on two cores, shrinking all along)."""
     last: dict[str, int] | None = None
-    shrunk_at, sent_at = clock(), None
+    shrunk_at = dict.fromkeys(paths, clock())
+    sent_at: dict[str, float] = {}
     while True:
-        if sent_at is None or clock() - max(sent_at, shrunk_at) > RESEND_AFTER:
-            for path in paths:
-                answered(path, partial(delete_all, client, path))
-            if workloads is not None:
+        for path in paths:
+            due = path not in sent_at or (
+                (last is None or last[path])
+                and clock() - max(sent_at[path], shrunk_at[path]) > RESEND_AFTER
+            )
+            if not due:
+                continue
+            answered(path, partial(delete_all, client, path))
+            if path == workloads:
                 answered("the Workloads", partial(release_workloads, client, workloads))
-            sent_at = clock()
+            sent_at[path] = clock()
         left = answered("the counts", partial(counts, client, paths))
         if left is not None:
             if not any(left.values()):
                 return
-            if last is not None and any(left[path] < last[path] for path in paths):
-                shrunk_at = clock()
+            for path in paths:
+                if last is not None and left[path] < last[path]:
+                    shrunk_at[path] = clock()
             last = left
-        if clock() - shrunk_at > timeout:
+        if clock() - max(shrunk_at.values()) > timeout:
             raise TimeoutError(f"{paths} still hold {last}: none shrank for {timeout:.0f} s")
         sleep(1.0)
 

@@ -4,9 +4,11 @@ figures mean must not depend on a cluster, so it is checked here without one."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -199,6 +201,35 @@ def test_a_cut_kueue_phase_is_cleaned_of_the_workloads_kueue_no_longer_releases(
     ]
 
 
+class _Clock:
+    """The clean-up's clock, for tests: each of its one-second sleeps moves it ten seconds (a
+    poll of a busy API server)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += 10 * seconds
+
+
+def _clean_up(
+    serve: Callable[[Any], Any], paths: list[str], clock: _Clock, workloads: str | None = None
+) -> None:
+    """``empty_collections`` over ``paths`` against a mock API server that answers ``serve``,
+    with a 600 s timeout."""
+    import httpx2 as httpx
+
+    from bench_kueue import empty_collections
+
+    with httpx.Client(transport=httpx.MockTransport(serve), base_url="https://api") as client:
+        empty_collections(
+            client, paths, workloads=workloads, timeout=600, clock=clock, sleep=clock.sleep
+        )
+
+
 def test_a_clean_up_the_api_server_gives_up_on_is_waited_for_not_sent_again_at_once() -> None:
     """The API server answers a long collection delete with a 504 while the deletion goes on:
     the clean-up polls the counts, sends the deletes again only once nothing shrank for
@@ -206,18 +237,18 @@ def test_a_clean_up_the_api_server_gives_up_on_is_waited_for_not_sent_again_at_o
     and a fake clock: what is tested is the loop, not an API server.)"""
     import httpx2 as httpx
 
-    from bench_kueue import RESEND_AFTER, empty_collections
+    from bench_kueue import RESEND_AFTER
 
     jobs, pods = "/apis/batch/v1/namespaces/ns/jobs", "/api/v1/namespaces/ns/pods"
     pods_left = iter([5, 4, 3, *[3] * 8, 0])
-    now = [0.0]
+    clock = _Clock()
     deletes: list[tuple[str, float]] = []
     polls = [0]
 
     def serve(request: httpx.Request) -> httpx.Response:
         path = request.url.path
         if request.method == "DELETE":
-            deletes.append((path, now[0]))
+            deletes.append((path, clock.now))
             first_pods_delete = path == pods and len([d for d in deletes if d[0] == pods]) == 1
             return httpx.Response(504 if first_pods_delete else 200, json={})
         if path == pods:
@@ -230,13 +261,7 @@ def test_a_clean_up_the_api_server_gives_up_on_is_waited_for_not_sent_again_at_o
         body = {"items": [{}] if left else [], "metadata": {"remainingItemCount": max(left - 1, 0)}}
         return httpx.Response(200, json=body)
 
-    def sleep(seconds: float) -> None:
-        now[0] += 10 * seconds
-
-    with httpx.Client(transport=httpx.MockTransport(serve), base_url="https://api") as client:
-        empty_collections(
-            client, [jobs, pods], workloads=None, timeout=600, clock=lambda: now[0], sleep=sleep
-        )
+    _clean_up(serve, [jobs, pods], clock)
     pods_deletes = [at for path, at in deletes if path == pods]
     assert len(pods_deletes) == 2, deletes
     # Sent again only after the counts had stood still for longer than RESEND_AFTER.
@@ -252,49 +277,72 @@ def test_a_clean_up_waits_while_it_shrinks_and_lists_the_workloads_only_when_it_
     thousands of them each second kept the API server from deleting. (A mock transport and a
     fake clock.)"""
     import httpx2 as httpx
-    import pytest
 
-    from bench_kueue import RESEND_AFTER, empty_collections
+    from bench_kueue import RESEND_AFTER
 
     workloads = "/apis/kueue.x-k8s.io/v1beta1/namespaces/kueue-bench/workloads"
-    now = [0.0]
+    clock = _Clock()
     listed: list[float] = []
 
-    def cluster(left: list[int]) -> httpx.MockTransport:
+    def cluster(left: list[int]) -> Callable[[httpx.Request], httpx.Response]:
         def serve(request: httpx.Request) -> httpx.Response:
             if request.method == "DELETE":
                 return httpx.Response(200, json={})
             if "limit" in request.url.params and request.url.params["limit"] == "500":
-                listed.append(now[0])
+                listed.append(clock.now)
                 return httpx.Response(200, json={"items": [], "metadata": {}})
             remaining = left.pop(0) if len(left) > 1 else left[0]
             items = [{}] if remaining else []
             body = {"items": items, "metadata": {"remainingItemCount": max(remaining - 1, 0)}}
             return httpx.Response(200, json=body)
 
-        return httpx.MockTransport(serve)
-
-    def sleep(seconds: float) -> None:
-        now[0] += 10 * seconds
+        return serve
 
     # One fewer every poll for 1,000 s (100 polls), past a 600 s timeout: waited for.
-    shrinking = list(range(100, -1, -1))
-    with httpx.Client(transport=cluster(shrinking), base_url="https://api") as client:
-        empty_collections(
-            client, [workloads], workloads=workloads, timeout=600, clock=lambda: now[0], sleep=sleep
-        )
-    assert now[0] >= 1000
+    _clean_up(cluster(list(range(100, -1, -1))), [workloads], clock, workloads)
+    assert clock.now >= 1000
     assert listed == [0.0]  # once, with the deletes: it never stood still for RESEND_AFTER
 
     # Standing still: the deletes (and the list) sent again every RESEND_AFTER, given up after
     # the timeout.
-    now[0], listed[:] = 0.0, []
-    with (
-        httpx.Client(transport=cluster([7]), base_url="https://api") as client,
-        pytest.raises(TimeoutError, match="none shrank for 600 s"),
-    ):
-        empty_collections(
-            client, [workloads], workloads=workloads, timeout=600, clock=lambda: now[0], sleep=sleep
-        )
-    assert 600 < now[0] <= 620
+    clock.now, listed[:] = 0.0, []
+    with pytest.raises(TimeoutError, match="none shrank for 600 s"):
+        _clean_up(cluster([7]), [workloads], clock, workloads)
+    assert 600 < clock.now <= 620
     assert len(listed) == int(600 // (RESEND_AFTER + 10)) + 1
+
+
+def test_a_collection_that_stands_still_is_deleted_again_while_another_shrinks() -> None:
+    """The API server stops a dropped collection delete where it was: the Jobs stood still at
+    7,353 for minutes while their pods trickled away, and a clean-up that sent the deletes
+    again only when no collection shrank never sent the Jobs' again. Each collection's delete
+    goes again once that one stood still for ``RESEND_AFTER``. (A mock transport and a fake
+    clock.)"""
+    import httpx2 as httpx
+
+    from bench_kueue import RESEND_AFTER
+
+    jobs, pods = "/apis/batch/v1/namespaces/ns/jobs", "/api/v1/namespaces/ns/pods"
+    clock = _Clock()
+    deletes: list[tuple[str, float]] = []
+    left = {jobs: 5, pods: 60}
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if request.method == "DELETE":
+            deletes.append((path, clock.now))
+            if path == jobs and len(deletes) > 2:  # the first delete of the Jobs was dropped
+                left[jobs] = 0
+            return httpx.Response(200, json={})
+        if path == pods:
+            left[pods] = max(left[pods] - 1, 0 if not left[jobs] else 1)
+        remaining = left[path]
+        more = {"remainingItemCount": max(remaining - 1, 0)}
+        return httpx.Response(200, json={"items": [{}] if remaining else [], "metadata": more})
+
+    _clean_up(serve, [jobs, pods], clock)
+    jobs_sent = [at for path, at in deletes if path == jobs]
+    # Again once the Jobs stood still for RESEND_AFTER, while the pods still shrank.
+    assert len(jobs_sent) == 2
+    assert RESEND_AFTER < jobs_sent[1] <= RESEND_AFTER + 20
+    assert [path for path, _ in deletes].count(pods) == 1  # the pods, shrinking, never again
