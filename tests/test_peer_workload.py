@@ -232,7 +232,7 @@ def _clean_up(
 
 def test_a_clean_up_the_api_server_gives_up_on_is_waited_for_not_sent_again_at_once() -> None:
     """The API server answers a long collection delete with a 504 while the deletion goes on:
-    the clean-up polls the counts, sends the deletes again only once nothing shrank for
+    the clean-up polls the counts, sends a delete again only once its collection stood still for
     ``RESEND_AFTER`` seconds, and returns when every collection is empty. (A mock transport
     and a fake clock: what is tested is the loop, not an API server.)"""
     import httpx2 as httpx
