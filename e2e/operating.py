@@ -71,9 +71,15 @@ class Operator:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=5) as response:
             text = response.read().decode()
+        # Only its lines are parsed: at 1,000 queues the whole answer is 8,000 lines, which
+        # Prometheus' parser reads in a quarter of a second (a benchmark samples every 10 s).
+        lines = "".join(
+            line for line in text.splitlines(keepends=True)
+            if line.startswith(name) and line[len(name) : len(name) + 1] in ("{", " ")
+        )  # fmt: skip
         return sum(
             sample.value
-            for family in text_string_to_metric_families(text)
+            for family in text_string_to_metric_families(lines)
             for sample in family.samples
             if sample.name == name and labels.items() <= sample.labels.items()
         )

@@ -8,6 +8,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
 from sharekeeper.api.policy import policy_spec
 from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.cluster.ledger import PodLedger
@@ -223,3 +226,16 @@ def _keyword_resources(resources: Resources) -> dict[str, str]:
         "nvidia.com/gpu" if name == "gpu" else name.replace("_", "-"): str(value)
         for name, value in resources.items()
     }
+
+
+def exposed(text: bytes) -> list[Sample]:
+    """The samples of a ``/metrics`` answer, as Prometheus' own parser of the format reads them."""
+    families = text_string_to_metric_families(text.decode())
+    return [sample for family in families for sample in family.samples]
+
+
+def exposed_value(text: bytes, name: str, **labels: str) -> float | None:
+    """The value of the sample ``name`` with exactly ``labels`` (None: no such sample)."""
+    values = [s.value for s in exposed(text) if s.name == name and s.labels == labels]
+    assert len(values) <= 1, f"{name}{labels} exposed {len(values)} times"
+    return values[0] if values else None

@@ -18,7 +18,6 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 import kopf
-import prometheus_client
 
 from sharekeeper import collector, telemetry
 from sharekeeper.api.mirroring import QueueOrigin
@@ -235,7 +234,7 @@ def run(settings: Settings) -> int:
     collector.tune()
     if settings.metrics_address is not None:
         host, port = settings.metrics_address
-        prometheus_client.start_http_server(port, addr=host)
+        telemetry.serve(host, port)
     # kopf's own peering is not used: it pauses operators, it does not elect one (and kopf
     # watches nothing here); the Lease is how replicas take turns.
     if settings.webhook is not None:

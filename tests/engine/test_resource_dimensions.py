@@ -12,7 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from builders import node, pod, pod_group, policy, queue, share_policy, share_queue, totals_of
+from builders import (
+    exposed,
+    node,
+    pod,
+    pod_group,
+    policy,
+    queue,
+    share_policy,
+    share_queue,
+    totals_of,
+)
 from sharekeeper.engine.gates import not_offered
 from sharekeeper.engine.shares import (
     PodSnapshot,
@@ -203,7 +213,7 @@ def test_the_queue_metrics_carry_only_the_real_resources() -> None:
     result = publish(*cluster(*attack()))
     series = QueueSeries()
     series.export(result.shares)
-    samples = [sample for family in series.collect() for sample in family.samples]
+    samples = exposed(series.exposition())
     assert {sample.labels["resource"] for sample in samples if "resource" in sample.labels} <= REAL
     assert len(samples) <= 3 * (2 + 2 * len(REAL))
 

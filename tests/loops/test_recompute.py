@@ -7,9 +7,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from prometheus_client import REGISTRY, CollectorRegistry
 
-from builders import node, pod, policy, queue, shares
+from builders import exposed_value, node, pod, policy, queue, shares
 from sharekeeper.api.policy import policy_spec
 from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs
@@ -21,7 +20,7 @@ from sharekeeper.model.records import OwnRecord
 from sharekeeper.pipeline.shares import Carried
 from sharekeeper.publish.statuses import Kind, StatusWrite
 from sharekeeper.settings import LoopSettings
-from sharekeeper.telemetry import QueueSeries
+from sharekeeper.telemetry import QUEUES, QueueSeries
 
 
 class RecordingWriter:
@@ -423,11 +422,9 @@ def test_a_pod_naming_a_queue_that_does_not_exist_is_told_once() -> None:
 def test_the_series_are_the_last_rounds_and_a_deleted_queues_are_gone() -> None:
     """Found: a deleted queue kept reporting its last deserved share until a restart."""
     series = QueueSeries()
-    registry = CollectorRegistry()
-    registry.register(series)
 
     def sample(name: str, **labels: str) -> float | None:
-        return registry.get_sample_value(name, labels)
+        return exposed_value(series.exposition(), name, **labels)
 
     bound = pod("p", "gone", node="n1", cpu="4")
     cluster_objects = [policy("all"), node("n1", cpu="8"), bound]
@@ -454,7 +451,8 @@ def test_a_round_hands_its_result_to_the_registered_series() -> None:
         await round_written(loop)
 
     asyncio.run(scenario())
-    assert REGISTRY.get_sample_value("sharekeeper_queue_share", {"queue": "metered"}) is not None
+    text = QUEUES.exposition()
+    assert exposed_value(text, "sharekeeper_queue_share", queue="metered") is not None
 
 
 def test_held_pods_are_released_once_and_the_others_told_why_they_wait_once_per_reason() -> None:
