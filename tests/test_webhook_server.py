@@ -1,9 +1,11 @@
-"""The webhook reads admission reviews of pods bigger than aiohttp's default body limit (1 MiB,
-which answered 413 and, with ``failurePolicy: Ignore``, let such pods through ungated)."""
+"""The webhook: what it answers to a review, where, and that it reads reviews of pods bigger than
+aiohttp's default body limit (1 MiB, which answered 413 and, with ``failurePolicy: Ignore``,
+let such pods through ungated)."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import json
 import socket
@@ -13,7 +15,8 @@ import aiohttp
 import kopf
 import pytest
 
-from sharekeeper.handlers.admission import REVIEW_LIMIT, WebhookServer
+from sharekeeper.handlers.admission import REVIEW_LIMIT, WebhookServer, review
+from sharekeeper.model.pods import ADMISSION_GATE, QUEUE_LABEL
 
 
 def free_port() -> int:
@@ -40,7 +43,7 @@ async def post_review(server: kopf.WebhookServer, body: bytes) -> tuple[int, Any
     raise AssertionError("the server yielded no configuration")
 
 
-def review(size: int) -> bytes:
+def big_review(size: int) -> bytes:
     """An AdmissionReview of about ``size`` bytes: a pod with one big environment variable."""
     pod = {"metadata": {"name": "big"}, "spec": {"containers": [{"name": "main", "env": [
         {"name": "PAD", "value": "x" * size}]}]}}  # fmt: skip
@@ -56,7 +59,7 @@ def test_a_review_of_a_pod_over_one_mib_is_read(
     server_class: type[kopf.WebhookServer], status: int
 ) -> None:
     server = server_class(addr="127.0.0.1", port=free_port(), host="127.0.0.1", insecure=True)
-    got, seen = asyncio.run(post_review(server, review(3 * 1024 * 1024 - 4096)))
+    got, seen = asyncio.run(post_review(server, big_review(3 * 1024 * 1024 - 4096)))
     assert got == status
     if status == 200:
         assert seen["request"]["object"]["metadata"]["name"] == "big"
@@ -64,5 +67,78 @@ def test_a_review_of_a_pod_over_one_mib_is_read(
 
 def test_a_review_above_the_limit_is_still_refused() -> None:
     server = WebhookServer(addr="127.0.0.1", port=free_port(), host="127.0.0.1", insecure=True)
-    got, seen = asyncio.run(post_review(server, review(REVIEW_LIMIT)))
+    got, seen = asyncio.run(post_review(server, big_review(REVIEW_LIMIT)))
     assert (got, seen) == (413, None)
+
+
+def new_pod(**labels: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p", "namespace": "team", "labels": labels},
+        "spec": {"schedulingGates": [{"name": "example.com/other"}], "containers": []},
+    }
+
+
+def answer(request: Any) -> dict[str, Any]:
+    """The review's response, its JSON patch decoded (None: no patch)."""
+    response: dict[str, Any] = asyncio.run(review(request))["response"]
+    if "patch" in response:
+        assert response.pop("patchType") == "JSONPatch"
+        response["patch"] = json.loads(base64.b64decode(response["patch"]))
+    return response
+
+
+def test_a_new_pod_that_names_a_queue_gets_the_gate_after_its_own() -> None:
+    request = {"uid": "u-1", "operation": "CREATE", "object": new_pod(**{QUEUE_LABEL: "q"})}
+    assert answer({"request": request}) == {
+        "uid": "u-1",
+        "allowed": True,
+        "patch": [{"op": "add", "path": "/spec/schedulingGates",
+                   "value": [{"name": "example.com/other"}, {"name": ADMISSION_GATE}]}],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {"uid": "u-1", "operation": "CREATE", "object": new_pod()},
+        {"uid": "u-1", "operation": "UPDATE", "object": new_pod(**{QUEUE_LABEL: "q"})},
+        {"uid": "u-1", "operation": "CREATE", "object": ["not", "a", "pod"]},
+        {"uid": "u-1", "operation": "CREATE", "object": {"metadata": "x", "spec": []}},
+        {"uid": "u-1", "operation": "CREATE"},
+    ],
+    ids=[
+        "names-no-queue",
+        "not-a-creation",
+        "object-not-a-mapping",
+        "fields-malformed",
+        "no-object",
+    ],
+)
+def test_anything_else_is_allowed_unchanged(request_: dict[str, Any]) -> None:
+    """A pod left alone that names a queue is then refused by the ValidatingAdmissionPolicy."""
+    assert answer({"request": request_}) == {"uid": "u-1", "allowed": True}
+
+
+@pytest.mark.parametrize("review_", [{}, {"request": "text"}, {"request": {"uid": 7}}])
+def test_a_review_without_a_request_is_answered_not_failed(review_: dict[str, Any]) -> None:
+    assert answer(review_)["allowed"] is True
+
+
+def test_reviews_are_answered_at_the_configured_path_only() -> None:
+    async def post(path: str) -> tuple[int, Any]:
+        server = WebhookServer(addr="127.0.0.1", port=free_port(), host="127.0.0.1", insecure=True)
+        body = {
+            "request": {"uid": "u", "operation": "CREATE", "object": new_pod(**{QUEUE_LABEL: "q"})}
+        }
+        async for config in server(review):
+            async with (
+                aiohttp.ClientSession() as session,
+                session.post(config["url"].rstrip("/") + path, json=body) as response,
+            ):
+                return response.status, await response.json() if response.ok else None
+        raise AssertionError("the server yielded no configuration")
+
+    status, answered = asyncio.run(post("/gate"))
+    assert status == 200
+    assert answered["response"]["patchType"] == "JSONPatch"
+    assert asyncio.run(post("/other"))[0] == 404

@@ -16,13 +16,14 @@ objects of garbage a weight change. So each round ends by freezing what is alive
 without collecting the young generations first: a round makes no garbage cycles (at the top
 size, after a weight change, that collection found none and took 110 to 150 ms a round).
 
-The event loop does make garbage cycles meanwhile, and those a freeze catches young wait, frozen,
-for a full pass: above all kopf's, as each admission review leaves its ``Body`` and ``Patch``
-views, which refer back to the objects they view and hold the pod's whole JSON. How many
-depends on the rate of pod creations, not on the cluster's size: under a stream of admissions
-(50 queues, 2,000 Jobs) a minute froze 60,000 to 113,000 garbage objects beside 115,000 to
-140,000 alive, and at 1,000 queues the operator's memory grew by 0.2 to 0.4 MiB a second while
-full passes were hourly (benchmarks/README.md). So a full pass falls by what is held, not by
+The event loop does make garbage cycles meanwhile (its tasks and futures, the requests it
+serves), and those a freeze catches young wait, frozen, for a full pass. How many depends on
+the rate of events, not on the cluster's size: when kopf's admission handlers answered the
+webhook, each review left a ``Body`` and a ``Patch`` whose views refer back to what they view,
+holding the pod's whole JSON; under a stream of admissions (50 queues, 2,000 Jobs) a minute
+froze 60,000 to 113,000 garbage objects beside 115,000 to 140,000 alive, and at 1,000 queues the
+operator's memory grew by 0.2 to 0.4 MiB a second while full passes were hourly
+(benchmarks/README.md). So a full pass falls by what is held, not by
 the clock: once the interpreter's allocated memory blocks (``sys.getallocatedblocks``, a walk
 of its pools: 1 to 2 ms at the top size) exceed those in use after the last full pass by
 ``FULL_PASS_GROWTH``, and never sooner than ``FULL_PASS_SPACING`` after it. Frozen garbage is

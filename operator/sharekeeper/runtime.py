@@ -1,12 +1,12 @@
 """The composition root: every part of the running operator built and wired here, and run
 under kopf.
 
-kopf runs the process (start-up, clean-up, signals) and serves the admission webhook, but
-watches nothing: its per-object workers and index barrier cost time quadratic in the number of
-objects (minutes at a few thousand), and a cluster of the size we are built for has 150,000
-pods and 10,000 queues. Our own watches (``kube.watching``) feed every kind (``kube.kinds``),
-our own resources included, into ``cluster.store``; the loops read it and write through the
-one writer (``kube.writing``).
+kopf runs the process (start-up, clean-up, signals) and its server takes the admission
+webhook's requests (answered by ``handlers.admission``), but it watches nothing: its per-object
+workers and index barrier cost time quadratic in the number of objects (minutes at a few
+thousand), and a cluster of the size we are built for has 150,000 pods and 10,000 queues. Our
+own watches (``kube.watching``) feed every kind (``kube.kinds``), our own resources included,
+into ``cluster.store``; the loops read it and write through the one writer (``kube.writing``).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     clients = memo["clients"] = connect()
     client, http = clients.typed, clients.http
     webhook = ours.webhook
-    renewing = [] if webhook is None else [await admission.serve(webhook, client, settings)]
+    webhook_task = [] if webhook is None else [await admission.serve(webhook, client)]
     writer = KubeWriter(
         client, http, concurrency=ours.write_concurrency, retrying=Retrying(ours.writes),
         events=EventRecorder(client, ours.events),
@@ -144,7 +144,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
             await asyncio.gather(recompute.run(), qos_loop.run(), mirroring.run())
 
         tasks.append(asyncio.create_task(leadership.run(lead), name="leadership"))
-    memo["tasks"] = tasks + renewing
+    memo["tasks"] = tasks + webhook_task
     probes = memo["probes"] = Probes(
         [t for t in tasks if t.get_name() != "sync"],
         watches,
@@ -228,8 +228,8 @@ def run(settings: Settings) -> int:
     )
     if not settings.verbose:
         # One line per HTTP request is noise at thousands of writes (or pod creations) a
-        # minute: our client's requests, the webhook's access log, kopf's per-review lines.
-        for noisy in ("httpx2", "aiohttp.access", "kopf.objects"):
+        # minute: our client's requests, the webhook's access log.
+        for noisy in ("httpx2", "aiohttp.access"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
     collector.tune()
     if settings.metrics_address is not None:
@@ -237,7 +237,5 @@ def run(settings: Settings) -> int:
         telemetry.serve(host, port)
     # kopf's own peering is not used: it pauses operators, it does not elect one (and kopf
     # watches nothing here); the Lease is how replicas take turns.
-    if settings.webhook is not None:
-        admission.register()
     kopf.run(clusterwide=True, standalone=True, memo=kopf.Memo(settings=settings))
     return 0

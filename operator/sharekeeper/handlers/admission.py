@@ -11,17 +11,23 @@ serves (the Service picks one), leader or not, with the one certificate kept in 
 and, on a cluster without Services that route (the local control plane), the URL to call.
 
 The configuration is the manifest's, not kopf's (kopf's managed configurations have no
-``namespaceSelector``): kopf only serves the requests.
+``namespaceSelector``). kopf's server takes the requests (TLS, renewed certificate files); each
+review is answered here (``review``), not by kopf's admission handlers: those made a body, a
+patch and their views per review and ran the handler in a thread, about a twentieth of the
+operator's CPU under a stream of pods, and the garbage of every review.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import logging
 import tempfile
+from collections.abc import Coroutine, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import kopf
 from aiohttp import web
@@ -41,7 +47,7 @@ logger = logging.getLogger(__name__)
 CONFIGURATION = "sharekeeper-admission"
 """The MutatingWebhookConfiguration in ``manifests/webhook.yaml``."""
 HANDLER_ID = "gate"
-"""kopf serves a handler at ``/<id>``: the configuration's ``clientConfig`` path."""
+"""Where reviews are answered, ``/<id>``: the configuration's ``clientConfig`` path."""
 
 
 REVIEW_LIMIT = 4 * 1024 * 1024
@@ -53,33 +59,35 @@ as), the webhook fails and ``sharekeeper-admission-at-creation`` refuses the pod
 
 
 class WebhookServer(kopf.WebhookServer):
-    """kopf's webhook server, reading reviews up to ``REVIEW_LIMIT``. kopf (pinned to 1.45)
-    builds its aiohttp application, with the default body limit, inside ``__call__`` and hands
-    each request to ``_serve``; the request is given the larger limit on the way, before
-    anything reads its body."""
+    """kopf's webhook server, reading reviews up to ``REVIEW_LIMIT`` at ``/<HANDLER_ID>`` only.
+    kopf (pinned to 1.45) builds its aiohttp application, with the default body limit and a
+    route for any path, inside ``__call__`` and hands each request to ``_serve``; the request is
+    checked and given the larger limit on the way, before anything reads its body."""
 
     @staticmethod
     async def _serve(fn: kopf.WebhookFn, request: web.Request) -> web.Response:
+        if request.match_info.get("id") != HANDLER_ID:
+            raise web.HTTPNotFound(reason=f"reviews are answered at /{HANDLER_ID}")
         larger = request.clone(client_max_size=REVIEW_LIMIT)
         response: web.Response = await kopf.WebhookServer._serve(fn, larger)
         return response
 
 
-def gate_new_pod(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-    """A new pod that names a queue gets the admission gate (kopf turns this into a JSON
-    patch on the admission response)."""
-    gates = gates_with_admission(body)
-    if gates is not None:
-        patch.spec["schedulingGates"] = gates
-
-
-def register() -> None:
-    """The mutating handler, registered only when the webhook is served: kopf refuses to
-    start with admission handlers and no server."""
-    kopf.on.mutate(
-        "", "v1", "pods", id=HANDLER_ID, operation="CREATE", ignore_failures=True,
-        side_effects=False,
-    )(gate_new_pod)  # fmt: skip
+async def review(request: Mapping[str, Any], **_: Any) -> dict[str, Any]:
+    """The answer to one AdmissionReview: allowed, and a new pod that names a queue gets the
+    admission gate (a JSON patch). Whatever else the review holds is allowed unchanged; a pod
+    that should have been gated and was not is then refused by the ValidatingAdmissionPolicy."""
+    payload = request.get("request")
+    payload = payload if isinstance(payload, Mapping) else {}
+    answer: dict[str, Any] = {"uid": str(payload.get("uid") or ""), "allowed": True}
+    pod = payload.get("object")
+    if payload.get("operation") == "CREATE" and isinstance(pod, Mapping):
+        gates = gates_with_admission(pod)
+        if gates is not None:
+            patch = [{"op": "add", "path": "/spec/schedulingGates", "value": gates}]
+            answer["patchType"] = "JSONPatch"
+            answer["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": answer}
 
 
 RENEWAL_CHECK_SECONDS = 300.0
@@ -89,22 +97,35 @@ its CA published. A renewal makes a new CA, so until every replica has looked, r
 reach a replica still serving the old certificate fail, and those pods are not gated."""
 
 
-async def serve(
-    settings: WebhookSettings, client: TypedClient, operator_settings: kopf.OperatorSettings
-) -> asyncio.Task[None]:
-    """Load (or make) the certificate, hand kopf its server, and publish the CA (and URL);
-    returns the task that keeps the certificate current, for the caller to cancel."""
+async def serve(settings: WebhookSettings, client: TypedClient) -> asyncio.Task[None]:
+    """Load (or make) the certificate, serve reviews, and publish the CA (and URL); returns the
+    task that serves and keeps the certificate current, for the caller to cancel."""
     directory = Path(tempfile.mkdtemp(prefix="sharekeeper-webhook-"))
     cert = await _published(settings, client)
     write_files(cert, directory)
     host, port = settings.address
-    operator_settings.admission.server = WebhookServer(
+    server = WebhookServer(
         addr=host, port=port, certfile=str(directory / "tls.crt"),
         pkeyfile=str(directory / "tls.key"), cadata=cert.ca_pem,
     )  # fmt: skip
-    operator_settings.admission.managed = None  # the configuration is the manifest's
     logger.info("admission webhook on %s:%d", host, port)
-    return asyncio.create_task(_renewing(settings, client, directory, cert), name="webhook tls")
+    return asyncio.create_task(
+        _serving(server, _renewing(settings, client, directory, cert)), name="webhook"
+    )
+
+
+async def _serving(server: WebhookServer, renewing: Coroutine[Any, Any, None]) -> None:
+    """Until cancelled: the server (which starts again, yielding a new client configuration,
+    when the certificate files change; the configuration is the manifest's, kept current by
+    ``_published``) and the certificate's renewal beside it."""
+
+    async def answering() -> None:
+        # Typed for kopf's own admission function (with its private review types); ours takes
+        # and gives the same JSON.
+        async for _ in server(cast(kopf.WebhookFn, review)):
+            pass
+
+    await asyncio.gather(answering(), renewing)
 
 
 async def _published(settings: WebhookSettings, client: TypedClient) -> ServingCert:
