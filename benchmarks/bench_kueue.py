@@ -136,9 +136,20 @@ COHORT = "bench"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 SAMPLE_SECONDS = 2.0
 GATE_SAMPLE_SECONDS = 10.0
-"""How often the controller's RSS, and our operator's metrics in its phases, are read: each
-read of the metrics renders every queue's series (thousands at 1,000 queues), which is the
-operator's CPU too."""
+"""How often the controller's RSS, and our operator's metrics in its phases, are read (the
+operator renders its queues' series once a round, however often they are read)."""
+API_LATENCIES = {
+    "pod_create_seconds": (
+        "apiserver_request_duration_seconds",
+        {"verb": "POST", "resource": "pods", "subresource": ""},
+    ),
+    "webhook_seconds": (
+        "apiserver_admission_webhook_admission_duration_seconds",
+        {"name": "gate.admission.sharekeeper.io", "operation": "CREATE"},
+    ),
+}
+"""What the API server took over the phase, from its own histograms: creating a pod (the Job
+controller's creations, whatever admits them), and of that our webhook (manifests/webhook.yaml)."""
 QPS_FLAGS = ("--kube-api-qps=5000", "--kube-api-burst=10000")
 OUR_POLICIES = REPO / "manifests" / "admission-policies.yaml"
 SCHEDULER_OPEN_PATHS = (
@@ -774,6 +785,8 @@ def run_phase(bench: Bench, side: str, repetition: int) -> Json:
                     raise watch.error
             threading.Thread(target=sample_until, args=(tracker, sampling), daemon=True).start()
             processes = {"controller": pid, **bench.plane.pids}
+            # Read before the CPU figures start and after they end: reading is not the work.
+            latencies_before = api_latencies(bench)
             cpu_before = {name: cpu_seconds(p) for name, p in processes.items()}
             bench_cpu, machine = time.process_time(), machine_busy_seconds()
             requests_before = audit.writes()
@@ -793,6 +806,10 @@ def run_phase(bench: Bench, side: str, repetition: int) -> Json:
                 (Counter(audit.by_resource) - by_resource_before).most_common()
             )
             result["requests_from_start"] = audit.count - before_start
+            result |= {
+                figure: after.since(latencies_before.get(figure)).latency_json()
+                for figure, after in api_latencies(bench).items()
+            }
         finally:
             sampling.set()
             for watch in watches:
@@ -809,6 +826,23 @@ def run_phase(bench: Bench, side: str, repetition: int) -> Json:
     for watch in watches:
         watch.join(timeout=10)
     return result
+
+
+def api_latencies(bench: Bench) -> dict[str, kubeapi.Histogram]:
+    """``API_LATENCIES`` as the API server's histograms hold them now; none when its metrics
+    cannot be read (the phase's other figures stand without them)."""
+    try:
+        with bench.access.client() as client:
+            response = client.get("/metrics")
+            response.raise_for_status()
+    except httpx.HTTPError as error:
+        progress(f"the API server's metrics: {type(error).__name__}: {error}")
+        return {}
+    found = {
+        figure: kubeapi.histogram(response.text, name, labels)
+        for figure, (name, labels) in API_LATENCIES.items()
+    }
+    return {figure: histogram for figure, histogram in found.items() if histogram is not None}
 
 
 def sample_until(tracker: Tracker, stop: threading.Event) -> None:
@@ -1095,6 +1129,10 @@ REPORTED: tuple[tuple[str, Callable[[Json], Any]], ...] = (
      lambda p: f"{p['in_saturation_window']['gate_unbound_cpu_mean']:,}; "
                f"{p['in_saturation_window']['gate_held_pods_mean']:,}"
      if p["side"] == OURS else None),
+    ("API server: creating a pod, mean / p50 / p99 (ms)",
+     lambda p: _milliseconds(p["pod_create_seconds"])),
+    ("  of which our webhook, mean / p50 / p99 (ms)",
+     lambda p: _milliseconds(p["webhook_seconds"]) if p["side"] == OURS else None),
     ("phase: submission start to the last job complete (s)", lambda p: p["phase_seconds"]),
     ("controller CPU (s)", lambda p: p["cpu_seconds"]["controller"]),
     ("controller RSS at the end, peak (MiB)", lambda p: p["memory"]["peak_rss_mib"]),
@@ -1107,6 +1145,13 @@ REPORTED: tuple[tuple[str, Callable[[Json], Any]], ...] = (
     ("CPU of nothing measured: another job on the machine (s)",
      lambda p: p["cpu_seconds"].get("everything_else")),
 )  # fmt: skip
+
+
+def _milliseconds(latency: Json) -> str:
+    return " / ".join(
+        "" if latency[key] is None else f"{1000 * latency[key]:.1f}"
+        for key in ("mean", "p50", "p99")
+    )
 
 
 def report(output: Json) -> str:

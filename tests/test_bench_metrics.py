@@ -69,3 +69,37 @@ def test_a_functions_share_of_a_profile_is_read_by_the_end_of_its_name() -> None
     # The exported name, not the unexported one beside it that ends the same way.
     assert cumulative_share(TOP, ".MoveAllToActiveOrBackoffQueue") == 40.59
     assert cumulative_share(TOP, ".ScheduleOne") == 0.0
+
+
+API_SERVER = """\
+# HELP apiserver_request_duration_seconds_other Not the one asked for.
+# TYPE apiserver_request_duration_seconds_other gauge
+apiserver_request_duration_seconds_other 7
+# HELP apiserver_request_duration_seconds Latency.
+# TYPE apiserver_request_duration_seconds histogram
+apiserver_request_duration_seconds_bucket{resource="pods",subresource="",verb="POST",le="0.1"} 50
+apiserver_request_duration_seconds_bucket{resource="pods",subresource="",verb="POST",le="0.5"} 90
+apiserver_request_duration_seconds_bucket{resource="pods",subresource="",verb="POST",le="+Inf"} 100
+apiserver_request_duration_seconds_count{resource="pods",subresource="",verb="POST"} 100
+apiserver_request_duration_seconds_sum{resource="pods",subresource="",verb="POST"} 30
+apiserver_request_duration_seconds_bucket{resource="pods",subresource="binding",verb="POST",le="0.1"} 9
+apiserver_request_duration_seconds_bucket{resource="pods",subresource="binding",verb="POST",le="0.5"} 9
+apiserver_request_duration_seconds_bucket{resource="pods",subresource="binding",verb="POST",le="+Inf"} 9
+apiserver_request_duration_seconds_count{resource="pods",subresource="binding",verb="POST"} 9
+apiserver_request_duration_seconds_sum{resource="pods",subresource="binding",verb="POST"} 0.1
+"""  # noqa: E501
+
+
+def test_a_quantile_is_interpolated_in_its_bucket_as_prometheus_does() -> None:
+    """Of 100 pod creations, 50 within 0.1 s, 40 more within 0.5 s, 10 beyond: the median is at
+    the first bucket's bound, p75 halfway between the bounds, and p99, beyond the last bound,
+    is that bound. A pod's binding (the same name and verb, a subresource) is not counted."""
+    created = histogram(API_SERVER, "apiserver_request_duration_seconds",
+                        {"verb": "POST", "resource": "pods", "subresource": ""})  # fmt: skip
+    assert created is not None
+    delta = created.since(None)
+    assert delta.quantile(0.5) == 0.1
+    assert delta.quantile(0.75) == 0.1 + 0.4 * 25 / 40
+    assert delta.quantile(0.99) == 0.5
+    assert delta.latency_json() == {"observations": 100, "mean": 0.3, "p50": 0.1, "p99": 0.5}
+    assert created.since(created).quantile(0.5) is None
