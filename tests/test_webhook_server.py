@@ -15,7 +15,7 @@ import aiohttp
 import kopf
 import pytest
 
-from sharekeeper.handlers.admission import REVIEW_LIMIT, WebhookServer, review
+from sharekeeper.handlers.admission import REVIEW_LIMIT, WebhookServer, _serving, review
 from sharekeeper.model.pods import ADMISSION_GATE, QUEUE_LABEL
 
 
@@ -142,3 +142,19 @@ def test_reviews_are_answered_at_the_configured_path_only() -> None:
     assert status == 200
     assert answered["response"]["patchType"] == "JSONPatch"
     assert asyncio.run(post("/other"))[0] == 404
+
+
+def test_a_webhook_that_cannot_listen_ends_its_task_with_the_error() -> None:
+    """The task's end is what fails the liveness probe (``Probes``), as a stopped watch does."""
+
+    async def renewing() -> None:
+        await asyncio.sleep(3600)
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = WebhookServer(addr="127.0.0.1", port=port, host="127.0.0.1", insecure=True)
+        with pytest.raises(ExceptionGroup) as stopped:
+            asyncio.run(_serving(server, renewing()))
+    assert stopped.group_contains(OSError)

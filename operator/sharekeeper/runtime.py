@@ -144,7 +144,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
             await asyncio.gather(recompute.run(), qos_loop.run(), mirroring.run())
 
         tasks.append(asyncio.create_task(leadership.run(lead), name="leadership"))
-    memo["tasks"] = tasks + webhook_task
+    memo["tasks"] = tasks = tasks + webhook_task
     probes = memo["probes"] = Probes(
         [t for t in tasks if t.get_name() != "sync"],
         watches,

@@ -117,7 +117,8 @@ async def serve(settings: WebhookSettings, client: TypedClient) -> asyncio.Task[
 async def _serving(server: WebhookServer, renewing: Coroutine[Any, Any, None]) -> None:
     """Until cancelled: the server (which starts again, yielding a new client configuration,
     when the certificate files change; the configuration is the manifest's, kept current by
-    ``_published``) and the certificate's renewal beside it."""
+    ``_published``) and the certificate's renewal beside it. Should the server stop (its port
+    taken, say), the task ends with the error, which fails the liveness probe."""
 
     async def answering() -> None:
         # Typed for kopf's own admission function (with its private review types); ours takes
@@ -125,7 +126,16 @@ async def _serving(server: WebhookServer, renewing: Coroutine[Any, Any, None]) -
         async for _ in server(cast(kopf.WebhookFn, review)):
             pass
 
-    await asyncio.gather(answering(), renewing)
+    try:
+        async with asyncio.TaskGroup() as both:
+            both.create_task(answering())
+            both.create_task(renewing)
+    except Exception:
+        logger.exception(
+            "the admission webhook stopped: new pods that name a queue are refused until it"
+            " serves again"
+        )
+        raise
 
 
 async def _published(settings: WebhookSettings, client: TypedClient) -> ServingCert:
