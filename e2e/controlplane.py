@@ -58,6 +58,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -515,10 +516,23 @@ def _openssl(*args: str) -> None:
     subprocess.run(["openssl", *args], check=True, capture_output=True)
 
 
+# Every port this process has handed out. The kernel may offer a port again as soon as the probe
+# socket closes, so two ports asked for one after the other can be the same one (a CI run gave the
+# kubelet and metrics-server both 35031, and metrics-server failed to bind).
+_handed_out: set[int] = set()
+_handing_out = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port on 127.0.0.1 nothing listens on now, and not one this process handed out before."""
+    with _handing_out:
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = int(sock.getsockname()[1])
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
 
 
 def _die_with_parent() -> None:
