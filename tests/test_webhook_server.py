@@ -1,6 +1,6 @@
-"""The webhook: what it answers to a review, where, and that it reads reviews of pods bigger than
+"""The webhook: what it answers to a review, where, that it reads reviews of pods bigger than
 aiohttp's default body limit (1 MiB, which answered 413 and, with ``failurePolicy: Ignore``,
-let such pods through ungated)."""
+let such pods through ungated), and the process of its own that answers them."""
 
 from __future__ import annotations
 
@@ -8,14 +8,23 @@ import asyncio
 import base64
 import io
 import json
+import os
 import socket
+import ssl
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import kopf
 import pytest
 
-from sharekeeper.handlers.admission import REVIEW_LIMIT, WebhookServer, _serving, review
+from sharekeeper.handlers.admission import _serving
+from sharekeeper.handlers.reviewing import REVIEW_LIMIT, WebhookServer, review
+from sharekeeper.kube.webhook_tls import new_serving_cert, write_files
 from sharekeeper.model.pods import ADMISSION_GATE, QUEUE_LABEL
 
 
@@ -144,17 +153,91 @@ def test_reviews_are_answered_at_the_configured_path_only() -> None:
     assert asyncio.run(post("/other"))[0] == 404
 
 
-def test_a_webhook_that_cannot_listen_ends_its_task_with_the_error() -> None:
+def reviewing(directory: Path, port: int) -> list[str]:
+    """The command ``admission.serve`` runs, for a webhook on 127.0.0.1:``port``."""
+    return [sys.executable, "-m", "sharekeeper.handlers.reviewing", "127.0.0.1", str(port),
+            str(directory), f"--parent={os.getpid()}"]  # fmt: skip
+
+
+async def renewing() -> None:
+    await asyncio.sleep(3600)
+
+
+def test_the_webhook_process_answers_over_tls_and_ends_with_its_task(tmp_path: Path) -> None:
+    """Ready (``listening``) once the process listens; cancelling the task ends the process."""
+    cert = new_serving_cert(["127.0.0.1"], now=datetime.now(UTC))
+    write_files(cert, tmp_path)
+    port = free_port()
+    body = {"request": {"uid": "u", "operation": "CREATE", "object": new_pod(**{QUEUE_LABEL: "q"})}}
+
+    async def scenario() -> tuple[Any, set[int]]:
+        listening = asyncio.Event()
+        task = asyncio.create_task(_serving(reviewing(tmp_path, port), listening, renewing()))
+        await asyncio.wait_for(listening.wait(), 60)
+        children = set(map(int, Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+                           .read_text().split()))  # fmt: skip
+        trusted = ssl.create_default_context(cadata=cert.ca_pem.decode())
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"https://127.0.0.1:{port}/gate", json=body, ssl=trusted) as response,
+        ):
+            answered = await response.json()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not listening.is_set()
+        return answered, children
+
+    answered, children = asyncio.run(scenario())
+    assert answered["response"]["uid"] == "u"
+    assert answered["response"]["patchType"] == "JSONPatch"
+    assert children, "the webhook was answered by a process of its own"
+    assert not any(Path(f"/proc/{child}").exists() for child in children)
+
+
+def test_a_webhook_that_cannot_listen_ends_its_task_with_the_error(tmp_path: Path) -> None:
     """The task's end is what fails the liveness probe (``Probes``), as a stopped watch does."""
-
-    async def renewing() -> None:
-        await asyncio.sleep(3600)
-
+    write_files(new_serving_cert(["127.0.0.1"], now=datetime.now(UTC)), tmp_path)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        server = WebhookServer(addr="127.0.0.1", port=port, host="127.0.0.1", insecure=True)
+        listening = asyncio.Event()
         with pytest.raises(ExceptionGroup) as stopped:
-            asyncio.run(_serving(server, renewing()))
-    assert stopped.group_contains(OSError)
+            asyncio.run(_serving(reviewing(tmp_path, port), listening, renewing()))
+    assert stopped.group_contains(RuntimeError, match="exited")
+    assert not listening.is_set()
+
+
+def test_the_webhook_process_ends_when_the_operator_is_killed(tmp_path: Path) -> None:
+    """SIGKILL gives the operator no chance to stop its child: the child ends by itself."""
+    write_files(new_serving_cert(["127.0.0.1"], now=datetime.now(UTC)), tmp_path)
+    command = reviewing(tmp_path, free_port())[3:]
+    with subprocess.Popen(
+        [sys.executable, "-c", "import os, subprocess, sys, time\n"
+         f"child = subprocess.Popen([sys.executable, '-m', 'sharekeeper.handlers.reviewing',"
+         f" *{command[:-1]!r}, f'--parent={{os.getpid()}}'], stdout=subprocess.PIPE)\n"
+         "child.stdout.readline()\nprint(child.pid, flush=True)\ntime.sleep(600)\n"],
+        stdout=subprocess.PIPE, text=True,
+    ) as operator:  # fmt: skip
+        assert operator.stdout is not None
+        child = int(operator.stdout.readline())
+        operator.kill()
+        operator.wait()
+    deadline = time.monotonic() + 30
+    while _running(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(child)
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (the child is reparented, and reaped by whoever adopts it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_webhook_process_whose_parent_is_not_the_operator_does_not_start(tmp_path: Path) -> None:
+    command = [*reviewing(tmp_path, free_port())[:-1], f"--parent={os.getpid() + 1}"]
+    assert subprocess.run(command, check=False, capture_output=True, timeout=60).returncode == 1

@@ -1,10 +1,10 @@
 """The composition root: every part of the running operator built and wired here, and run
 under kopf.
 
-kopf runs the process (start-up, clean-up, signals) and its server takes the admission
-webhook's requests (answered by ``handlers.admission``), but it watches nothing: its per-object
-workers and index barrier cost time quadratic in the number of objects (minutes at a few
-thousand), and a cluster of the size we are built for has 150,000 pods and 10,000 queues. Our
+kopf runs the process (start-up, clean-up, signals) and its server, in a process of its own
+(``handlers.admission``), takes the admission webhook's requests, but it watches nothing: its
+per-object workers and index barrier cost time quadratic in the number of objects (minutes at
+a few thousand), and a cluster of the size we are built for has 150,000 pods and 10,000 queues. Our
 own watches (``kube.watching``) feed every kind (``kube.kinds``), our own resources included,
 into ``cluster.store``; the loops read it and write through the one writer (``kube.writing``).
 """
@@ -36,7 +36,7 @@ from sharekeeper.loops.lane import Lane
 from sharekeeper.loops.mirroring import Mirroring
 from sharekeeper.loops.qos import QosLoop
 from sharekeeper.loops.recompute import Recompute
-from sharekeeper.settings import Settings
+from sharekeeper.settings import LOG_FORMAT, Settings
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +54,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     settings.scanning.disabled = True
     clients = memo["clients"] = connect()
     client, http = clients.typed, clients.http
-    webhook = ours.webhook
-    webhook_task = [] if webhook is None else [await admission.serve(webhook, client)]
+    webhook, verbose = ours.webhook, ours.verbose
+    served = None if webhook is None else await admission.serve(webhook, client, verbose=verbose)
     writer = KubeWriter(
         client, http, concurrency=ours.write_concurrency, retrying=Retrying(ours.writes),
         events=EventRecorder(client, ours.events),
@@ -144,7 +144,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
             await asyncio.gather(recompute.run(), qos_loop.run(), mirroring.run())
 
         tasks.append(asyncio.create_task(leadership.run(lead), name="leadership"))
-    memo["tasks"] = tasks = tasks + webhook_task
+    memo["tasks"] = tasks = tasks + ([] if served is None else [served.task])
     probes = memo["probes"] = Probes(
         [t for t in tasks if t.get_name() != "sync"],
         watches,
@@ -155,6 +155,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         },
         [recompute.health, qos_loop.health, mirroring.health],
         (lambda: leadership.leading) if leadership is not None else (lambda: True),
+        listening={} if served is None else {"webhook": served.listening},
     )
     if ours.probe_address is not None:
         await probes.start(*ours.probe_address)
@@ -224,7 +225,7 @@ def run(settings: Settings) -> int:
     """The operator until it is stopped."""
     logging.basicConfig(
         level=logging.DEBUG if settings.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format=LOG_FORMAT,
     )
     if not settings.verbose:
         # One line per HTTP request is noise at thousands of writes (or pod creations) a

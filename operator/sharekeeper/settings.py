@@ -16,6 +16,9 @@ from urllib.parse import urlsplit
 
 Address = tuple[str, int]
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+"""The operator's log lines, and its webhook process's."""
+
 
 @dataclass(frozen=True, slots=True)
 class Backoff:

@@ -85,3 +85,36 @@ def test_healthz_fails_while_a_loop_is_stale_and_passes_again_after_a_success() 
     assert stale[0] == 500
     assert "OverflowError: int too large" in str(stale[1]["stale"])
     assert recovered[0] == 200
+
+
+def test_readyz_waits_for_the_webhook_to_listen() -> None:
+    """The Service sends reviews to ready replicas only: one whose webhook process is not
+    listening yet (or any more) is not ready, though every list (here none) is in."""
+    listening = asyncio.Event()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    def get() -> tuple[int, object]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as answer:
+                return answer.status, json.loads(answer.read())["listening"]
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())["listening"]
+
+    async def scenario() -> list[tuple[int, object]]:
+        probes = Probes([], {}, dict, listening={"webhook": listening})
+        await probes.start("127.0.0.1", port)
+        answers = [await asyncio.to_thread(get)]
+        listening.set()
+        answers.append(await asyncio.to_thread(get))
+        listening.clear()
+        answers.append(await asyncio.to_thread(get))
+        await probes.stop()
+        return answers
+
+    assert asyncio.run(scenario()) == [
+        (503, {"webhook": False}),
+        (200, {"webhook": True}),
+        (503, {"webhook": False}),
+    ]

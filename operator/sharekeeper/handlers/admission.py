@@ -1,4 +1,4 @@
-"""The admission webhook: kopf serves it, and it puts the admission gate on new pods.
+"""The admission webhook: served by a process of its own, it puts the admission gate on new pods.
 
 The MutatingWebhookConfiguration ``sharekeeper-admission`` (``manifests/webhook.yaml``) sends
 pod creations of namespaces labelled ``sharekeeper.io/admission=enabled`` here. Its
@@ -11,27 +11,27 @@ serves (the Service picks one), leader or not, with the one certificate kept in 
 and, on a cluster without Services that route (the local control plane), the URL to call.
 
 The configuration is the manifest's, not kopf's (kopf's managed configurations have no
-``namespaceSelector``). kopf's server takes the requests (TLS, renewed certificate files); each
-review is answered here (``review``), not by kopf's admission handlers: those made a body, a
-patch and their views per review and ran the handler in a thread, about a twentieth of the
-operator's CPU under a stream of pods, and the garbage of every review.
+``namespaceSelector``). The reviews are answered by a child process (``handlers.reviewing``:
+kopf's server and our answer), so that no share round or burst of watch events delays a pod's
+creation; this module keeps the certificate and that process: a replica is ready once it
+listens, and the task ends (failing the liveness probe) if it exits.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
+import contextlib
 import logging
+import os
+import sys
 import tempfile
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-import kopf
-from aiohttp import web
-
+from sharekeeper.handlers.reviewing import HANDLER_ID, LISTENING
 from sharekeeper.kube.clients import TypedClient
 from sharekeeper.kube.webhook_tls import (
     ServingCert,
@@ -39,55 +39,14 @@ from sharekeeper.kube.webhook_tls import (
     publish_client_config,
     write_files,
 )
-from sharekeeper.model.pods import gates_with_admission
 from sharekeeper.settings import WebhookSettings
 
 logger = logging.getLogger(__name__)
 
 CONFIGURATION = "sharekeeper-admission"
 """The MutatingWebhookConfiguration in ``manifests/webhook.yaml``."""
-HANDLER_ID = "gate"
-"""Where reviews are answered, ``/<id>``: the configuration's ``clientConfig`` path."""
-
-
-REVIEW_LIMIT = 4 * 1024 * 1024
-"""The largest AdmissionReview the webhook reads, in bytes: the API server accepts request
-bodies up to 3 MiB, and the review carries the pod, with its defaults, in an envelope.
-aiohttp's default (1 MiB) answered 413 to bigger pods, and ``failurePolicy: Ignore`` let them
-through ungated. Were a review larger still (JSON escapes can outgrow what a pod was sent
-as), the webhook fails and ``sharekeeper-admission-at-creation`` refuses the pod."""
-
-
-class WebhookServer(kopf.WebhookServer):
-    """kopf's webhook server, reading reviews up to ``REVIEW_LIMIT`` at ``/<HANDLER_ID>`` only.
-    kopf (pinned to 1.45) builds its aiohttp application, with the default body limit and a
-    route for any path, inside ``__call__`` and hands each request to ``_serve``; the request is
-    checked and given the larger limit on the way, before anything reads its body."""
-
-    @staticmethod
-    async def _serve(fn: kopf.WebhookFn, request: web.Request) -> web.Response:
-        if request.match_info.get("id") != HANDLER_ID:
-            raise web.HTTPNotFound(reason=f"reviews are answered at /{HANDLER_ID}")
-        larger = request.clone(client_max_size=REVIEW_LIMIT)
-        response: web.Response = await kopf.WebhookServer._serve(fn, larger)
-        return response
-
-
-async def review(request: Mapping[str, Any], **_: Any) -> dict[str, Any]:
-    """The answer to one AdmissionReview: allowed, and a new pod that names a queue gets the
-    admission gate (a JSON patch). Whatever else the review holds is allowed unchanged; a pod
-    that should have been gated and was not is then refused by the ValidatingAdmissionPolicy."""
-    payload = request.get("request")
-    payload = payload if isinstance(payload, Mapping) else {}
-    answer: dict[str, Any] = {"uid": str(payload.get("uid") or ""), "allowed": True}
-    pod = payload.get("object")
-    if payload.get("operation") == "CREATE" and isinstance(pod, Mapping):
-        gates = gates_with_admission(pod)
-        if gates is not None:
-            patch = [{"op": "add", "path": "/spec/schedulingGates", "value": gates}]
-            answer["patchType"] = "JSONPatch"
-            answer["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": answer}
+STOP_SECONDS = 5.0
+"""How long the webhook's process is given to end after SIGTERM before it is killed."""
 
 
 RENEWAL_CHECK_SECONDS = 300.0
@@ -97,34 +56,56 @@ its CA published. A renewal makes a new CA, so until every replica has looked, r
 reach a replica still serving the old certificate fail, and those pods are not gated."""
 
 
-async def serve(settings: WebhookSettings, client: TypedClient) -> asyncio.Task[None]:
-    """Load (or make) the certificate, serve reviews, and publish the CA (and URL); returns the
-    task that serves and keeps the certificate current, for the caller to cancel."""
+@dataclass(frozen=True)
+class Webhook:
+    task: asyncio.Task[None]
+    """Serves and keeps the certificate current until cancelled; ends with an error if the
+    webhook's process exits."""
+    listening: asyncio.Event
+    """Set while the webhook's process listens."""
+
+
+async def serve(
+    settings: WebhookSettings, client: TypedClient, *, verbose: bool = False
+) -> Webhook:
+    """Load (or make) the certificate, publish its CA (and URL), and start the process that
+    answers the reviews; the task serving and keeping the certificate current is the caller's
+    to cancel."""
     directory = Path(tempfile.mkdtemp(prefix="sharekeeper-webhook-"))
     cert = await _published(settings, client)
     write_files(cert, directory)
     host, port = settings.address
-    server = WebhookServer(
-        addr=host, port=port, certfile=str(directory / "tls.crt"),
-        pkeyfile=str(directory / "tls.key"), cadata=cert.ca_pem,
-    )  # fmt: skip
-    logger.info("admission webhook on %s:%d", host, port)
-    return asyncio.create_task(
-        _serving(server, _renewing(settings, client, directory, cert)), name="webhook"
-    )
+    command = [
+        sys.executable, "-m", "sharekeeper.handlers.reviewing", host, str(port), str(directory),
+        f"--parent={os.getpid()}", *(["--verbose"] if verbose else []),
+    ]  # fmt: skip
+    listening = asyncio.Event()
+    renewing = _renewing(settings, client, directory, cert)
+    task = asyncio.create_task(_serving(command, listening, renewing), name="webhook")
+    return Webhook(task, listening)
 
 
-async def _serving(server: WebhookServer, renewing: Coroutine[Any, Any, None]) -> None:
-    """Until cancelled: the server (which starts again, yielding a new client configuration,
-    when the certificate files change; the configuration is the manifest's, kept current by
-    ``_published``) and the certificate's renewal beside it. Should the server stop (its port
-    taken, say), the task ends with the error, which fails the liveness probe."""
+async def _serving(
+    command: Sequence[str], listening: asyncio.Event, renewing: Coroutine[Any, Any, None]
+) -> None:
+    """Until cancelled: the webhook's process (``command``) and the certificate's renewal beside
+    it. Should the process exit (its port taken, say), the task ends with the error, which
+    fails the liveness probe."""
 
     async def answering() -> None:
-        # Typed for kopf's own admission function (with its private review types); ours takes
-        # and gives the same JSON.
-        async for _ in server(cast(kopf.WebhookFn, review)):
-            pass
+        process = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE)
+        try:
+            assert process.stdout is not None
+            async for line in process.stdout:
+                if line.strip() == LISTENING.encode() and not listening.is_set():
+                    logger.info("admission webhook on %s:%s (process %d)", *command[3:5],
+                                process.pid)  # fmt: skip
+                    listening.set()
+            code = await process.wait()
+        finally:
+            listening.clear()
+            await _ended(process)
+        raise RuntimeError(f"the admission webhook's process {process.pid} exited ({code})")
 
     try:
         async with asyncio.TaskGroup() as both:
@@ -136,6 +117,19 @@ async def _serving(server: WebhookServer, renewing: Coroutine[Any, Any, None]) -
             " serves again"
         )
         raise
+
+
+async def _ended(process: asyncio.subprocess.Process) -> None:
+    """The process ended: asked (SIGTERM), then told (SIGKILL) after ``STOP_SECONDS``."""
+    if process.returncode is not None:
+        return
+    process.terminate()
+    try:
+        await asyncio.wait_for(process.wait(), STOP_SECONDS)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
 
 
 async def _published(settings: WebhookSettings, client: TypedClient) -> ServingCert:

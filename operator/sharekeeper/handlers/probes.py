@@ -6,10 +6,12 @@
   restarts a process that only pretends to work. Also 500 (``degraded``) while statuses have
   not been written for longer than ``loops.health.FAILING_UNHEALTHY_SECONDS``, naming how many
   and since when: rounds that succeed but publish nothing are no better.
-- ``/readyz`` (readiness): 200 once every initial list is in the store; 503 before, with which
-  lists are still missing. A replica that is not ready has computed nothing yet. A resource that
-  is not served (a deleted CRD) has nothing to list and does not hold readiness back: the body
-  names it under ``notServed`` (a cluster without the CRD is not fixed by another replica).
+- ``/readyz`` (readiness): 200 once every initial list is in the store and the admission
+  webhook's process (if this replica serves one) listens; 503 before, with which lists are
+  still missing and whether the webhook listens (the Service sends reviews to ready replicas
+  only). A replica that is not ready has computed nothing yet. A resource that is not served
+  (a deleted CRD) has nothing to list and does not hold readiness back: the body names it
+  under ``notServed`` (a cluster without the CRD is not fixed by another replica).
   ``leader`` says whether this replica acts; one that waits for the Lease is ready too: it
   keeps its store current so that it can take over within one round.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from aiohttp import web
@@ -34,12 +37,15 @@ class Probes:
         counters: Callable[[], Mapping[str, int]],
         loops: Sequence[LoopHealth] = (),
         leading: Callable[[], bool] = lambda: True,
+        *,
+        listening: Mapping[str, asyncio.Event] = MappingProxyType({}),
     ) -> None:
         self._tasks = tasks
         self._watches = watches
         self._counters = counters
         self._loops = loops
         self._leading = leading
+        self._listening = listening
         self._runner: web.AppRunner | None = None
 
     async def start(self, host: str, port: int) -> None:
@@ -68,7 +74,8 @@ class Probes:
 
     async def _ready(self, _: web.Request) -> web.Response:
         lists = {name: watch.synced.is_set() for name, watch in self._watches.items()}
-        ready = all_synced(self._watches.values())
+        listening = {name: event.is_set() for name, event in self._listening.items()}
+        ready = all_synced(self._watches.values()) and all(listening.values())
         # A resource not needed now (Volcano Queues without a queueSource Volcano policy) was
         # not looked for: not "not served".
         not_served = [
@@ -79,5 +86,6 @@ class Probes:
             "leader": self._leading(),
             "lists": lists,
             "notServed": not_served,
+            "listening": listening,
         }
         return web.json_response(body, status=200 if ready else 503)
