@@ -79,6 +79,7 @@ async def serve(
         sys.executable, "-m", "sharekeeper.handlers.reviewing", host, str(port), str(directory),
         f"--parent={os.getpid()}", *(["--verbose"] if verbose else []),
     ]  # fmt: skip
+    logger.info("admission webhook on %s:%d", host, port)
     listening = asyncio.Event()
     renewing = _renewing(settings, client, directory, cert)
     task = asyncio.create_task(_serving(command, listening, renewing), name="webhook")
@@ -98,14 +99,13 @@ async def _serving(
             assert process.stdout is not None
             async for line in process.stdout:
                 if line.strip() == LISTENING.encode() and not listening.is_set():
-                    logger.info("admission webhook on %s:%s (process %d)", *command[3:5],
-                                process.pid)  # fmt: skip
+                    logger.info("the admission webhook's process %d listens", process.pid)
                     listening.set()
             code = await process.wait()
         finally:
             listening.clear()
             await _ended(process)
-        raise RuntimeError(f"the admission webhook's process {process.pid} exited ({code})")
+        raise RuntimeError(f"the admission webhook's process {process.pid} exited with code {code}")
 
     try:
         async with asyncio.TaskGroup() as both:
@@ -123,7 +123,8 @@ async def _ended(process: asyncio.subprocess.Process) -> None:
     """The process ended: asked (SIGTERM), then told (SIGKILL) after ``STOP_SECONDS``."""
     if process.returncode is not None:
         return
-    process.terminate()
+    with contextlib.suppress(ProcessLookupError):  # it ended just now
+        process.terminate()
     try:
         await asyncio.wait_for(process.wait(), STOP_SECONDS)
     except TimeoutError:
