@@ -64,6 +64,13 @@ RSS
 idle writes
     the operator's writes in the API server's audit log during 30 s that start once the last
     change's writes have stopped.
+webhook reviews
+    with ``--reviews-per-second R`` (0, the default: no webhook), the operator serves the
+    admission webhook on 127.0.0.1 and, from the first change to the end of the idle window,
+    one client POSTs an AdmissionReview of a new pod that names a queue R times a second (one
+    at a time, over one kept-alive TLS connection that trusts the webhook's CA): each review's
+    round trip, p50 / p99 / max, during the changes and during the idle window. What a pod's
+    creation waits for our answer while the operator works, without the API server's share.
 simulate
     on the largest size (``--simulate all`` for every size): nodes, pods, queues, both policy
     kinds and the NodeMetrics, read by paginated LISTs, ``kind``/``apiVersion`` set on each
@@ -78,22 +85,25 @@ be run one at a time; ``--plot`` draws them (``benchmarks/plot_scale.py``).
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import dataclasses
 import functools
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx2 as httpx
 
@@ -326,6 +336,7 @@ class Options:
     log_dir: Path | None
     dump: Path | None
     apiserver_flags: tuple[str, ...]
+    reviews_per_second: float = 0.0
 
 
 def progress(size: int, message: str) -> None:
@@ -596,9 +607,16 @@ def run_operator(
     audit = kubeapi.AuditTail(plane.audit_log, SERVICE_ACCOUNT)
     figures: Json = {}
 
+    webhook_port = controlplane.free_port()
+    webhook_args = (
+        [f"--webhook-bind-address=127.0.0.1:{webhook_port}",
+         f"--webhook-url=https://127.0.0.1:{webhook_port}"]
+        if options.reviews_per_second else []
+    )  # fmt: skip
     progress(size, f"starting the operator (log {log})")
     started = time.perf_counter()
-    operator = start_operator(kubeconfig, log)
+    operator = start_operator(kubeconfig, log, args=webhook_args)
+    reviews: ReviewStream | None = None
 
     def alive() -> bool:
         return operator.process.poll() is None
@@ -645,6 +663,12 @@ def run_operator(
         writes_per_change: list[int] = []
         writing_seconds: list[float] = []
         targets = workload.change_targets()
+        if options.reviews_per_second:
+            reviews = ReviewStream(
+                f"https://127.0.0.1:{webhook_port}/gate", webhook_ca(client),
+                options.reviews_per_second,
+            )  # fmt: skip
+            reviews.start()
         for change in range(options.changes):
             target = targets[change % len(targets)]
             before = deserved_cpu(client, target)
@@ -668,9 +692,13 @@ def run_operator(
         figures["gc_pauses"] = pause_figures(gc_pauses(metrics_url), gc_before)
 
         progress(size, f"idle for {IDLE_WINDOW_SECONDS:.0f} s")
+        if reviews is not None:
+            reviews.window = "idle"
         idle_from = audit.writes()
         time.sleep(IDLE_WINDOW_SECONDS)
         idle_writes = audit.writes() - idle_from
+        if reviews is not None:
+            figures["webhook_reviews"] = reviews.finish()
         _, qos_after = histograms(metrics_url)
         usage_after = kubeapi.histogram(kubeapi.scrape(metrics_url), QOS_USAGE_HISTOGRAM)
         qos_checks_after = qos_checks_so_far(operator)
@@ -706,8 +734,66 @@ def run_operator(
         progress(size, f"failed; the operator's log ends:\n{operator.tail(40)}")
         raise
     finally:
+        if reviews is not None:
+            reviews.finish()
         operator.stop(signal.SIGTERM)
     return figures
+
+
+def webhook_ca(client: httpx.Client) -> str:
+    """The CA the operator's webhook certificate is signed by, from the Secret it keeps."""
+    response = client.get("/api/v1/namespaces/sharekeeper/secrets/sharekeeper-webhook-tls")
+    response.raise_for_status()
+    return base64.b64decode(response.json()["data"]["ca.crt"]).decode()
+
+
+class ReviewStream(threading.Thread):
+    """AdmissionReviews POSTed to the webhook at a steady rate, one at a time; each round trip
+    is kept under the ``window`` it was sent in (set by the caller)."""
+
+    REVIEW: ClassVar[Json] = {
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "bench", "operation": "CREATE", "object": {
+            "metadata": {"name": "p", "namespace": NAMESPACE,
+                         "labels": {"sharekeeper.io/queue": "q-0"}},
+            "spec": {"containers": [{"name": "main", "image": "none"}]}}},
+    }  # fmt: skip
+
+    def __init__(self, url: str, ca_pem: str, per_second: float) -> None:
+        super().__init__(daemon=True)
+        self.url, self.ca_pem, self.interval = url, ca_pem, 1.0 / per_second
+        self.window = "changes"
+        self.seconds: dict[str, list[float]] = {}
+        self.failures = 0
+        self._stopping = threading.Event()
+
+    def run(self) -> None:
+        context = ssl.create_default_context(cadata=self.ca_pem)
+        with httpx.Client(verify=context, timeout=30) as client:
+            due = time.perf_counter()
+            while not self._stopping.is_set():
+                sent = time.perf_counter()
+                try:
+                    client.post(self.url, json=self.REVIEW).raise_for_status()
+                except httpx.HTTPError:
+                    self.failures += 1
+                else:
+                    self.seconds.setdefault(self.window, []).append(time.perf_counter() - sent)
+                due = max(due + self.interval, time.perf_counter())
+                self._stopping.wait(due - time.perf_counter())
+
+    def finish(self) -> Json:
+        self._stopping.set()
+        self.join(timeout=60)
+        figures: Json = {"failures": self.failures}
+        for window, samples in self.seconds.items():
+            figures[window] = {
+                "reviews": len(samples),
+                "p50_ms": round(nearest_rank(samples, 0.5) * 1000, 1),
+                "p99_ms": round(nearest_rank(samples, 0.99) * 1000, 1),
+                "max_ms": round(max(samples) * 1000, 1),
+            }
+        return figures
 
 
 # --- reporting ---------------------------------------------------------------------------------
@@ -779,6 +865,9 @@ def table_rows(result: Json, usage: str) -> list[tuple[str, str]]:
         ("operator RSS after settling (peak)",
          f"{memory['rss_mib']:,.0f} MiB ({memory['peak_rss_mib']:,.0f} MiB)"),
         ("operator writes in 30 s idle", str(result["idle_writes_30s"])),
+        *((f"webhook review round trip, {window}: p50 / p99 / max (n)",
+           f"{w['p50_ms']:,} / {w['p99_ms']:,} / {w['max_ms']:,} ms ({w['reviews']:,})")
+          for window, w in result.get("webhook_reviews", {}).items() if window != "failures"),
         ("operator writes per weight change, median",
          f"{sorted(changes)[len(changes) // 2]:,}" if changes else "n/a"),
     ]  # fmt: skip
@@ -846,6 +935,8 @@ def main() -> int:
         default=[],
         help="an extra kube-apiserver flag: --apiserver-flag=--max-requests-inflight=800",
     )
+    parser.add_argument("--reviews-per-second", type=float, default=0.0,
+                        help="serve the webhook, time reviews at this rate (0: off)")  # fmt: skip
     parser.add_argument("--log-dir", type=Path, help="keep the operator's logs here")
     parser.add_argument("--keep-dump", type=Path, help="write simulate's file here and keep it")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "scale.json")
@@ -857,7 +948,7 @@ def main() -> int:
         changes=args.changes, in_flight=args.in_flight, usage=args.usage,
         simulate=False, startup_timeout=args.startup_timeout,
         settle_timeout=args.settle_timeout, log_dir=args.log_dir, dump=args.keep_dump,
-        apiserver_flags=tuple(args.apiserver_flag),
+        apiserver_flags=tuple(args.apiserver_flag), reviews_per_second=args.reviews_per_second,
     )  # fmt: skip
     meta = run_meta(options, size_list)
     results: list[Json] = []
