@@ -60,7 +60,8 @@ QoS check
     window; "n/a" when the operator does not export it (the probe's ``qosChecks`` count is
     reported either way).
 RSS
-    VmRSS (and the peak, VmHWM) from ``/proc/<pid>/status`` after the idle window.
+    VmRSS (and the peak, VmHWM) from ``/proc/<pid>/status`` after the idle window; the
+    webhook's process (with ``--reviews-per-second``) apart.
 idle writes
     the operator's writes in the API server's audit log during 30 s that start once the last
     change's writes have stopped.
@@ -703,6 +704,9 @@ def run_operator(
         usage_after = kubeapi.histogram(kubeapi.scrape(metrics_url), QOS_USAGE_HISTOGRAM)
         qos_checks_after = qos_checks_so_far(operator)
         memory = memory_of(operator.process.pid)
+        for child in Path(f"/proc/{operator.process.pid}/task").glob("*/children"):
+            for pid in child.read_text().split():  # the webhook's process, when it serves one
+                figures["webhook_memory"] = memory_of(int(pid))
         if not alive():
             raise RuntimeError("the operator exited during the idle window")
 
@@ -864,6 +868,9 @@ def table_rows(result: Json, usage: str) -> list[tuple[str, str]]:
          histogram_text(qos.get("reading_usage"), "checks") if qos.get("reading_usage") else "n/a"),
         ("operator RSS after settling (peak)",
          f"{memory['rss_mib']:,.0f} MiB ({memory['peak_rss_mib']:,.0f} MiB)"),
+        *(("  its webhook's process",
+            f"{w['rss_mib']:,.0f} MiB ({w['peak_rss_mib']:,.0f} MiB)")
+          for w in [result["webhook_memory"]] if "webhook_memory" in result),
         ("operator writes in 30 s idle", str(result["idle_writes_30s"])),
         *((f"webhook review round trip, {window}: p50 / p99 / max (n)",
            f"{w['p50_ms']:,} / {w['p99_ms']:,} / {w['max_ms']:,} ms ({w['reviews']:,})")
