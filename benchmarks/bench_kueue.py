@@ -104,7 +104,7 @@ sys.path.insert(0, str(REPO / "operator"))
 import controlplane  # noqa: E402
 import kubeapi  # noqa: E402
 from admitting import admitting_operator  # noqa: E402
-from bench_operator import memory_of  # noqa: E402
+from bench_operator import children, memory_of  # noqa: E402
 from clusters import Cluster, Installed, install_sharekeeper  # noqa: E402
 from fakenodes import fake_node, job, wait_nodes_ready  # noqa: E402
 from figures import provenance  # noqa: E402
@@ -336,12 +336,6 @@ def cpu_seconds(pid: int) -> float:
     """utime + stime of a process so far, in seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def children(pid: int) -> list[int]:
-    """The processes ``pid`` started that still run (our operator's webhook process)."""
-    return [int(child) for task in Path(f"/proc/{pid}/task").iterdir()
-            for child in (task / "children").read_text().split()]  # fmt: skip
 
 
 def controller_cpu(phase: Json) -> float:

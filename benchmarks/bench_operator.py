@@ -355,6 +355,15 @@ def memory_of(pid: int) -> dict[str, float]:
     return {"rss_mib": fields["VmRSS"], "peak_rss_mib": fields["VmHWM"]}
 
 
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started that still run (our operator's webhook process)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
+            found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
 @contextlib.contextmanager
 def fresh_control_plane(apiserver_flags: Sequence[str]) -> Iterator[controlplane.ControlPlane]:
     """A new etcd + kube-apiserver, removed on exit, with ``apiserver_flags`` passed on."""
@@ -704,9 +713,8 @@ def run_operator(
         usage_after = kubeapi.histogram(kubeapi.scrape(metrics_url), QOS_USAGE_HISTOGRAM)
         qos_checks_after = qos_checks_so_far(operator)
         memory = memory_of(operator.process.pid)
-        for child in Path(f"/proc/{operator.process.pid}/task").glob("*/children"):
-            for pid in child.read_text().split():  # the webhook's process, when it serves one
-                figures["webhook_memory"] = memory_of(int(pid))
+        for child in children(operator.process.pid):  # the webhook's, when it serves one
+            figures["webhook_memory"] = memory_of(child)
         if not alive():
             raise RuntimeError("the operator exited during the idle window")
 
