@@ -119,6 +119,9 @@ from metrics_api import METRICS_SERVICE, register_metrics_api  # noqa: E402
 from metrics_server import MetricsServer  # noqa: E402
 from objects import GROUP, NAMESPACE, node, pod, policy, queue  # noqa: E402
 from operating import SERVICE_ACCOUNT, Operator, start_operator  # noqa: E402
+from sharekeeper.kube.webhook_tls import CA_CERT  # noqa: E402
+from sharekeeper.model.pods import QUEUE_LABEL  # noqa: E402
+from sharekeeper.settings import WebhookSettings  # noqa: E402
 
 Json = dict[str, Any]
 
@@ -753,10 +756,12 @@ def run_operator(
 
 
 def webhook_ca(client: httpx.Client) -> str:
-    """The CA the operator's webhook certificate is signed by, from the Secret it keeps."""
-    response = client.get("/api/v1/namespaces/sharekeeper/secrets/sharekeeper-webhook-tls")
+    """The CA the operator's webhook certificate is signed by, from the Secret it keeps (in the
+    namespace the operator runs in here, its ServiceAccount's)."""
+    kept = WebhookSettings(address=("", 0), namespace="sharekeeper")
+    response = client.get(f"/api/v1/namespaces/{kept.namespace}/secrets/{kept.secret}")
     response.raise_for_status()
-    return base64.b64decode(response.json()["data"]["ca.crt"]).decode()
+    return base64.b64decode(response.json()["data"][CA_CERT]).decode()
 
 
 class ReviewStream(threading.Thread):
@@ -767,7 +772,7 @@ class ReviewStream(threading.Thread):
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {"uid": "bench", "operation": "CREATE", "object": {
             "metadata": {"name": "p", "namespace": NAMESPACE,
-                         "labels": {"sharekeeper.io/queue": "q-0"}},
+                         "labels": {QUEUE_LABEL: "q-0"}},
             "spec": {"containers": [{"name": "main", "image": "none"}]}}},
     }  # fmt: skip
 
