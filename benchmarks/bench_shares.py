@@ -9,21 +9,28 @@ leaves). Best of 5 runs, two figures per policy:
 - ``policy``: the share computation itself (``policy_deserved`` on the dense problem);
 - ``end-to-end``: ``deserved_shares`` on the whole snapshot: governance, per-queue accounting
   from the pod totals (kept per event by the operator's store, so pods are not visited), the
-  dense problem, the policy and the per-queue results.
+  dense problem, the policy and the per-queue results;
+- ``a pod later``: the same, as the operator's rounds call it: with the last call's
+  ``ShareMemo``, on a snapshot whose pod totals changed by a pod (one more, then one fewer, in
+  turn) and whose policies, queues and nodes are the same objects in new tuples.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from functools import partial
 
 from sharekeeper.api.policy import policy_spec
 from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.cluster.ledger import PodLedger
+from sharekeeper.engine.resources import sum_amounts
 from sharekeeper.engine.shares import (
     PodSnapshot,
+    PodTotals,
     PolicySnapshot,
     ShareNode,
     ShareSnapshot,
@@ -31,7 +38,12 @@ from sharekeeper.engine.shares import (
     deserved_shares,
 )
 from sharekeeper.engine.shares.accounting import queue_usage
-from sharekeeper.engine.shares.computing import policy_deserved, share_problem
+from sharekeeper.engine.shares.computing import (
+    ShareMemo,
+    policy_deserved,
+    share_problem,
+    spec_rows,
+)
 from sharekeeper.engine.shares.snapshot import NodeName, QueueName
 
 
@@ -67,8 +79,11 @@ def _vector(rng: random.Random, scale: int) -> dict[str, int]:
     return {name: rng.randrange(1, scale) * 1000 for name in DIMENSIONS}
 
 
-def cluster(queues: int, seed: int = 1, fanout: int | None = None) -> ShareSnapshot:
-    """``fanout``: make a tree, queue i under queue (i - 1) // fanout, pods in leaves only."""
+def cluster(
+    queues: int, seed: int = 1, fanout: int | None = None
+) -> tuple[ShareSnapshot, PodTotals]:
+    """The snapshot, and its pod totals with one pod more. ``fanout``: make a tree, queue i
+    under queue (i - 1) // fanout, pods in leaves only."""
     rng = random.Random(seed)
     nodes = tuple(
         ShareNode(NodeName(f"node-{i}"), allocatable=_vector(rng, 200))
@@ -102,7 +117,29 @@ def cluster(queues: int, seed: int = 1, fanout: int | None = None) -> ShareSnaps
     ledger = PodLedger()  # what the operator's store keeps current per event
     for pod in pods:
         ledger.add(pod)
-    return ShareSnapshot(queues=queue_snapshots, nodes=nodes, totals=ledger.totals())
+    snapshot = ShareSnapshot(queues=queue_snapshots, nodes=nodes, totals=ledger.totals())
+    ledger.add(replace(pods[0], name="one-more"))
+    return snapshot, ledger.totals()
+
+
+def later_rounds(snapshot: ShareSnapshot, more: PodTotals) -> Iterator[ShareSnapshot]:
+    """``snapshot`` as the operator's next rounds see it after a pod event each (its totals in
+    turn with one pod more, ``more``, and as they are): new tuples of the same policies,
+    queues and nodes, and a new dict of the same namespace labels."""
+    totals = (more, snapshot.totals)
+    copies = [
+        # (*items,) is a new tuple where tuple(items) would be the same one.
+        replace(
+            snapshot,
+            policies=(*snapshot.policies,),
+            queues=(*snapshot.queues,),
+            nodes=(*snapshot.nodes,),
+            namespace_labels=dict(snapshot.namespace_labels),
+            totals=pods,
+        )
+        for pods in totals
+    ]
+    return itertools.cycle(copies)
 
 
 def best_seconds(run: Callable[[], object], repeat: int = 5) -> float:
@@ -114,16 +151,24 @@ def best_seconds(run: Callable[[], object], repeat: int = 5) -> float:
     return best
 
 
-def timings(snapshot: ShareSnapshot, kind: Sharing) -> tuple[float, float]:
+def timings(snapshot: ShareSnapshot, more: PodTotals, kind: Sharing) -> tuple[float, float, float]:
     """The policy alone is timed flat: over a tree it runs inside ``deserved_shares`` only."""
     bench = policy("bench", kind)
     whole = replace(snapshot, policies=(bench,))
     usage = queue_usage([q.name for q in snapshot.queues], snapshot.totals, ()).usage
-    problem = share_problem(
-        bench, sorted(snapshot.queues, key=lambda q: q.name), snapshot.nodes, usage
-    )
+    allocatable = sum_amounts(node.allocatable for node in snapshot.nodes)
+    rows = spec_rows(bench, sorted(snapshot.queues, key=lambda q: q.name), allocatable)
+    problem = share_problem(rows, allocatable, usage)
     policy_only = best_seconds(lambda: policy_deserved(problem, bench, 0.0, 0))
-    return policy_only, best_seconds(lambda: deserved_shares(whole))
+    return policy_only, best_seconds(lambda: deserved_shares(whole)), memoized(whole, more)
+
+
+def memoized(snapshot: ShareSnapshot, more: PodTotals) -> float:
+    """Best time of ``deserved_shares`` in the operator's rounds after a pod event each."""
+    memo = ShareMemo()
+    deserved_shares(snapshot, memo)
+    rounds = later_rounds(snapshot, more)
+    return best_seconds(lambda: deserved_shares(next(rounds), memo))
 
 
 def label(kind: Sharing) -> str:
@@ -135,18 +180,25 @@ def label(kind: Sharing) -> str:
 
 
 def main() -> None:
-    print(f"{'queues':>7}  {'policy':<30} {'policy ms':>10} {'end-to-end ms':>14}")
+    print(
+        f"{'queues':>7}  {'policy':<30} {'policy ms':>10} {'end-to-end ms':>14}"
+        f" {'a pod later ms':>15}"
+    )
     for size in SIZES:
-        snapshot = cluster(size)
+        snapshot, more = cluster(size)
         for kind in SHARINGS:
-            policy_only, whole = timings(snapshot, kind)
-            print(f"{size:>7}  {label(kind):<30} {policy_only * 1000:>10.1f} {whole * 1000:>14.1f}")
-    tree = cluster(SIZES[-1], fanout=8)
+            policy_only, whole, later = timings(snapshot, more, kind)
+            print(
+                f"{size:>7}  {label(kind):<30} {policy_only * 1000:>10.1f} {whole * 1000:>14.1f}"
+                f" {later * 1000:>15.1f}"
+            )
+    tree, more = cluster(SIZES[-1], fanout=8)
     for kind in (sharing("Proportion"), sharing("Capacity")):
         whole_tree = replace(tree, policies=(policy("b", kind),))
-        seconds = best_seconds(lambda snapshot=whole_tree: deserved_shares(snapshot))
+        seconds = best_seconds(partial(deserved_shares, whole_tree))
+        later = memoized(whole_tree, more)
         name = f"{kind.policy} (tree, depth 5)"
-        print(f"{SIZES[-1]:>7}  {name:<30} {'':>10} {seconds * 1000:>14.1f}")
+        print(f"{SIZES[-1]:>7}  {name:<30} {'':>10} {seconds * 1000:>14.1f} {later * 1000:>15.1f}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,13 @@ from sharekeeper.engine.admission import (
 from sharekeeper.engine.gates import GateDecisions, gate_decisions
 from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.proportional import PendingPod, PodPlacement
-from sharekeeper.engine.shares import PodSnapshot, ShareResult, ShareSnapshot, deserved_shares
+from sharekeeper.engine.shares import (
+    PodSnapshot,
+    ShareMemo,
+    ShareResult,
+    ShareSnapshot,
+    deserved_shares,
+)
 from sharekeeper.engine.shares.snapshot import PolicyName
 from sharekeeper.model.nodes import Spellings, node_annotations
 from sharekeeper.model.objects import MutableObj
@@ -57,6 +63,8 @@ class Carried:
     """Nodes (``publish.annotations.annotation_writes``)."""
     reclaim: ReclaimRead = field(default_factory=ReclaimRead)
     """Reclaim's reading of the overused queues' bound pods, and the nodes' states."""
+    shares: ShareMemo = field(default_factory=ShareMemo)
+    """What the share engine read from the policies', queues' and nodes' specs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +115,7 @@ def publication(
     operator sends them while it renders the rest)."""
     held = list(held)
     now = snapshot.now_seconds if now is None else now
-    shares = deserved_shares(snapshot)
+    shares = deserved_shares(snapshot, carried.shares if carried else None)
     facts = admission_facts(snapshot, node_policies, shares, carried.nodes if carried else None)
     gates = gate_decisions(
         snapshot, node_policies, shares, facts, held=held, released=released, unbound=unbound,

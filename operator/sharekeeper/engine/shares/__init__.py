@@ -6,10 +6,11 @@ Does not belong: overcommit, proportional reservation or QoS (their own engines)
 Kubernetes objects (``model``), clocks and global randomness. Imports only ``engine``.
 
 ``deserved_shares`` is the one entry point: the operator's recompute loop and ``simulate``
-both call it.
+both call it; the loop hands it a ``ShareMemo`` from round to round, so that what the specs
+alone decide is read again only once they change.
 """
 
-from sharekeeper.engine.shares.computing import deserved_shares
+from sharekeeper.engine.shares.computing import ShareMemo, deserved_shares
 from sharekeeper.engine.shares.snapshot import (
     Charges,
     GroupPods,
@@ -38,6 +39,7 @@ __all__ = [
     "QueueShare",
     "QueueSnapshot",
     "Reason",
+    "ShareMemo",
     "ShareNode",
     "ShareResult",
     "ShareSnapshot",

@@ -1,0 +1,166 @@
+"""``ShareMemo``: the share engine's reading of the specs, carried from round to round, gives
+the same result as reading them afresh, and is read again exactly when they change."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from builders import share_policy, share_queue, sharing, totals_of
+from sharekeeper.engine.selectors import LabelSelector
+from sharekeeper.engine.shares import (
+    PodSnapshot,
+    PolicySnapshot,
+    QueueSnapshot,
+    ShareMemo,
+    ShareNode,
+    ShareSnapshot,
+    deserved_shares,
+)
+from sharekeeper.engine.shares.snapshot import NodeName, QueueName
+
+DIMENSIONS = ("cpu", "memory", "nvidia.com/gpu")
+KINDS = ("Proportion", "Capacity", "ProportionOptimize", "GuaranteeQuota")
+QUEUES = tuple(f"q{i}" for i in range(6))
+
+vectors = st.dictionaries(st.sampled_from(DIMENSIONS), st.integers(0, 16_000), max_size=3)
+pools = st.sampled_from(("a", "b"))
+
+
+@st.composite
+def queues(draw: st.DrawFn, name: str) -> QueueSnapshot:
+    return share_queue(
+        name,
+        labels={"pool": draw(pools)},
+        weight=draw(st.integers(1, 10)),
+        capability=draw(st.none() | vectors) or {},
+        guarantee=draw(st.none() | vectors) or {},
+        deserved=draw(vectors),
+        parent=draw(st.none() | st.sampled_from(QUEUES)),
+        namespaces=draw(st.sampled_from((LabelSelector(), LabelSelector({"team": "x"})))),
+    )
+
+
+@st.composite
+def nodes(draw: st.DrawFn, name: str) -> ShareNode:
+    return ShareNode(NodeName(name), labels={"pool": draw(pools)}, allocatable=draw(vectors))
+
+
+@st.composite
+def policies(draw: st.DrawFn, name: str) -> PolicySnapshot:
+    return share_policy(
+        name,
+        queue_selector=LabelSelector({"pool": draw(pools)}),
+        node_selector=draw(st.sampled_from((LabelSelector(), LabelSelector({"pool": "a"})))),
+        sharing=sharing(draw(st.sampled_from(KINDS))),
+        created_seconds=float(draw(st.integers(0, 3))),
+    )
+
+
+@st.composite
+def pods(draw: st.DrawFn) -> tuple[PodSnapshot, ...]:
+    return tuple(
+        PodSnapshot(
+            draw(st.sampled_from(("ns", "other"))),
+            f"p{i}",
+            request=draw(vectors),
+            node_name=draw(st.none() | st.sampled_from(("n0", "n1"))),
+            queue_label=draw(st.sampled_from(QUEUES)),
+        )
+        for i in range(draw(st.integers(0, 8)))
+    )
+
+
+@st.composite
+def rounds(draw: st.DrawFn) -> list[ShareSnapshot]:
+    """A first snapshot, then snapshots each made from the last by one change (or none): to
+    the pods, a queue, a node, a policy or the namespaces' labels. Every snapshot holds new
+    tuples, and what did not change is the same object, as the operator's store hands them."""
+    queue_list = [draw(queues(name)) for name in QUEUES[: draw(st.integers(1, len(QUEUES)))]]
+    node_list = [draw(nodes(name)) for name in ("n0", "n1")[: draw(st.integers(1, 2))]]
+    policy_list = [draw(policies(name)) for name in ("p", "r")[: draw(st.integers(1, 2))]]
+    labels: dict[str, dict[str, str]] = {"ns": {"team": "x"}}
+    pod_set = draw(pods())
+    found = []
+    for _ in range(draw(st.integers(1, 6))):
+        change = draw(st.sampled_from(("none", "pods", "queue", "node", "policy", "namespace")))
+        if change == "pods":
+            pod_set = draw(pods())
+        elif change == "queue":
+            index = draw(st.integers(0, len(queue_list) - 1))
+            queue_list[index] = draw(queues(queue_list[index].name))
+        elif change == "node":
+            index = draw(st.integers(0, len(node_list) - 1))
+            node_list[index] = draw(nodes(node_list[index].name))
+        elif change == "policy":
+            index = draw(st.integers(0, len(policy_list) - 1))
+            policy_list[index] = draw(policies(policy_list[index].name))
+        elif change == "namespace":
+            labels = {"ns": {"team": draw(st.sampled_from(("x", "y")))}}
+        found.append(
+            ShareSnapshot(
+                policies=tuple(policy_list),
+                queues=tuple(queue_list),
+                nodes=tuple(node_list),
+                totals=totals_of(pod_set),
+                namespace_labels=dict(labels),
+            )
+        )
+    return found
+
+
+@settings(max_examples=300)
+@given(rounds())
+def test_a_carried_memo_gives_what_a_fresh_reading_gives(snapshots: list[ShareSnapshot]) -> None:
+    memo = ShareMemo()
+    for snapshot in snapshots:
+        assert deserved_shares(snapshot, memo) == deserved_shares(snapshot)
+
+
+def _snapshot(*queue_list: QueueSnapshot) -> ShareSnapshot:
+    """Each queue asks for the whole node (4 cpu), which is shared by weight."""
+    pods = [
+        PodSnapshot("ns", f"p-{queue.name}", request={"cpu": 4000}, queue_label=queue.name)
+        for queue in queue_list
+    ]
+    return ShareSnapshot(
+        policies=(share_policy("p", sharing=sharing("Proportion")),),
+        queues=queue_list,
+        nodes=(ShareNode(NodeName("n0"), allocatable={"cpu": 4000, "pods": 10}),),
+        totals=totals_of(pods),
+    )
+
+
+def test_the_reading_is_kept_while_the_specs_are_the_same_and_made_again_once_one_changes() -> None:
+    q0, q1 = share_queue("q0", weight=1), share_queue("q1", weight=3)
+    first = _snapshot(q0, q1)
+    memo = ShareMemo()
+    reading = memo.reading(first)
+    assert deserved_shares(first, memo).queues[QueueName("q0")].deserved["cpu"] == 1000
+    more_pods = totals_of(
+        [PodSnapshot("ns", f"p{i}", request={"cpu": 500}, node_name="n0", queue_label="q1")
+         for i in range(3)]
+    )  # fmt: skip
+    # Pods changed, the specs are the same objects in new tuples: the same reading.
+    assert memo.reading(replace(first, queues=(q0, q1), totals=more_pods)) is reading
+    # A queue read again into an equal object: the same reading too.
+    assert memo.reading(replace(first, queues=(share_queue("q0", weight=1), q1))) is reading
+    # A queue's weight changed: read again, and the result follows it.
+    heavier = replace(first, queues=(share_queue("q0", weight=3), q1))
+    assert memo.reading(heavier) is not reading
+    deserved = deserved_shares(heavier, memo).queues[QueueName("q0")].deserved
+    assert deserved == deserved_shares(heavier).queues[QueueName("q0")].deserved
+    assert deserved["cpu"] == 2000
+
+
+def test_the_rows_handed_to_later_rounds_cannot_be_written() -> None:
+    memo = ShareMemo()
+    (specs,) = memo.reading(_snapshot(share_queue("q0", guarantee={"cpu": 1000}))).policies
+    for array in (specs.rows.weights, specs.rows.guarantee, specs.rows.capability):
+        assert isinstance(array, np.ndarray)
+        with pytest.raises(ValueError, match="read-only"):
+            array[0] = 7
