@@ -20,6 +20,7 @@ from sharekeeper.engine.resources import (
     capability_bounds,
     capped,
     dense,
+    dense_again,
     exceeded_part,
     inqueue_reservation,
     sparse_rows,
@@ -124,3 +125,19 @@ def test_capability_bounds_read_cpu_or_memory_at_zero_as_no_limit() -> None:
         [UNLIMITED, UNLIMITED, UNLIMITED],
         [UNLIMITED, UNLIMITED, UNLIMITED],
     ]
+
+
+def test_dense_again_reads_only_the_rows_that_are_new_objects() -> None:
+    names = ("cpu", "memory")
+    kept, other = {"cpu": 1}, {"cpu": 2}
+    first = dense_again([kept, other], names, None)
+    assert first[1].tolist() == [[1, 0], [2, 0]]
+    # A row that is a new object is read again; the same object is not.
+    again = dense_again([kept, {"cpu": 2, "memory": 5}], names, first)
+    assert again[1].tolist() == [[1, 0], [2, 5]]
+    assert first[1].tolist() == [[1, 0], [2, 0]]  # the last matrix is left as it was
+    same = dense_again(again[0], names, again)
+    assert same[1] is again[1]
+    assert not same[1].flags.writeable
+    # Rows of another count: all read.
+    assert dense_again([other], names, again)[1].tolist() == [[2, 0]]

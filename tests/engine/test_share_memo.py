@@ -11,8 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import share_policy, share_queue, sharing, totals_of
+from sharekeeper.cluster.ledger import PodLedger
 from sharekeeper.engine.selectors import LabelSelector
 from sharekeeper.engine.shares import (
+    PodGroupSnapshot,
     PodSnapshot,
     PolicySnapshot,
     QueueSnapshot,
@@ -25,7 +27,8 @@ from sharekeeper.engine.shares.snapshot import NodeName, QueueName
 
 DIMENSIONS = ("cpu", "memory", "nvidia.com/gpu")
 KINDS = ("Proportion", "Capacity", "ProportionOptimize", "GuaranteeQuota")
-QUEUES = tuple(f"q{i}" for i in range(6))
+QUEUES = ("default", *(f"q{i}" for i in range(5)))
+"""``default`` is charged for pods of a missing PodGroup and for pods that name nothing."""
 
 vectors = st.dictionaries(st.sampled_from(DIMENSIONS), st.integers(0, 16_000), max_size=3)
 pools = st.sampled_from(("a", "b"))
@@ -62,34 +65,69 @@ def policies(draw: st.DrawFn, name: str) -> PolicySnapshot:
 
 
 @st.composite
-def pods(draw: st.DrawFn) -> tuple[PodSnapshot, ...]:
+def pods(draw: st.DrawFn, name: str) -> PodSnapshot:
+    """A pod that names a queue, or only a PodGroup (charged to the group's queue), or
+    nothing (charged to the default queue when its scheduler is managed)."""
+    claim = draw(st.sampled_from(("queue", "queue", "group", "none")))
+    return PodSnapshot(
+        draw(st.sampled_from(("ns", "other"))),
+        name,
+        request=draw(vectors),
+        node_name=draw(st.none() | st.sampled_from(("n0", "n1"))),
+        queue_label=draw(st.sampled_from(QUEUES)) if claim == "queue" else None,
+        group_name=draw(st.sampled_from(("g0", "g1"))) if claim == "group" else None,
+    )
+
+
+@st.composite
+def pod_groups(draw: st.DrawFn) -> tuple[PodGroupSnapshot, ...]:
     return tuple(
-        PodSnapshot(
-            draw(st.sampled_from(("ns", "other"))),
-            f"p{i}",
-            request=draw(vectors),
-            node_name=draw(st.none() | st.sampled_from(("n0", "n1"))),
-            queue_label=draw(st.sampled_from(QUEUES)),
+        PodGroupSnapshot(
+            namespace,
+            group,
+            queue=draw(st.none() | st.sampled_from(QUEUES)),
+            phase=draw(st.sampled_from(("Pending", "Inqueue", "Running"))),
+            min_member=draw(st.integers(1, 3)),
+            min_resources=draw(st.none() | vectors),
         )
-        for i in range(draw(st.integers(0, 8)))
+        for namespace in ("ns", "other")
+        for group in ("g0", "g1")
+        if draw(st.booleans())
     )
 
 
 @st.composite
 def rounds(draw: st.DrawFn) -> list[ShareSnapshot]:
-    """A first snapshot, then snapshots each made from the last by one change (or none): to
-    the pods, a queue, a node, a policy or the namespaces' labels. Every snapshot holds new
-    tuples, and what did not change is the same object, as the operator's store hands them."""
+    """A first snapshot, then snapshots each made from the last by one change (or none): a pod
+    added or removed, the PodGroups, a queue, a node, a policy or the namespaces' labels. Every
+    snapshot holds new tuples, what did not change is the same object, and one ledger keeps
+    the pod totals throughout, as the operator's store does (an unchanged bucket's charges are
+    the same object)."""
     queue_list = [draw(queues(name)) for name in QUEUES[: draw(st.integers(1, len(QUEUES)))]]
     node_list = [draw(nodes(name)) for name in ("n0", "n1")[: draw(st.integers(1, 2))]]
     policy_list = [draw(policies(name)) for name in ("p", "r")[: draw(st.integers(1, 2))]]
     labels: dict[str, dict[str, str]] = {"ns": {"team": "x"}}
-    pod_set = draw(pods())
+    groups = draw(pod_groups())
+    ledger = PodLedger()
+    running: list[PodSnapshot] = []
+    for index in range(draw(st.integers(0, 8))):
+        running.append(draw(pods(f"p{index}")))
+        ledger.add(running[-1])
     found = []
-    for _ in range(draw(st.integers(1, 6))):
-        change = draw(st.sampled_from(("none", "pods", "queue", "node", "policy", "namespace")))
-        if change == "pods":
-            pod_set = draw(pods())
+    for step in range(draw(st.integers(1, 8))):
+        change = draw(
+            st.sampled_from(
+                ("none", "pod", "pod", "groups", "queue", "node", "policy", "namespace")
+            )
+        )
+        if change == "pod":
+            if running and draw(st.booleans()):
+                ledger.remove(running.pop(draw(st.integers(0, len(running) - 1))))
+            else:
+                running.append(draw(pods(f"s{step}")))
+                ledger.add(running[-1])
+        elif change == "groups":
+            groups = draw(pod_groups())
         elif change == "queue":
             index = draw(st.integers(0, len(queue_list) - 1))
             queue_list[index] = draw(queues(queue_list[index].name))
@@ -106,7 +144,8 @@ def rounds(draw: st.DrawFn) -> list[ShareSnapshot]:
                 policies=tuple(policy_list),
                 queues=tuple(queue_list),
                 nodes=tuple(node_list),
-                totals=totals_of(pod_set),
+                totals=ledger.totals(),
+                pod_groups=groups,
                 namespace_labels=dict(labels),
             )
         )

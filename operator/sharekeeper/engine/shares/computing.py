@@ -20,16 +20,18 @@ queues, nodes and namespaces only: a caller's ``ShareMemo`` keeps them while tho
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from sharekeeper.engine.resources import (
     NO_AMOUNTS,
+    DenseRows,
     Vectors,
     capability_bounds,
     column_sums,
     dense,
+    dense_again,
     dimensions,
     nonzero,
     sparse_rows,
@@ -39,6 +41,7 @@ from sharekeeper.engine.resources import (
 from sharekeeper.engine.shares.accounting import (
     NO_USAGE,
     Admits,
+    KeptUsage,
     QueueUsage,
     bounded_usage,
     bounded_usages,
@@ -115,6 +118,9 @@ class _PolicySpecs:
     rows: SpecRows
     tree_rows: tuple[TreeRows, Vectors] | None
     """When ``nested``: the rows' tree, and each row's guarantee floor (``TreeRows.floors``)."""
+    usage_rows: dict[str, DenseRows] = field(default_factory=dict)
+    """The last call's dense ``allocated`` and ``request`` over ``rows``, for the next to read
+    again only the queues whose amounts are new objects (``dense_again``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,13 +141,19 @@ class SpecReading:
     ungoverned: list[QueueSnapshot]
     """The queues no policy governs, by name."""
     ungoverned_kept: frozenset[str]
+    kept_usage: KeptUsage = field(default_factory=dict)
+    """The last call's queue usages that the next may take as they are (``queue_usage``):
+    they hold for the queues and namespace admission of this reading only."""
 
 
 class ShareMemo:
     """The last ``SpecReading``, for the next ``deserved_shares`` call to reuse while its
     snapshot's policies, queues, nodes and namespace labels are equal to the last ones (the
     operator's store hands on an unchanged object as the same one, so comparing them is
-    mostly a check of identity: under a millisecond at 10,000 queues and 5,000 nodes)."""
+    mostly a check of identity: under a millisecond at 10,000 queues and 5,000 nodes). With
+    the reading go the last call's queue usages and dense usage rows, which the next reuses
+    for the queues whose ledger buckets are the same objects (``queue_usage``,
+    ``dense_again``)."""
 
     def __init__(self) -> None:
         self._sources: tuple[object, ...] | None = None
@@ -234,8 +246,9 @@ def deserved_shares(snapshot: ShareSnapshot, memo: ShareMemo | None = None) -> S
     queues = reading.queues
     # 2. Accounting.
     accounting = queue_usage(
-        queues, snapshot.totals, snapshot.pod_groups, reading.admits, reading.managed.__contains__
-    )
+        queues, snapshot.totals, snapshot.pod_groups, reading.admits, reading.managed.__contains__,
+        kept=reading.kept_usage,
+    )  # fmt: skip
     results: dict[QueueName, QueueShare] = {}
     policies: dict[PolicyName, PolicyShare] = {}
     # 3. Per policy.
@@ -340,14 +353,24 @@ def share_problem(
     allocatable: Mapping[str, int],
     usage: Mapping[QueueName, QueueUsage],
     reserved: Mapping[str, int] | None = None,
+    *,
+    last: dict[str, DenseRows] | None = None,
 ) -> ShareProblem:
     """The dense problem of one policy: its ``rows``, what its queues hold and ask for
-    (``usage``), and its nodes' total (``allocatable``) less ``reserved`` (never below 0)."""
+    (``usage``), and its nodes' total (``allocatable``) less ``reserved`` (never below 0).
+    ``last``: the last call's usage rows over the same ``rows`` (``dense_again``; updated)."""
     total = dict(allocatable)
     if reserved:
         total = {name: max(amount - reserved.get(name, 0), 0) for name, amount in total.items()}
     names = rows.dimensions
     used = [usage.get(name, NO_USAGE) for name in rows.queues]
+    kept = last if last is not None else {}
+    allocated = kept["allocated"] = dense_again(
+        [entry.allocated for entry in used], names, kept.get("allocated")
+    )
+    request = kept["request"] = dense_again(
+        [entry.request for entry in used], names, kept.get("request")
+    )
     return ShareProblem(
         queues=rows.queues,
         dimensions=names,
@@ -356,8 +379,8 @@ def share_problem(
         guarantee=rows.guarantee,
         capability=rows.capability,
         spec_deserved=rows.spec_deserved,
-        allocated=dense([entry.allocated for entry in used], names),
-        request=dense([entry.request for entry in used], names),
+        allocated=allocated[1],
+        request=request[1],
     )
 
 
@@ -401,8 +424,9 @@ def _policy_shares(
     # reads its own dimensions only, and sums do not mix names.
     rolled = roll_up(tree, usage) if nested else usage
     problem = share_problem(
-        specs.rows, allocatable, rolled, unmanaged if sharing.reserve_unmanaged else None
-    )
+        specs.rows, allocatable, rolled, unmanaged if sharing.reserve_unmanaged else None,
+        last=specs.usage_rows,
+    )  # fmt: skip
     names = problem.dimensions
     if specs.tree_rows is not None:
         tree_rows, floors = specs.tree_rows
