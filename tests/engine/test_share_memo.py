@@ -203,3 +203,16 @@ def test_the_rows_handed_to_later_rounds_cannot_be_written() -> None:
         assert isinstance(array, np.ndarray)
         with pytest.raises(ValueError, match="read-only"):
             array[0] = 7
+
+
+def test_a_queue_charged_from_a_second_source_is_not_given_its_last_result() -> None:
+    """q0's usage came from its own pods alone and was kept; then a PodGroup that names it is
+    admitted (Inqueue, with minResources): the usage kept must not be changed in place, or the
+    result made from it last round would look current."""
+    memo = ShareMemo()
+    first = _snapshot(share_queue("q0"))
+    assert deserved_shares(first, memo).queues[QueueName("q0")].inqueue == {}
+    group = PodGroupSnapshot("ns", "g", "q0", "Inqueue", 1, {"cpu": 2000})
+    admitted = replace(first, pod_groups=(group,))
+    assert deserved_shares(admitted, memo) == deserved_shares(admitted)
+    assert deserved_shares(admitted, memo).queues[QueueName("q0")].inqueue == {"cpu": 2000}

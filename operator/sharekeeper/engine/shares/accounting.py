@@ -191,8 +191,9 @@ def queue_usage(
     while the ledger hands on its bucket as the same ``Charges`` (it does until one of its pods
     changes): at 10,000 queues, making every queue's usage again was about a third of a round's
     share computation. One that something else is charged to this call (a PodGroup, pods that
-    name no queue) is no longer single: it is changed in place and not kept. Nothing but
-    ``kept`` holds a usage from one call to the next (the results copy its amounts)."""
+    name no queue) is copied first and no longer single. So a usage is never changed once a
+    call has returned it: the next call may take a queue's result as it was while its usage is
+    the same object (``computing``)."""
     known = set(queues)
     usage: dict[QueueName, QueueUsage] = {}
     groups = {(group.namespace, group.name): group for group in pod_groups}
@@ -201,6 +202,17 @@ def queue_usage(
     last = kept if kept is not None else {}
     single: KeptUsage = {}
 
+    def own(name: QueueName, entry: QueueUsage) -> QueueUsage:
+        """``entry``, to be charged more: no longer single, and a copy when it was (it may be
+        the last call's, which its results were made from)."""
+        if single.pop(name, None) is None:
+            return entry
+        entry = usage[name] = QueueUsage(
+            entry.allocated, entry.request, entry.inqueue, entry.elastic, entry.held,
+            entry.admitted_pods,
+        )  # fmt: skip
+        return entry
+
     def entry_of(queue: str) -> QueueUsage | None:
         name = QueueName(queue)
         if name not in known:
@@ -208,8 +220,7 @@ def queue_usage(
         entry = usage.get(name)
         if entry is None:
             entry = usage[name] = QueueUsage()
-        single.pop(name, None)  # charged from more than one bucket
-        return entry
+        return own(name, entry)
 
     def charge(queue: str | None, namespace: str, charges: Charges, named: bool) -> None:
         if queue is None:
@@ -236,7 +247,7 @@ def queue_usage(
                 charges.admitted_pods,
             )
             return
-        single.pop(name, None)  # charged from more than one bucket
+        entry = own(name, entry)
         entry.request = add(entry.request, charges.request)
         entry.allocated = add(entry.allocated, charges.allocated)
         if charges.held:

@@ -14,7 +14,8 @@ Steps (each policy is independent of the others):
 Deterministic: no clock or global random source; Random order derives from ``now_seconds`` and
 ``seed``. Complexity: O(PodGroups + N + D · Q log Q) per policy; no pod is visited. Step 1 and
 each policy's rows that its queues' specs decide (``SpecReading``) depend on the policies,
-queues, nodes and namespaces only: a caller's ``ShareMemo`` keeps them while those are equal.
+queues, nodes and namespaces only: a caller's ``ShareMemo`` keeps them while those are equal,
+and with them what a queue's unchanged pods and numbers made last call.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import numpy.typing as npt
 
 from sharekeeper.engine.resources import (
     NO_AMOUNTS,
@@ -50,7 +52,7 @@ from sharekeeper.engine.shares.accounting import (
     refusal,
 )
 from sharekeeper.engine.shares.capacity import capacity_deserved, capacity_tree
-from sharekeeper.engine.shares.common import ShareProblem, dominant_shares
+from sharekeeper.engine.shares.common import Floats, ShareProblem, dominant_shares
 from sharekeeper.engine.shares.deciding import decided_by
 from sharekeeper.engine.shares.governance import Governance, governance, withheld_message
 from sharekeeper.engine.shares.guarantee_quota import guarantee_quota_deserved, random_order
@@ -98,6 +100,55 @@ class SpecRows:
     spec_deserved: Vectors
 
 
+@dataclass(slots=True)
+class _PolicyCarry:
+    usage_rows: dict[str, DenseRows] = field(default_factory=dict)
+    """The dense ``allocated`` and ``request`` over the policy's rows, for the next call to read
+    again only the queues whose amounts are new objects (``dense_again``)."""
+    made: _Made | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Made:
+    """One call's inputs of each row's ``QueueShare`` that are not the specs', and the results
+    (rows as in the policy's ``SpecRows``). A row whose inputs are all as they were last call
+    (the same usage object, equal numbers) keeps its result: after a pod event, a few."""
+
+    deserved: Vectors
+    real: Vectors
+    shares: Floats
+    overused: npt.NDArray[np.bool_]
+    published: Sequence[QueueUsage]
+    decided: Sequence[Mapping[str, str]]
+    reasons: tuple[Reason, ...]
+    results: list[QueueShare]
+
+    def rows_to_make(self, last: _Made | None, inner: Sequence[int]) -> list[int] | None:
+        """The rows whose results must be made again (None: all), given ``last`` call's;
+        ``inner``: the rows of inner queues, always made (their reasons read their own pods)."""
+        if (
+            last is None
+            or last.reasons != self.reasons
+            or len(last.published) != len(self.published)
+        ):
+            return None
+        same = (
+            (self.deserved == last.deserved).all(axis=1)
+            & (self.real == last.real).all(axis=1)
+            & (self.shares == last.shares)
+            & (self.overused == last.overused)
+        )
+        same[list(inner)] = False
+        rows = zip(
+            same.tolist(), self.published, last.published, self.decided, last.decided, strict=True
+        )
+        return [
+            row
+            for row, (equal, entry, then, decided, before) in enumerate(rows)
+            if not (equal and entry is then and (decided is before or decided == before))
+        ]
+
+
 @dataclass(frozen=True, slots=True)
 class _PolicySpecs:
     """What one policy's part of a round reads from the specs and nodes alone."""
@@ -112,15 +163,16 @@ class _PolicySpecs:
     nested: bool
     inner: frozenset[str]
     """The queues with a queue below them (none unless ``nested``)."""
+    inner_rows: list[int]
+    """Their rows in ``rows``."""
     allocatable: dict[str, int]
     kept: frozenset[str]
     """``PolicyShare.dimensions`` (``queue_dimensions``)."""
     rows: SpecRows
     tree_rows: tuple[TreeRows, Vectors] | None
     """When ``nested``: the rows' tree, and each row's guarantee floor (``TreeRows.floors``)."""
-    usage_rows: dict[str, DenseRows] = field(default_factory=dict)
-    """The last call's dense ``allocated`` and ``request`` over ``rows``, for the next to read
-    again only the queues whose amounts are new objects (``dense_again``)."""
+    carried: _PolicyCarry = field(default_factory=_PolicyCarry)
+    """What the last call over these specs made, for the next to reuse."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,9 +203,9 @@ class ShareMemo:
     snapshot's policies, queues, nodes and namespace labels are equal to the last ones (the
     operator's store hands on an unchanged object as the same one, so comparing them is
     mostly a check of identity: under a millisecond at 10,000 queues and 5,000 nodes). With
-    the reading go the last call's queue usages and dense usage rows, which the next reuses
-    for the queues whose ledger buckets are the same objects (``queue_usage``,
-    ``dense_again``)."""
+    the reading go the last call's queue usages, dense usage rows and results, which the next
+    reuses for the queues whose ledger buckets are the same objects (``queue_usage``,
+    ``dense_again``) and whose numbers are equal (``_Made``)."""
 
     def __init__(self) -> None:
         self._sources: tuple[object, ...] | None = None
@@ -223,6 +275,7 @@ def _policy_specs(
         for array in (by_row.parent, *by_row.levels, floors):
             array.setflags(write=False)
         tree_rows = (by_row, floors)
+    inner = frozenset(p for p in tree.parent.values() if p is not None and nested)
     return _PolicySpecs(
         policy=policy,
         queues=queues,
@@ -230,7 +283,8 @@ def _policy_specs(
         tree=tree,
         governed=governed,
         nested=nested,
-        inner=frozenset(p for p in tree.parent.values() if p is not None and nested),
+        inner=inner,
+        inner_rows=[row for row, name in enumerate(rows.queues) if name in inner],
         allocatable=allocatable,
         kept=queue_dimensions((allocatable,), queues),
         rows=rows,
@@ -425,7 +479,7 @@ def _policy_shares(
     rolled = roll_up(tree, usage) if nested else usage
     problem = share_problem(
         specs.rows, allocatable, rolled, unmanaged if sharing.reserve_unmanaged else None,
-        last=specs.usage_rows,
+        last=specs.carried.usage_rows,
     )  # fmt: skip
     names = problem.dimensions
     if specs.tree_rows is not None:
@@ -459,20 +513,33 @@ def _policy_shares(
     shares = np.where(np.isnan(shares), 1.0 if sharing.policy == "Capacity" else 0.0, shares)
     overused = np.asarray((problem.allocated > deserved).any(axis=1))
     published = bounded_usages([rolled.get(queue.name, NO_USAGE) for queue in governed], kept)
-    rows = zip(
-        governed,
-        published,
-        sparse_rows(deserved, names),
-        sparse_rows(real, names, common=common_real),
-        shares.tolist(),
-        overused.tolist(),
-        decided_by(reading, deserved, capacity=sharing.policy == "Capacity", real=real),
-        strict=True,
-    )
+    decided = decided_by(reading, deserved, capacity=sharing.policy == "Capacity", real=real)
+    for array in (deserved, real, shares, overused):
+        array.setflags(write=False)  # kept for the next call's comparison
+    last = specs.carried.made
+    made: list[QueueShare] = list(last.results) if last is not None else []
+    now = _Made(deserved, real, shares, overused, published, decided, reasons, made)
+    again = now.rows_to_make(last, specs.inner_rows)
+    if again is None:
+        made.clear()
+        rows: Sequence[int] = range(len(governed))
+        deserved_rows, real_rows = deserved, real
+        share_rows, overused_rows = shares, overused
+    else:
+        rows = again
+        deserved_rows, real_rows = deserved[again], real[again]
+        share_rows, overused_rows = shares[again], overused[again]
     inner = specs.inner
     ignore_guarantees = _ignores_guarantees(sharing)
-    results: dict[QueueName, QueueShare] = {}
-    for queue, entry, queue_deserved, real_capability, share, is_overused, decided in rows:
+    for row, queue_deserved, real_capability, share, is_overused in zip(
+        rows,
+        sparse_rows(deserved_rows, names),
+        sparse_rows(real_rows, names, common=common_real),
+        share_rows.tolist(),
+        overused_rows.tolist(),
+        strict=True,
+    ):
+        queue, entry = governed[row], published[row]
         queue_name = queue.name
         leaf = queue_name not in inner
         queue_reasons = reasons
@@ -481,7 +548,7 @@ def _policy_shares(
         parent = tree.parent[queue_name] if nested else None
         # Positional, in the order of QueueShare's fields: keyword arguments cost twice as much
         # (about 7 ms a round at 10,000 queues).
-        results[queue_name] = QueueShare(
+        result = QueueShare(
             policy.name,
             queue.state,
             queue_deserved,
@@ -496,11 +563,17 @@ def _policy_shares(
             is_overused,
             QueueName(parent) if parent is not None else None,
             leaf,
-            decided,
+            decided[row],
             queue_reasons,
             entry.held,
             entry.admitted_pods,
         )
+        if again is None:
+            made.append(result)
+        else:
+            made[row] = result
+    specs.carried.made = now
+    results: dict[QueueName, QueueShare] = dict(zip(specs.rows.queues, made, strict=True))
     for queue in queues:
         if queue.name in tree.left_out:
             reason = Reason("InvalidParent", tree.left_out[queue.name])
