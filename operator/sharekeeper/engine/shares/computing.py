@@ -102,6 +102,8 @@ class SpecRows:
 
 @dataclass(slots=True)
 class _PolicyCarry:
+    """What one policy's last call made over its ``_PolicySpecs``, for the next call."""
+
     usage_rows: dict[str, DenseRows] = field(default_factory=dict)
     """The dense ``allocated`` and ``request`` over the policy's rows, for the next call to read
     again only the queues whose amounts are new objects (``dense_again``)."""
@@ -112,7 +114,8 @@ class _PolicyCarry:
 class _Made:
     """One call's inputs of each row's ``QueueShare`` that are not the specs', and the results
     (rows as in the policy's ``SpecRows``). A row whose inputs are all as they were last call
-    (the same usage object, equal numbers) keeps its result: after a pod event, a few."""
+    (the same usage object, equal numbers) keeps its result: after most pod events, all rows
+    but their queue's (a pod event that moves a water level moves most rows' numbers)."""
 
     deserved: Vectors
     real: Vectors
