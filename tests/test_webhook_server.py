@@ -165,16 +165,20 @@ async def renewing() -> None:
 
 
 def test_the_webhook_process_answers_over_tls_and_ends_with_its_task(tmp_path: Path) -> None:
-    """Ready (``listening``) once the process listens; cancelling the task ends the process."""
+    """Ready (``listening``) once the process listens; cancelling the task ends the process
+    and removes its certificate and key."""
     cert = new_serving_cert(["127.0.0.1"], now=datetime.now(UTC))
-    write_files(cert, tmp_path)
+    files = tmp_path / "webhook"
+    files.mkdir()
+    write_files(cert, files)
     port = free_port()
     body = {"request": {"uid": "u", "operation": "CREATE", "object": new_pod(**{QUEUE_LABEL: "q"})}}
 
     async def scenario() -> tuple[Any, set[int]]:
         listening = asyncio.Event()
         others = children()  # a worker of pytest-xdist may run a control plane's processes
-        task = asyncio.create_task(_serving(reviewing(tmp_path, port), listening, renewing()))
+        serving = _serving(reviewing(files, port), listening, renewing(), files=files)
+        task = asyncio.create_task(serving)
         await asyncio.wait_for(listening.wait(), 60)
         started = children() - others
         trusted = ssl.create_default_context(cadata=cert.ca_pem.decode())
@@ -194,6 +198,7 @@ def test_the_webhook_process_answers_over_tls_and_ends_with_its_task(tmp_path: P
     assert answered["response"]["patchType"] == "JSONPatch"
     assert started, "the webhook was answered by a process of its own"
     assert not any(Path(f"/proc/{child}").exists() for child in started)
+    assert not files.exists()
 
 
 def children() -> set[int]:
@@ -214,7 +219,7 @@ def test_a_webhook_that_cannot_listen_ends_its_task_with_the_error(tmp_path: Pat
         port = taken.getsockname()[1]
         listening = asyncio.Event()
         with pytest.raises(ExceptionGroup) as stopped:
-            asyncio.run(_serving(reviewing(tmp_path, port), listening, renewing()))
+            asyncio.run(_serving(reviewing(tmp_path, port), listening, renewing(), files=tmp_path))
     assert stopped.group_contains(RuntimeError, match="exited")
     assert not listening.is_set()
 

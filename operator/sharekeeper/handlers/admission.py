@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Coroutine, Sequence
@@ -70,9 +71,10 @@ async def serve(
 ) -> Webhook:
     """Load (or make) the certificate, publish its CA (and URL), and start the process that
     answers the reviews; the task serving and keeping the certificate current is the caller's
-    to cancel."""
-    directory = Path(tempfile.mkdtemp(prefix="sharekeeper-webhook-"))
+    to cancel. The certificate and its key are written to a directory of their own for the
+    process to read, removed when the task ends."""
     cert = await _published(settings, client)
+    directory = Path(tempfile.mkdtemp(prefix="sharekeeper-webhook-"))
     write_files(cert, directory)
     host, port = settings.address
     command = [
@@ -82,16 +84,22 @@ async def serve(
     logger.info("admission webhook on %s:%d", host, port)
     listening = asyncio.Event()
     renewing = _renewing(settings, client, directory, cert)
-    task = asyncio.create_task(_serving(command, listening, renewing), name="webhook")
+    serving = _serving(command, listening, renewing, files=directory)
+    task = asyncio.create_task(serving, name="webhook")
     return Webhook(task, listening)
 
 
 async def _serving(
-    command: Sequence[str], listening: asyncio.Event, renewing: Coroutine[Any, Any, None]
+    command: Sequence[str],
+    listening: asyncio.Event,
+    renewing: Coroutine[Any, Any, None],
+    *,
+    files: Path,
 ) -> None:
     """Until cancelled: the webhook's process (``command``) and the certificate's renewal beside
     it. Should the process exit (its port taken, say), the task ends with the error, which
-    fails the liveness probe."""
+    fails the liveness probe. Once the process has ended, ``files`` (its certificate and key)
+    are removed: a replica leaves no private key behind."""
 
     async def answering() -> None:
         process = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE)
@@ -117,6 +125,8 @@ async def _serving(
             " serves again"
         )
         raise
+    finally:
+        shutil.rmtree(files, ignore_errors=True)
 
 
 async def _ended(process: asyncio.subprocess.Process) -> None:
