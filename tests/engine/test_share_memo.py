@@ -216,3 +216,21 @@ def test_a_queue_charged_from_a_second_source_is_not_given_its_last_result() -> 
     admitted = replace(first, pod_groups=(group,))
     assert deserved_shares(admitted, memo) == deserved_shares(admitted)
     assert deserved_shares(admitted, memo).queues[QueueName("q0")].inqueue == {"cpu": 2000}
+
+
+def test_a_resource_no_node_offers_is_kept_out_after_a_round_that_had_none() -> None:
+    """Last round every usage was within the policy's dimensions; a pod that asks for a made-up
+    resource joins q0: its queue's usage is read again and bounded to them."""
+    ledger = PodLedger()
+    ledger.add(PodSnapshot("ns", "a", request={"cpu": 1000}, node_name="n0", queue_label="q0"))
+    memo = ShareMemo()
+    first = replace(_snapshot(share_queue("q0"), share_queue("q1")), totals=ledger.totals())
+    deserved_shares(first, memo)
+    made_up = {"cpu": 500, "example.com/made-up": 7}
+    ledger.add(PodSnapshot("ns", "b", request=made_up, node_name="n0", queue_label="q0"))
+    second = replace(first, totals=ledger.totals())
+    assert deserved_shares(second, memo) == deserved_shares(second)
+    assert deserved_shares(second, memo).queues[QueueName("q0")].allocated == {
+        "cpu": 1500,
+        "pods": 2,
+    }

@@ -112,16 +112,28 @@ _SPARSE_PARTS = tuple(attrgetter(part) for part in ("inqueue", "elastic", "held"
 """Most queues hold none of these: only the entries that do are read."""
 
 
-def bounded_usages(entries: Sequence[QueueUsage], names: frozenset[str]) -> Sequence[QueueUsage]:
+def bounded_usages(
+    entries: Sequence[QueueUsage],
+    names: frozenset[str],
+    *,
+    covered: Sequence[QueueUsage] = (),
+) -> Sequence[QueueUsage]:
     """``bounded_usage`` of each entry; ``entries`` itself when none holds a name beyond
     ``names`` (the common case). That is found from every entry's names gathered at once:
     checked entry by entry, ``frozenset.issuperset`` makes a set of each mapping it is given
-    (before Python 3.12), two or more a queue."""
+    (before Python 3.12), two or more a queue. ``covered``: entries a last call found to hold
+    nothing beyond the same ``names``, in the same order; those of ``entries`` that are the
+    very same objects are not read again (a usage is never changed once made)."""
+    if len(covered) == len(entries):
+        pairs = zip(entries, covered, strict=True)
+        entries_read: Sequence[QueueUsage] = [entry for entry, then in pairs if entry is not then]
+    else:
+        entries_read = entries
     held: set[str] = set()
     for part in _PARTS:
-        held.update(*map(part, entries))
+        held.update(*map(part, entries_read))
     for part in _SPARSE_PARTS:
-        held.update(*filter(None, map(part, entries)))
+        held.update(*filter(None, map(part, entries_read)))
     if names.issuperset(held):
         return entries
     return [bounded_usage(entry, names) for entry in entries]

@@ -108,6 +108,9 @@ class _PolicyCarry:
     """The dense ``allocated`` and ``request`` over the policy's rows, for the next call to read
     again only the queues whose amounts are new objects (``dense_again``)."""
     made: _Made | None = None
+    covered: Sequence[QueueUsage] = ()
+    """The last call's usages, when none held a name beyond the policy's dimensions
+    (``bounded_usages``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -480,9 +483,10 @@ def _policy_shares(
     # Usage is kept to ``kept`` where it is published (``bounded_usages``): the dense problem
     # reads its own dimensions only, and sums do not mix names.
     rolled = roll_up(tree, usage) if nested else usage
+    carry = specs.carried
     problem = share_problem(
         specs.rows, allocatable, rolled, unmanaged if sharing.reserve_unmanaged else None,
-        last=specs.carried.usage_rows,
+        last=carry.usage_rows,
     )  # fmt: skip
     names = problem.dimensions
     if specs.tree_rows is not None:
@@ -515,11 +519,13 @@ def _policy_shares(
     shares = dominant_shares(problem.allocated[:, shared], deserved[:, shared])
     shares = np.where(np.isnan(shares), 1.0 if sharing.policy == "Capacity" else 0.0, shares)
     overused = np.asarray((problem.allocated > deserved).any(axis=1))
-    published = bounded_usages([rolled.get(queue.name, NO_USAGE) for queue in governed], kept)
+    entries = [rolled.get(queue.name, NO_USAGE) for queue in governed]
+    published = bounded_usages(entries, kept, covered=carry.covered)
+    carry.covered = entries if published is entries else ()
     decided = decided_by(reading, deserved, capacity=sharing.policy == "Capacity", real=real)
     for array in (deserved, real, shares, overused):
         array.setflags(write=False)  # kept for the next call's comparison
-    last = specs.carried.made
+    last = carry.made
     made: list[QueueShare] = list(last.results) if last is not None else []
     now = _Made(deserved, real, shares, overused, published, decided, reasons, made)
     again = now.rows_to_make(last, specs.inner_rows)
@@ -575,7 +581,7 @@ def _policy_shares(
             made.append(result)
         else:
             made[row] = result
-    specs.carried.made = now
+    carry.made = now
     results: dict[QueueName, QueueShare] = dict(zip(specs.rows.queues, made, strict=True))
     for queue in queues:
         if queue.name in tree.left_out:
