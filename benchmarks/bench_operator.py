@@ -883,7 +883,7 @@ def table_rows(result: Json, usage: str) -> list[tuple[str, str]]:
          f"{memory['rss_mib']:,.0f} MiB ({memory['peak_rss_mib']:,.0f} MiB)"),
         *(("  its webhook's process",
             f"{w['rss_mib']:,.0f} MiB ({w['peak_rss_mib']:,.0f} MiB)")
-          for w in [result["webhook_memory"]] if "webhook_memory" in result),
+          for w in ([result["webhook_memory"]] if "webhook_memory" in result else [])),
         ("operator writes in 30 s idle", str(result["idle_writes_30s"])),
         *((f"webhook review round trip, {window}: p50 / p99 / max (n)",
            f"{w['p50_ms']:,} / {w['p99_ms']:,} / {w['max_ms']:,} ms ({w['reviews']:,})")
