@@ -64,7 +64,8 @@ class Carried:
     reclaim: ReclaimRead = field(default_factory=ReclaimRead)
     """Reclaim's reading of the overused queues' bound pods, and the nodes' states."""
     shares: ShareMemo = field(default_factory=ShareMemo)
-    """What the share engine read from the policies', queues' and nodes' specs."""
+    """What the share engine read from the policies', queues' and nodes' specs, and what it
+    made of the queues whose pods and numbers did not change."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -526,15 +526,16 @@ def _policy_shares(
     for array in (deserved, real, shares, overused):
         array.setflags(write=False)  # kept for the next call's comparison
     last = carry.made
-    made: list[QueueShare] = list(last.results) if last is not None else []
+    made: list[QueueShare] = []
     now = _Made(deserved, real, shares, overused, published, decided, reasons, made)
     again = now.rows_to_make(last, specs.inner_rows)
     if again is None:
-        made.clear()
         rows: Sequence[int] = range(len(governed))
         deserved_rows, real_rows = deserved, real
         share_rows, overused_rows = shares, overused
     else:
+        assert last is not None  # rows_to_make answers None without one
+        made += last.results
         rows = again
         deserved_rows, real_rows = deserved[again], real[again]
         share_rows, overused_rows = shares[again], overused[again]
