@@ -12,7 +12,9 @@ leaves). Best of 5 runs, two figures per policy:
   dense problem, the policy and the per-queue results;
 - ``a pod later``: the same, as the operator's rounds call it: with the last call's
   ``ShareMemo``, on a snapshot whose pod totals changed by a pod (one more, then one fewer, in
-  turn) and whose policies, queues and nodes are the same objects in new tuples.
+  turn) and whose policies, queues and nodes are the same objects in new tuples;
+- ``a weight later``: likewise, on a snapshot in which one queue's weight changed (50 more,
+  then back, in turn): the memo keeps its reading with that queue's weight row made again.
 """
 
 from __future__ import annotations
@@ -142,6 +144,22 @@ def later_rounds(snapshot: ShareSnapshot, more: PodTotals) -> Iterator[ShareSnap
     return itertools.cycle(copies)
 
 
+def reweighted_rounds(snapshot: ShareSnapshot) -> Iterator[ShareSnapshot]:
+    """``snapshot`` as the operator's next rounds see it after a weight change each: its middle
+    queue 50 heavier, then as it was, in turn, the other queues the same objects."""
+    middle = len(snapshot.queues) // 2
+    queue = snapshot.queues[middle]
+    heavier = replace(queue, weight=queue.weight + 50)
+    copies = [
+        replace(
+            snapshot,
+            queues=(*snapshot.queues[:middle], changed, *snapshot.queues[middle + 1 :]),
+        )
+        for changed in (heavier, queue)
+    ]
+    return itertools.cycle(copies)
+
+
 def best_seconds(run: Callable[[], object], repeat: int = 5) -> float:
     best = float("inf")
     for _ in range(repeat):
@@ -151,7 +169,9 @@ def best_seconds(run: Callable[[], object], repeat: int = 5) -> float:
     return best
 
 
-def timings(snapshot: ShareSnapshot, more: PodTotals, kind: Sharing) -> tuple[float, float, float]:
+def timings(
+    snapshot: ShareSnapshot, more: PodTotals, kind: Sharing
+) -> tuple[float, float, float, float]:
     """The policy alone is timed flat: over a tree it runs inside ``deserved_shares`` only."""
     bench = policy("bench", kind)
     whole = replace(snapshot, policies=(bench,))
@@ -160,14 +180,18 @@ def timings(snapshot: ShareSnapshot, more: PodTotals, kind: Sharing) -> tuple[fl
     rows = spec_rows(bench, sorted(snapshot.queues, key=lambda q: q.name), allocatable)
     problem = share_problem(rows, allocatable, usage)
     policy_only = best_seconds(lambda: policy_deserved(problem, bench, 0.0, 0))
-    return policy_only, best_seconds(lambda: deserved_shares(whole)), memoized(whole, more)
+    return (
+        policy_only,
+        best_seconds(lambda: deserved_shares(whole)),
+        memoized(whole, later_rounds(whole, more)),
+        memoized(whole, reweighted_rounds(whole)),
+    )
 
 
-def memoized(snapshot: ShareSnapshot, more: PodTotals) -> float:
-    """Best time of ``deserved_shares`` in the operator's rounds after a pod event each."""
+def memoized(snapshot: ShareSnapshot, rounds: Iterator[ShareSnapshot]) -> float:
+    """Best time of ``deserved_shares`` in the operator's ``rounds`` after ``snapshot``'s."""
     memo = ShareMemo()
     deserved_shares(snapshot, memo)
-    rounds = later_rounds(snapshot, more)
     return best_seconds(lambda: deserved_shares(next(rounds), memo))
 
 
@@ -182,23 +206,27 @@ def label(kind: Sharing) -> str:
 def main() -> None:
     print(
         f"{'queues':>7}  {'policy':<30} {'policy ms':>10} {'end-to-end ms':>14}"
-        f" {'a pod later ms':>15}"
+        f" {'a pod later ms':>15} {'a weight later ms':>18}"
     )
     for size in SIZES:
         snapshot, more = cluster(size)
         for kind in SHARINGS:
-            policy_only, whole, later = timings(snapshot, more, kind)
+            policy_only, whole, later, reweighted = timings(snapshot, more, kind)
             print(
                 f"{size:>7}  {label(kind):<30} {policy_only * 1000:>10.1f} {whole * 1000:>14.1f}"
-                f" {later * 1000:>15.1f}"
+                f" {later * 1000:>15.1f} {reweighted * 1000:>18.1f}"
             )
     tree, more = cluster(SIZES[-1], fanout=8)
     for kind in (sharing("Proportion"), sharing("Capacity")):
         whole_tree = replace(tree, policies=(policy("b", kind),))
         seconds = best_seconds(partial(deserved_shares, whole_tree))
-        later = memoized(whole_tree, more)
+        later = memoized(whole_tree, later_rounds(whole_tree, more))
+        reweighted = memoized(whole_tree, reweighted_rounds(whole_tree))
         name = f"{kind.policy} (tree, depth 5)"
-        print(f"{SIZES[-1]:>7}  {name:<30} {'':>10} {seconds * 1000:>14.1f} {later * 1000:>15.1f}")
+        print(
+            f"{SIZES[-1]:>7}  {name:<30} {'':>10} {seconds * 1000:>14.1f} {later * 1000:>15.1f}"
+            f" {reweighted * 1000:>18.1f}"
+        )
 
 
 if __name__ == "__main__":

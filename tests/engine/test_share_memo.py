@@ -32,6 +32,7 @@ QUEUES = ("default", *(f"q{i}" for i in range(5)))
 
 vectors = st.dictionaries(st.sampled_from(DIMENSIONS), st.integers(0, 16_000), max_size=3)
 pools = st.sampled_from(("a", "b"))
+CHANGES = ("none", "pod", "pod", "groups", "queue", "weights", "node", "policy", "namespace")
 
 
 @st.composite
@@ -98,11 +99,11 @@ def pod_groups(draw: st.DrawFn) -> tuple[PodGroupSnapshot, ...]:
 
 @st.composite
 def rounds(draw: st.DrawFn) -> list[ShareSnapshot]:
-    """A first snapshot, then snapshots each made from the last by one change (or none): a pod
-    added or removed, the PodGroups, a queue, a node, a policy or the namespaces' labels. Every
-    snapshot holds new tuples, what did not change is the same object, and one ledger keeps
-    the pod totals throughout, as the operator's store does (an unchanged bucket's charges are
-    the same object)."""
+    """A first snapshot, then snapshots each made from the last by one or two changes (or none):
+    a pod added or removed, the PodGroups, a queue, some queues' weights alone, a node, a
+    policy or the namespaces' labels. Every snapshot holds new tuples, what did not change is
+    the same object, and one ledger keeps the pod totals throughout, as the operator's store
+    does (an unchanged bucket's charges are the same object)."""
     queue_list = [draw(queues(name)) for name in QUEUES[: draw(st.integers(1, len(QUEUES)))]]
     node_list = [draw(nodes(name)) for name in ("n0", "n1")[: draw(st.integers(1, 2))]]
     policy_list = [draw(policies(name)) for name in ("p", "r")[: draw(st.integers(1, 2))]]
@@ -115,30 +116,30 @@ def rounds(draw: st.DrawFn) -> list[ShareSnapshot]:
         ledger.add(running[-1])
     found = []
     for step in range(draw(st.integers(1, 8))):
-        change = draw(
-            st.sampled_from(
-                ("none", "pod", "pod", "groups", "queue", "node", "policy", "namespace")
-            )
-        )
-        if change == "pod":
-            if running and draw(st.booleans()):
-                ledger.remove(running.pop(draw(st.integers(0, len(running) - 1))))
-            else:
-                running.append(draw(pods(f"s{step}")))
-                ledger.add(running[-1])
-        elif change == "groups":
-            groups = draw(pod_groups())
-        elif change == "queue":
-            index = draw(st.integers(0, len(queue_list) - 1))
-            queue_list[index] = draw(queues(queue_list[index].name))
-        elif change == "node":
-            index = draw(st.integers(0, len(node_list) - 1))
-            node_list[index] = draw(nodes(node_list[index].name))
-        elif change == "policy":
-            index = draw(st.integers(0, len(policy_list) - 1))
-            policy_list[index] = draw(policies(policy_list[index].name))
-        elif change == "namespace":
-            labels = {"ns": {"team": draw(st.sampled_from(("x", "y")))}}
+        # One change or two at once, as events between two rounds can be.
+        for change in draw(st.lists(st.sampled_from(CHANGES), min_size=1, max_size=2)):
+            if change == "pod":
+                if running and draw(st.booleans()):
+                    ledger.remove(running.pop(draw(st.integers(0, len(running) - 1))))
+                else:
+                    running.append(draw(pods(f"s{step}-{len(running)}")))
+                    ledger.add(running[-1])
+            elif change == "groups":
+                groups = draw(pod_groups())
+            elif change == "queue":
+                index = draw(st.integers(0, len(queue_list) - 1))
+                queue_list[index] = draw(queues(queue_list[index].name))
+            elif change == "weights":
+                for index in draw(st.sets(st.integers(0, len(queue_list) - 1), min_size=1)):
+                    queue_list[index] = replace(queue_list[index], weight=draw(st.integers(1, 10)))
+            elif change == "node":
+                index = draw(st.integers(0, len(node_list) - 1))
+                node_list[index] = draw(nodes(node_list[index].name))
+            elif change == "policy":
+                index = draw(st.integers(0, len(policy_list) - 1))
+                policy_list[index] = draw(policies(policy_list[index].name))
+            elif change == "namespace":
+                labels = {"ns": {"team": draw(st.sampled_from(("x", "y")))}}
         found.append(
             ShareSnapshot(
                 policies=tuple(policy_list),
@@ -188,12 +189,41 @@ def test_the_reading_is_kept_while_the_specs_are_the_same_and_made_again_once_on
     assert memo.reading(replace(first, queues=(q0, q1), totals=more_pods)) is reading
     # A queue read again into an equal object: the same reading too.
     assert memo.reading(replace(first, queues=(share_queue("q0", weight=1), q1))) is reading
-    # A queue's weight changed: read again, and the result follows it.
+    # A queue's spec changed beyond its weight: read again, and the result follows it.
+    capped = replace(first, queues=(share_queue("q0", weight=3, capability={"cpu": 1500}), q1))
+    assert memo.reading(capped) is not reading
+    deserved = deserved_shares(capped, memo).queues[QueueName("q0")].deserved
+    assert deserved == deserved_shares(capped).queues[QueueName("q0")].deserved
+    assert deserved["cpu"] == 1500
+
+
+def test_a_weight_change_keeps_the_reading_and_what_it_carries_but_the_weights() -> None:
+    """Only q0's weight moves: the reading is the last one with q0's snapshot and weight row
+    replaced, its usages and the policy's carried rows and results handed on; the result is
+    what a fresh reading gives."""
+    q0, q1 = share_queue("q0", weight=1), share_queue("q1", weight=3)
+    first = _snapshot(q0, q1)
+    memo = ShareMemo()
+    deserved_shares(first, memo)
+    reading = memo.reading(first)
+    (specs,) = reading.policies
     heavier = replace(first, queues=(share_queue("q0", weight=3), q1))
-    assert memo.reading(heavier) is not reading
-    deserved = deserved_shares(heavier, memo).queues[QueueName("q0")].deserved
-    assert deserved == deserved_shares(heavier).queues[QueueName("q0")].deserved
-    assert deserved["cpu"] == 2000
+    kept = memo.reading(heavier)
+    (kept_specs,) = kept.policies
+    assert kept is not reading
+    assert kept.kept_usage is reading.kept_usage
+    assert kept_specs.carried is specs.carried
+    assert kept_specs.tree is specs.tree
+    assert kept_specs.rows.guarantee is specs.rows.guarantee
+    assert (kept_specs.rows.weights.tolist(), specs.rows.weights.tolist()) == ([3, 3], [1, 3])
+    assert (kept.queues[QueueName("q0")].weight, kept_specs.governed[0].weight) == (3, 3)
+    assert kept_specs.governed[1] is q1
+    assert deserved_shares(heavier, memo) == deserved_shares(heavier)
+    assert deserved_shares(heavier, memo).queues[QueueName("q0")].deserved["cpu"] == 2000
+    # Its weight and its state at once: read afresh.
+    closed = replace(first, queues=(share_queue("q0", weight=5, state="Closed"), q1))
+    assert memo.reading(closed).kept_usage is not reading.kept_usage
+    assert deserved_shares(closed, memo) == deserved_shares(closed)
 
 
 def test_the_rows_handed_to_later_rounds_cannot_be_written() -> None:
@@ -234,3 +264,21 @@ def test_a_resource_no_node_offers_is_kept_out_after_a_round_that_had_none() -> 
         "cpu": 1500,
         "pods": 2,
     }
+
+
+@pytest.mark.parametrize("other", ["policies", "nodes", "namespace_labels"])
+def test_weights_changed_with_something_else_read_afresh(other: str) -> None:
+    """A weight change keeps the reading only when nothing else it was read from changed."""
+    q0 = share_queue("q0", weight=1, namespaces=LabelSelector({"team": "x"}))
+    q1 = share_queue("q1", weight=3)
+    first = replace(_snapshot(q0, q1), namespace_labels={"ns": {"team": "x"}})
+    memo = ShareMemo()
+    deserved_shares(first, memo)
+    also = {
+        "policies": (share_policy("p", sharing=sharing("Capacity")),),
+        "nodes": (ShareNode(NodeName("n0"), allocatable={"cpu": 8000, "pods": 10}),),
+        "namespace_labels": {"ns": {"team": "y"}},
+    }[other]
+    changed = replace(first, queues=(replace(q0, weight=2), q1), **{other: also})
+    assert deserved_shares(changed, memo) == deserved_shares(changed)
+    assert deserved_shares(changed) != deserved_shares(replace(first, queues=changed.queues))
