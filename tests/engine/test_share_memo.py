@@ -216,7 +216,8 @@ def test_a_weight_change_keeps_the_reading_and_what_it_carries_but_the_weights()
     assert kept_specs.tree is specs.tree
     assert kept_specs.rows.guarantee is specs.rows.guarantee
     assert (kept_specs.rows.weights.tolist(), specs.rows.weights.tolist()) == ([3, 3], [1, 3])
-    assert (kept.queues[QueueName("q0")].weight, kept_specs.governed[0].weight) == (3, 3)
+    weights = (kept.queues[QueueName("q0")], kept_specs.queues[0], kept_specs.governed[0])
+    assert [queue.weight for queue in weights] == [3, 3, 3]
     assert kept_specs.governed[1] is q1
     assert deserved_shares(heavier, memo) == deserved_shares(heavier)
     assert deserved_shares(heavier, memo).queues[QueueName("q0")].deserved["cpu"] == 2000
