@@ -7,7 +7,7 @@ import pytest
 
 from builders import node, pod, policy, queue, shares
 from sharekeeper.engine.resources import UNLIMITED
-from sharekeeper.engine.shares.common import ShareProblem
+from sharekeeper.engine.shares.common import ShareProblem, SpecRows
 from sharekeeper.engine.shares.deciding import decided_by
 
 
@@ -115,13 +115,15 @@ def test_rows_that_repeat_out_of_order_each_get_their_answer() -> None:
 
     zeros = np.zeros((len(patterns), 3), dtype=np.int64)
     problem = ShareProblem(
-        queues=tuple(f"q{i}" for i in range(len(patterns))),
-        dimensions=("cpu", "gpu", "memory"),
+        SpecRows(
+            queues=tuple(f"q{i}" for i in range(len(patterns))),
+            dimensions=("cpu", "gpu", "memory"),
+            weights=np.ones(len(patterns), dtype=np.int64),
+            guarantee=zeros,
+            capability=matrix(capability),
+            spec_deserved=zeros,
+        ),
         total=np.array([100, 100, 100], dtype=np.int64),
-        weights=np.ones(len(patterns), dtype=np.int64),
-        guarantee=zeros,
-        capability=matrix(capability),
-        spec_deserved=zeros,
         allocated=zeros,
         request=matrix(request),
     )

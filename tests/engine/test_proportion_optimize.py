@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from builders import node, pod, policy, queue, shares
-from sharekeeper.engine.shares.common import ShareProblem
+from sharekeeper.engine.shares.common import ShareProblem, SpecRows
 from sharekeeper.engine.shares.proportion_optimize import raised_weights
 
 
@@ -85,13 +85,15 @@ def test_elastic_enable_false_leaves_elastic_out() -> None:
 def test_raised_weights_are_the_smallest_that_cover_every_guarantee() -> None:
     zeros = np.zeros((3, 1), dtype=np.int64)
     problem = ShareProblem(
-        queues=("a", "b", "c"),
-        dimensions=("cpu",),
+        SpecRows(
+            queues=("a", "b", "c"),
+            dimensions=("cpu",),
+            weights=np.array([1, 1, 8], dtype=np.int64),
+            guarantee=np.array([[25], [25], [0]], dtype=np.int64),
+            capability=zeros,
+            spec_deserved=zeros,
+        ),
         total=np.array([100], dtype=np.int64),
-        weights=np.array([1, 1, 8], dtype=np.int64),
-        guarantee=np.array([[25], [25], [0]], dtype=np.int64),
-        capability=zeros,
-        spec_deserved=zeros,
         allocated=zeros,
         request=zeros,
     )

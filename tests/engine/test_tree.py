@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from sharekeeper.engine.resources import UNLIMITED
 from sharekeeper.engine.shares.capacity import capacity_tree
-from sharekeeper.engine.shares.common import ShareProblem
+from sharekeeper.engine.shares.common import ShareProblem, SpecRows
 from sharekeeper.engine.shares.proportion import proportion_deserved, proportion_tree
 from sharekeeper.engine.shares.tree import QueueTree, TreeRows, path_from_root, queue_tree
 
@@ -77,13 +77,15 @@ def problem(
         return np.array(values, dtype=np.int64).reshape(rows, columns)
 
     return ShareProblem(
-        queues=tuple(names),
-        dimensions=tuple(f"d{i}" for i in range(columns)),
+        SpecRows(
+            queues=tuple(names),
+            dimensions=tuple(f"d{i}" for i in range(columns)),
+            weights=np.array(weights or [1] * rows, dtype=np.int64),
+            guarantee=matrix(guarantee),
+            capability=matrix(capability, UNLIMITED),
+            spec_deserved=matrix(deserved),
+        ),
         total=np.array(total, dtype=np.int64),
-        weights=np.array(weights or [1] * rows, dtype=np.int64),
-        guarantee=matrix(guarantee),
-        capability=matrix(capability, UNLIMITED),
-        spec_deserved=matrix(deserved),
         allocated=matrix(None),
         request=matrix(request),
     )

@@ -29,24 +29,59 @@ import numpy as np
 import numpy.typing as npt
 
 from sharekeeper.engine.resources import Vectors, column_sums
+from sharekeeper.engine.shares.snapshot import QueueName
 
 Floats = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)
-class ShareProblem:
-    """One policy's queues as dense matrices: rows = queues (sorted by name), columns =
-    ``dimensions``. ``capability`` holds ``UNLIMITED`` where a queue sets no bound."""
+class SpecRows:
+    """One policy's queues as dense rows, as far as their specs and the nodes decide them
+    (``ShareProblem`` adds what the pods hold): rows = queues (sorted by name), columns =
+    ``dimensions``. ``capability`` holds ``UNLIMITED`` where a queue sets no bound. Read-only
+    arrays: a ``ShareMemo`` hands the same ones to later rounds."""
 
-    queues: tuple[str, ...]
+    queues: tuple[QueueName, ...]
     dimensions: tuple[str, ...]
-    total: Vectors
     weights: Vectors
     guarantee: Vectors
     capability: Vectors
     spec_deserved: Vectors
+
+
+@dataclass(frozen=True, slots=True)
+class ShareProblem:
+    """One policy's dense problem: its ``rows``, its nodes' ``total`` and what its queues hold
+    and ask for, over the same rows and columns."""
+
+    rows: SpecRows
+    total: Vectors
     allocated: Vectors
     request: Vectors
+
+    @property
+    def queues(self) -> tuple[QueueName, ...]:
+        return self.rows.queues
+
+    @property
+    def dimensions(self) -> tuple[str, ...]:
+        return self.rows.dimensions
+
+    @property
+    def weights(self) -> Vectors:
+        return self.rows.weights
+
+    @property
+    def guarantee(self) -> Vectors:
+        return self.rows.guarantee
+
+    @property
+    def capability(self) -> Vectors:
+        return self.rows.capability
+
+    @property
+    def spec_deserved(self) -> Vectors:
+        return self.rows.spec_deserved
 
     @property
     def total_guarantee(self) -> Vectors:

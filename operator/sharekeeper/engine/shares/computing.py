@@ -52,7 +52,7 @@ from sharekeeper.engine.shares.accounting import (
     refusal,
 )
 from sharekeeper.engine.shares.capacity import capacity_deserved, capacity_tree
-from sharekeeper.engine.shares.common import Floats, ShareProblem, dominant_shares
+from sharekeeper.engine.shares.common import Floats, ShareProblem, SpecRows, dominant_shares
 from sharekeeper.engine.shares.deciding import decided_by
 from sharekeeper.engine.shares.governance import Governance, governance, withheld_message
 from sharekeeper.engine.shares.guarantee_quota import guarantee_quota_deserved, random_order
@@ -84,20 +84,6 @@ from sharekeeper.engine.shares.tree import (
     queue_tree,
     roll_up,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class SpecRows:
-    """One policy's queues as dense rows, as far as their specs and the nodes decide them
-    (``share_problem`` adds what the pods hold): rows = queues (sorted by name), columns =
-    ``dimensions``. Read-only arrays: a ``ShareMemo`` hands the same ones to later rounds."""
-
-    queues: tuple[QueueName, ...]
-    dimensions: tuple[str, ...]
-    weights: Vectors
-    guarantee: Vectors
-    capability: Vectors
-    spec_deserved: Vectors
 
 
 @dataclass(slots=True)
@@ -489,15 +475,7 @@ def share_problem(
         [entry.request for entry in used], names, kept.get("request")
     )
     return ShareProblem(
-        queues=rows.queues,
-        dimensions=names,
-        total=dense([total], names)[0],
-        weights=rows.weights,
-        guarantee=rows.guarantee,
-        capability=rows.capability,
-        spec_deserved=rows.spec_deserved,
-        allocated=allocated[1],
-        request=request[1],
+        rows, total=dense([total], names)[0], allocated=allocated[1], request=request[1]
     )
 
 
@@ -553,7 +531,7 @@ def _policy_shares(
         else:
             deserved, real = proportion_tree(problem, tree_rows)
         total_guarantee = column_sums(floors[tree_rows.levels[0]])
-        reading = replace(problem, guarantee=floors)
+        reading = replace(problem, rows=replace(problem.rows, guarantee=floors))
         common_real = None
     else:
         deserved = policy_deserved(problem, policy, snapshot.now_seconds, snapshot.seed)
