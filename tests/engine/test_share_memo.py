@@ -32,7 +32,7 @@ QUEUES = ("default", *(f"q{i}" for i in range(5)))
 
 vectors = st.dictionaries(st.sampled_from(DIMENSIONS), st.integers(0, 16_000), max_size=3)
 pools = st.sampled_from(("a", "b"))
-CHANGES = ("none", "pod", "pod", "groups", "queue", "weights", "node", "policy", "namespace")
+CHANGES = ("none", "pod", "pod", "groups", "queue", "edits", "node", "policy", "namespace")
 
 
 @st.composite
@@ -100,10 +100,11 @@ def pod_groups(draw: st.DrawFn) -> tuple[PodGroupSnapshot, ...]:
 @st.composite
 def rounds(draw: st.DrawFn) -> list[ShareSnapshot]:
     """A first snapshot, then snapshots each made from the last by one or two changes (or none):
-    a pod added or removed, the PodGroups, a queue, some queues' weights alone, a node, a
-    policy or the namespaces' labels. Every snapshot holds new tuples, what did not change is
-    the same object, and one ledger keeps the pod totals throughout, as the operator's store
-    does (an unchanged bucket's charges are the same object)."""
+    a pod added or removed, the PodGroups, a queue, some queues' weight, state and
+    reclaimable alone, a node, a policy or the namespaces' labels. Every snapshot holds new
+    tuples, what did not change is the same object, and one ledger keeps the pod totals
+    throughout, as the operator's store does (an unchanged bucket's charges are the same
+    object)."""
     queue_list = [draw(queues(name)) for name in QUEUES[: draw(st.integers(1, len(QUEUES)))]]
     node_list = [draw(nodes(name)) for name in ("n0", "n1")[: draw(st.integers(1, 2))]]
     policy_list = [draw(policies(name)) for name in ("p", "r")[: draw(st.integers(1, 2))]]
@@ -129,9 +130,14 @@ def rounds(draw: st.DrawFn) -> list[ShareSnapshot]:
             elif change == "queue":
                 index = draw(st.integers(0, len(queue_list) - 1))
                 queue_list[index] = draw(queues(queue_list[index].name))
-            elif change == "weights":
+            elif change == "edits":
                 for index in draw(st.sets(st.integers(0, len(queue_list) - 1), min_size=1)):
-                    queue_list[index] = replace(queue_list[index], weight=draw(st.integers(1, 10)))
+                    queue_list[index] = replace(
+                        queue_list[index],
+                        weight=draw(st.integers(1, 10)),
+                        state=draw(st.sampled_from(("Open", "Closed"))),
+                        reclaimable=draw(st.booleans()),
+                    )
             elif change == "node":
                 index = draw(st.integers(0, len(node_list) - 1))
                 node_list[index] = draw(nodes(node_list[index].name))
@@ -221,10 +227,34 @@ def test_a_weight_change_keeps_the_reading_and_what_it_carries_but_the_weights()
     assert kept_specs.governed[1] is q1
     assert deserved_shares(heavier, memo) == deserved_shares(heavier)
     assert deserved_shares(heavier, memo).queues[QueueName("q0")].deserved["cpu"] == 2000
-    # Its weight and its state at once: read afresh.
-    closed = replace(first, queues=(share_queue("q0", weight=5, state="Closed"), q1))
-    assert memo.reading(closed).kept_usage is not reading.kept_usage
-    assert deserved_shares(closed, memo) == deserved_shares(closed)
+    # Its weight and its capability at once: read afresh.
+    capped = replace(first, queues=(share_queue("q0", weight=5, capability={"cpu": 500}), q1))
+    assert memo.reading(capped).kept_usage is not reading.kept_usage
+    assert deserved_shares(capped, memo) == deserved_shares(capped)
+
+
+def test_a_state_change_keeps_the_reading_and_makes_the_policys_results_again() -> None:
+    """q0 closes: its numbers do not move, yet its result must say Closed, so the policy's
+    results are made again while the reading and the usages are kept."""
+    q0, q1 = share_queue("q0"), share_queue("q1")
+    first = _snapshot(q0, q1)
+    memo = ShareMemo()
+    deserved_shares(first, memo)
+    reading = memo.reading(first)
+    (specs,) = reading.policies
+    closed = replace(first, queues=(replace(q0, state="Closed"), q1))
+    kept = memo.reading(closed)
+    (kept_specs,) = kept.policies
+    assert kept.kept_usage is reading.kept_usage
+    assert kept_specs.carried is not specs.carried
+    assert kept_specs.carried.usage_rows is specs.carried.usage_rows
+    result = deserved_shares(closed, memo)
+    assert result == deserved_shares(closed)
+    assert result.queues[QueueName("q0")].state == "Closed"
+    # Reclaimable alone enters no result: everything carried stays.
+    spared = replace(closed, queues=(replace(q0, state="Closed", reclaimable=False), q1))
+    assert memo.reading(spared).policies[0].carried is kept_specs.carried
+    assert deserved_shares(spared, memo) == deserved_shares(spared)
 
 
 def test_the_rows_handed_to_later_rounds_cannot_be_written() -> None:

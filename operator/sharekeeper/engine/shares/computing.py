@@ -197,10 +197,10 @@ class ShareMemo:
     mostly a check of identity: under a millisecond at 10,000 queues and 5,000 nodes). With
     the reading go the last call's queue usages, dense usage rows and results, which the next
     reuses for the queues whose ledger buckets are the same objects (``queue_usage``,
-    ``dense_again``) and whose numbers are equal (``_Made``). When only queues' weights
-    changed, the commonest edit of a queue, the reading is kept with those queues' weights
-    made again (``_reweighted``): at 10,000 queues a new reading costs ~20 ms, and the usages
-    and usage rows it would drop ~40 ms more."""
+    ``dense_again``) and whose numbers are equal (``_Made``). When only queues' weights,
+    states or ``reclaimable`` changed (a weight change is the commonest edit of a queue), the
+    reading is kept with those queues' weight rows made again (``_edited``): at 10,000 queues
+    a new reading costs ~20 ms, and the usages and usage rows it would drop ~40 ms more."""
 
     def __init__(self) -> None:
         self._sources: _SpecSources | None = None
@@ -211,7 +211,7 @@ class ShareMemo:
         if self._reading is None or self._sources is None:
             self._sources, self._reading = sources, spec_reading(snapshot)
         elif self._sources != sources:
-            kept = _reweighted(self._reading, self._sources, sources)
+            kept = _edited(self._reading, self._sources, sources)
             self._sources, self._reading = sources, kept or spec_reading(snapshot)
         return self._reading
 
@@ -229,38 +229,49 @@ def _spec_sources(snapshot: ShareSnapshot) -> _SpecSources:
     return (snapshot.policies, snapshot.queues, snapshot.nodes, snapshot.namespace_labels)
 
 
-def _reweighted(reading: SpecReading, last: _SpecSources, now: _SpecSources) -> SpecReading | None:
+def _edited(reading: SpecReading, last: _SpecSources, now: _SpecSources) -> SpecReading | None:
     """``reading`` (read from ``last``) as read from ``now``, when the two differ only in some
-    queues' weights (None otherwise): those queues' snapshots and weight rows replaced, the
-    rest, with what the last calls carried, the same. A weight enters nothing but the weight
-    rows. O(queues) identity checks, O(queues of a policy) for each policy with a change."""
+    queues' weight, state or ``reclaimable`` (None otherwise): those queues' snapshots and
+    weight rows replaced, the rest, with what the last calls carried, the same. A weight enters
+    nothing but the weight rows, a state nothing but the queue's result (so a policy with a
+    queue whose state changed makes its results again), ``reclaimable`` nothing here.
+    O(queues) identity checks, O(queues of a policy) for each policy with a change."""
     if now[0] != last[0] or now[2] != last[2] or now[3] != last[3] or len(now[1]) != len(last[1]):
         return None
     changed: dict[QueueName, QueueSnapshot] = {}
+    restated: set[QueueName] = set()
     for before, after in zip(last[1], now[1], strict=True):
         if before is not after and before != after:
-            if replace(after, weight=before.weight) != before:
-                return None  # more than its weight changed
+            kept = replace(
+                after, weight=before.weight, state=before.state, reclaimable=before.reclaimable
+            )
+            if kept != before:
+                return None  # more than these changed
             changed[after.name] = after
+            if after.state != before.state:
+                restated.add(after.name)
     if not changed:
         return None
     policies = []
     for specs in reading.policies:
-        rows = specs.rows
-        moved = [(row, changed[name]) for row, name in enumerate(rows.queues) if name in changed]
-        if not moved and not any(queue.name in changed for queue in specs.queues):
+        if not any(queue.name in changed for queue in specs.queues):
             policies.append(specs)
             continue
+        rows, carried = specs.rows, specs.carried
         weights = rows.weights.copy()
-        for row, queue in moved:
-            weights[row] = queue.weight
+        for row, name in enumerate(rows.queues):
+            if name in changed:
+                weights[row] = changed[name].weight
         weights.setflags(write=False)
+        if any(queue.name in restated for queue in specs.queues):
+            carried = _PolicyCarry(usage_rows=carried.usage_rows, covered=carried.covered)
         policies.append(
             replace(
                 specs,
                 queues=[changed.get(queue.name, queue) for queue in specs.queues],
                 governed=[changed.get(queue.name, queue) for queue in specs.governed],
                 rows=replace(rows, weights=weights),
+                carried=carried,
             )
         )
     return replace(
