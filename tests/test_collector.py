@@ -84,7 +84,7 @@ def test_refreezer_freezes_what_lives_without_walking_it() -> None:
     gc.disable()  # only the collections the refreezer makes
     gc.unfreeze()
     refreeze = collector.Refreezer(clock=lambda: 0.0, blocks=Blocks(1_000))
-    refreeze()  # the first call measures what lives
+    assert not refreeze()  # the first call measures what lives
     kept = [[index] for index in range(10)]
     young = Cycle()
     gone = weakref.ref(young)
@@ -97,7 +97,7 @@ def test_refreezer_freezes_what_lives_without_walking_it() -> None:
 
     gc.callbacks.append(seen)
     try:
-        refreeze()
+        assert not refreeze()
     finally:
         gc.callbacks.remove(seen)
     assert collections == [], "a round's end walks nothing (a round makes no garbage cycles)"
@@ -121,42 +121,45 @@ def started_refreezer(now: list[float], blocks: Blocks) -> collector.Refreezer:
     gc.disable()
     gc.unfreeze()
     refreeze = collector.Refreezer(clock=lambda: now[0], blocks=blocks, growth=0.25, spacing=60.0)
-    refreeze()
+    assert not refreeze()
     return refreeze
 
 
-def test_a_frozen_cycle_is_freed_once_memory_grew_by_the_share_and_the_spacing_passed() -> None:
+def test_a_full_pass_is_due_once_memory_grew_by_the_share_and_the_spacing_passed() -> None:
     now, blocks = [0.0], Blocks(1_000)
     refreeze = started_refreezer(now, blocks)
-    gone = frozen_garbage()
     now[0], blocks.count = 3_600.0, 1_250
-    refreeze()
-    assert gone() is not None, "a quarter more, not more than a quarter: it waits, frozen"
+    assert not refreeze(), "a quarter more, not more than a quarter"
     blocks.count = 1_251
-    refreeze()
+    assert refreeze()
+    assert refreeze(), "still due until the owner makes the pass"
+
+
+def test_the_full_pass_frees_frozen_cycles_and_freezes_what_lives() -> None:
+    now, blocks = [0.0], Blocks(1_000)
+    refreeze = started_refreezer(now, blocks)
+    kept = [[index] for index in range(10)]
+    gone = frozen_garbage()
+    refreeze.full_pass()
     assert gone() is None
+    walked = gc.get_objects()
+    assert not any(obj is piece for obj in walked for piece in kept), "what lives is frozen"
 
 
 def test_full_passes_are_spaced_and_measure_what_lives_again() -> None:
     now, blocks = [0.0], Blocks(1_000)
     refreeze = started_refreezer(now, blocks)
-    now[0], blocks.count = 30.0, 5_000  # the cluster grew within the first minute: no pass yet
-    gone = frozen_garbage()
-    refreeze()
-    assert gone() is not None, "a minute has not passed since the refreezer started"
+    now[0], blocks.count = 30.0, 5_000  # the cluster grew within the first minute
+    assert not refreeze(), "a minute has not passed since the refreezer started"
     now[0] = 60.0
-    refreeze()  # a full pass, which measures 5,000 blocks in use
-    assert gone() is None
-    gone = frozen_garbage()
+    assert refreeze()
+    refreeze.full_pass()  # which measures 5,000 blocks in use
     now[0], blocks.count = 61.0, 6_300
-    refreeze()
-    assert gone() is not None, "a minute has not passed since the last full pass"
+    assert not refreeze(), "a minute has not passed since the last full pass"
     now[0], blocks.count = 121.0, 6_250
-    refreeze()
-    assert gone() is not None, "6,250 is not more than a quarter above the 5,000 in use"
+    assert not refreeze(), "6,250 is not more than a quarter above the 5,000 in use"
     blocks.count = 6_251
-    refreeze()
-    assert gone() is None
+    assert refreeze()
 
 
 def test_garbage_frozen_round_after_round_stays_within_the_share_of_what_lives() -> None:
@@ -175,7 +178,8 @@ def test_garbage_frozen_round_after_round_stays_within_the_share_of_what_lives()
             Cycle()
         highest = max(highest, sys.getallocatedblocks())
         now[0] += 60.0
-        refreeze()
+        if refreeze():
+            refreeze.full_pass()
     assert highest <= alive * 1.25 + 5_000 * 3, "garbage held beyond a quarter and a round's"
     assert len(lives) == 200_000
     assert sys.getallocatedblocks() < alive * 1.3

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from sharekeeper.cluster.store import ClusterStore
+from sharekeeper.collector import Refreezer
 from sharekeeper.loops import lane as lane_module
 from sharekeeper.loops import qos, recompute
 from sharekeeper.loops.lane import Lane
@@ -152,7 +153,7 @@ def test_a_round_that_never_comes_holds_a_check_back_a_bounded_time(
 
 def test_the_collector_waits_while_a_round_computes(monkeypatch: pytest.MonkeyPatch) -> None:
     """The round's thread runs without the cyclic collector; what the round keeps is frozen
-    (``after_round``) before the collector runs again."""
+    (``collector.Refreezer``) before the collector runs again."""
     seen: list[tuple[str, bool]] = []
 
     def decide(*args: Any, **kwargs: Any) -> Any:
@@ -165,15 +166,43 @@ def test_the_collector_waits_while_a_round_computes(monkeypatch: pytest.MonkeyPa
     store.load(share_cluster())
 
     async def scenario() -> None:
-        rounds = Recompute(
-            Writer(), store, clock=lambda: NOW,
-            after_round=lambda: seen.append(("after_round", gc.isenabled())),
-        )  # fmt: skip
+        rounds = Recompute(Writer(), store, clock=lambda: NOW, refreezer=Freezes(seen))
         await rounds.recompute()
 
     assert gc.isenabled()
     asyncio.run(scenario())
-    assert seen == [("decide", False), ("after_round", False)]
+    assert seen == [("decide", False), ("freeze", False)]
+    assert gc.isenabled()
+
+
+class Freezes(Refreezer):
+    """A refreezer that says when it was called and whether the collector ran then."""
+
+    def __init__(self, seen: list[tuple[str, bool]]) -> None:
+        super().__init__()
+        self._seen = seen
+
+    def __call__(self) -> bool:
+        self._seen.append(("freeze", gc.isenabled()))
+        return False
+
+
+def test_work_between_rounds_waits_for_the_round_due_and_holds_the_collector_back() -> None:
+    lane = Lane()
+    order: list[tuple[str, bool]] = []
+
+    async def scenario() -> None:
+        lane.round_due()
+        work = asyncio.create_task(
+            lane.between_rounds(lambda: order.append(("work", gc.isenabled())))
+        )
+        await asyncio.sleep(0.1)
+        order.append(("round done", gc.isenabled()))
+        lane.round_done()
+        await work
+
+    asyncio.run(scenario())
+    assert order == [("round done", True), ("work", False)]
     assert gc.isenabled()
 
 

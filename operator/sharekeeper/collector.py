@@ -30,6 +30,11 @@ of its pools: 1 to 2 ms at the top size) exceed those in use after the last full
 then bounded by a share of what lives plus what a minute makes, whatever the rate; a cluster
 that grows costs one full pass per such share of growth.
 
+A full pass walks everything the process holds (about a million tracked objects at the top size:
+0.8 to 1 s), so it is not made in the round that finds it due, whose writes someone waits for,
+but in a turn of the lane of its own once no round is due (``Lane.between_rounds``), after that
+round's writes went to the outbox.
+
 While the loops compute (a share round, a QoS check: ``loops.lane``) the collector is held back
 altogether: what they make and drop has no cycles, and collections in the middle of a round
 would walk its working set again and again.
@@ -106,10 +111,11 @@ def let_go(collecting: bool) -> None:
 
 
 class Refreezer:
-    """Called after each share round: everything alive frozen, nothing walked; once the memory
+    """Called after each share round: everything alive frozen, nothing walked. Once the memory
     blocks in use grew by ``growth`` since the last full pass (and ``spacing`` seconds passed),
-    everything unfrozen and ``settle``d instead (a full walk, as at start-up), which frees the
-    garbage cycles frozen since. The first call freezes and measures the blocks in use."""
+    it says a full pass is due, which its owner makes with ``full_pass`` when nothing waits for
+    the event loop: everything unfrozen and ``settle``d (a full walk, as at start-up), which
+    frees the garbage cycles frozen since. The first call measures the blocks in use."""
 
     def __init__(
         self,
@@ -127,14 +133,17 @@ class Refreezer:
         """Memory blocks in use beyond which a full pass is due: ``growth`` more than after the
         last full pass (or at the first call)."""
 
-    def __call__(self) -> None:
-        now = self._clock()
+    def __call__(self) -> bool:
+        """Freeze what is alive; whether a full pass is due."""
+        gc.freeze()
         if self._limit is None:
             self._limit = self._blocks() * (1 + self._growth)
-        elif now - self._last_full >= self._spacing and self._blocks() > self._limit:
-            gc.unfreeze()
-            settle()
-            self._last_full = now
-            self._limit = self._blocks() * (1 + self._growth)
-            return
-        gc.freeze()
+            return False
+        return self._clock() - self._last_full >= self._spacing and self._blocks() > self._limit
+
+    def full_pass(self) -> None:
+        """Collect everything, frozen or not, and freeze what lives."""
+        gc.unfreeze()
+        settle()
+        self._last_full = self._clock()
+        self._limit = self._blocks() * (1 + self._growth)

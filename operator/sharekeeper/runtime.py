@@ -107,7 +107,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     # under the GIL two at once each take as long as both (benchmarks/README.md).
     lane = Lane()
     recompute = memo["recompute"] = Recompute(
-        writer, store, ours.rounds, lane=lane, after_round=collector.Refreezer()
+        writer, store, ours.rounds, lane=lane, refreezer=collector.Refreezer()
     )
     qos_loop = memo["qos"] = QosLoop(writer, MetricsApiUsage(http), store, lane=lane)
     stores = store.by_kind

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -13,6 +15,7 @@ from sharekeeper.api.policy import policy_spec
 from sharekeeper.api.queue import queue_snapshot
 from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs
 from sharekeeper.cluster.store import ClusterStore, Listeners
+from sharekeeper.collector import Refreezer
 from sharekeeper.engine.shares.snapshot import QueueName
 from sharekeeper.loops.recompute import EARLY_AT_MOST, Decision, Recompute, _decide
 from sharekeeper.model.objects import MutableObj
@@ -110,22 +113,46 @@ def one_policy() -> OwnRecord[Any]:
     return OwnRecord("all", "uid-all", 1, policy_spec(policy("all")), {})
 
 
-def test_each_round_ends_with_the_owners_hook() -> None:
-    """The runtime freezes what a round keeps (``collector.Refreezer``) once it is decided,
-    in the round's turn of the lane (tests/test_lane.py)."""
-    calls: list[int] = []
+class DuePass(Refreezer):
+    """A refreezer whose full pass is due after every round: when each call came, and whether
+    the collector ran then."""
+
+    def __init__(self, loop: Callable[[], Recompute]) -> None:
+        super().__init__()
+        self._loop = loop
+        self.seen: list[tuple[str, int, bool]] = []
+        self.passed = asyncio.Event()
+
+    def __call__(self) -> bool:
+        self.seen.append(("freeze", self._loop().rounds + 1, gc.isenabled()))
+        return True
+
+    def full_pass(self) -> None:
+        self.seen.append(("full pass", self._loop().rounds, gc.isenabled()))
+        self.passed.set()
+
+
+def test_a_full_pass_found_due_takes_a_turn_of_its_own_after_the_round() -> None:
+    """Each round's end freezes what it kept, in its turn of the lane; the full pass the
+    refreezer finds due comes once the round is done and its writes handed on, in a turn of
+    its own with the collector held back, and one at a time: two rounds, one pass."""
     store = cluster([record(queue("a"), queue_snapshot)], [one_policy()])
-    loop = Recompute(
-        RecordingWriter(), store, clock=lambda: 1_000_000.0,
-        after_round=lambda: calls.append(loop.rounds + 1),
-    )  # fmt: skip
+    refreezer = DuePass(lambda: loop)
+    loop = Recompute(RecordingWriter(), store, clock=lambda: 1_000_000.0, refreezer=refreezer)
 
     async def scenario() -> None:
         await loop.recompute()
         await loop.recompute()
+        await asyncio.wait_for(refreezer.passed.wait(), 5)
+        await loop.written()
 
     asyncio.run(scenario())
-    assert calls == [1, 2]
+    assert refreezer.seen == [
+        ("freeze", 1, False),
+        ("freeze", 2, False),
+        ("full pass", 2, False),
+    ]
+    assert gc.isenabled()
 
 
 def test_first_round_writes_each_object_once_then_nothing() -> None:

@@ -10,7 +10,8 @@ yet they start collections in the middle of it that walk the round's working set
 the event loop made meanwhile: a young collection every few milliseconds and, once the store's
 echoes have piled up in the oldest generation, full collections of 0.1 to 0.3 s
 (benchmarks/README.md). The share round ends its turn by freezing what it kept
-(``collector.Refreezer``); the QoS check keeps little, which the next young collection sees.
+(``collector.Refreezer``); the QoS check keeps little, which the next young collection sees. The
+collector's rare full pass takes a turn of its own between rounds.
 
 The QoS check also reads every node's usage on the event loop before its turn (at 5,000 nodes
 about a third of a second of parsing), which competes with a round's thread for the interpreter
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from types import TracebackType
 
 from sharekeeper import collector
@@ -58,6 +60,13 @@ class Lane:
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._no_round.wait(), CHECK_DEFERRAL_SECONDS)
+
+    async def between_rounds(self, work: Callable[[], None]) -> None:
+        """``work`` in a turn of its own once no share round is due (``after_rounds``): a pause
+        of the event loop that no round should wait behind."""
+        await self.after_rounds()
+        async with self:
+            work()
 
     async def __aenter__(self) -> None:
         await self._turn.acquire()

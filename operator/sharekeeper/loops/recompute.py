@@ -19,6 +19,7 @@ from typing import Any, cast
 from sharekeeper import telemetry
 from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs
 from sharekeeper.cluster.store import ClusterStore
+from sharekeeper.collector import Refreezer
 from sharekeeper.engine.admission import NodePolicy
 from sharekeeper.engine.gates import GateDecisions, NotBound, WaitReason
 from sharekeeper.engine.keys import PodKey
@@ -85,15 +86,16 @@ class Recompute:
         clock: Callable[[], float] = time.time,
         *,
         lane: Lane | None = None,
-        after_round: Callable[[], None] | None = None,
+        refreezer: Refreezer | None = None,
     ) -> None:
         self._writer = writer
         self._lane = lane if lane is not None else Lane()
         """Held while a round computes; the owner shares it with the QoS loop."""
-        self._after_round = after_round
-        """Called once a round is decided, still in the lane (the owner's
-        ``collector.Refreezer``: what the round keeps is frozen out of the garbage collector's
-        way before the collector runs again)."""
+        self._refreezer = refreezer
+        """Called once a round is decided, still in the lane: what the round keeps is frozen
+        out of the garbage collector's way before the collector runs again. When it says a full
+        pass is due, the pass takes a turn of the lane once the round's writes are handed on."""
+        self._full_pass: asyncio.Task[None] | None = None
         self._evicting: dict[PodKey, float] = {}
         """Pods whose eviction reclaim sent (when, monotonic), until the watch shows them
         terminating or gone: gone for the next rounds' plans, never evicted twice."""
@@ -192,8 +194,9 @@ class Recompute:
             )
         finally:
             # A replica that no longer leads evicts nothing more.
-            for task in self._evictions:
-                task.cancel()
+            for task in (*self._evictions, self._full_pass):
+                if task is not None:
+                    task.cancel()
             for timer in (self._reclaim_timer, self._bind_timer):
                 if timer is not None:
                     timer.cancel()
@@ -281,8 +284,7 @@ class Recompute:
                 unbound=unbound, pods=store.pods, now=now, evicting=frozenset(self._evicting),
                 carried=self._carried, early=early,
             )  # fmt: skip
-            if self._after_round is not None:
-                self._after_round()
+            full_pass_due = self._refreezer is not None and self._refreezer()
         telemetry.RECOMPUTE_SECONDS.observe(time.perf_counter() - started)
         # 3. The writes, sent while the next round may already compute; a queue whose spec
         #    just changed first (someone is looking at it).
@@ -306,6 +308,8 @@ class Recompute:
         self._bind_timer = self._wake_in(gates.next_timeout_seconds, self._bind_timer)
         self._reclaim(decided.publication.reclaims)
         telemetry.PODS_HELD.set(len(held))
+        if full_pass_due:
+            self._pass_between_rounds()
         self.rounds += 1
         self.first_round.set()
         if writes:
@@ -316,6 +320,12 @@ class Recompute:
                 len(decided.annotations),
             )
         return decided.publication
+
+    def _pass_between_rounds(self) -> None:
+        """The collector's full pass, in a turn of the lane of its own (one at a time)."""
+        refreezer = self._refreezer
+        if refreezer is not None and (self._full_pass is None or self._full_pass.done()):
+            self._full_pass = asyncio.create_task(self._lane.between_rounds(refreezer.full_pass))
 
     def _forget_evictions(self) -> None:
         """Evictions the watch has shown (the pod terminating or gone), or not for too long."""
