@@ -341,6 +341,9 @@ class Options:
     dump: Path | None
     apiserver_flags: tuple[str, ...]
     reviews_per_second: float = 0.0
+    change_every: float = 0.0
+    """Seconds from one weight change to the next, the writes of the last one still streaming
+    (0: each change once the last one's writes settled)."""
 
 
 def progress(size: int, message: str) -> None:
@@ -694,11 +697,14 @@ def run_operator(
                 what=f"new deserved on {target}",
             )  # fmt: skip
             latencies.append(time.perf_counter() - sent)
-            waited = audit.wait_quiet(
-                quiet_for=QUIET_SECONDS, timeout=options.settle_timeout, alive=alive
-            )
+            if options.change_every:
+                time.sleep(max(0.0, sent + options.change_every - time.perf_counter()))
+            else:
+                waited = audit.wait_quiet(
+                    quiet_for=QUIET_SECONDS, timeout=options.settle_timeout, alive=alive
+                )
+                writing_seconds.append(max(0.0, waited - QUIET_SECONDS))
             writes_per_change.append(audit.writes() - writes_before)
-            writing_seconds.append(max(0.0, waited - QUIET_SECONDS))
             progress(size, f"change {change + 1}/{options.changes}: {latencies[-1]:.2f} s, "
                      f"{writes_per_change[-1]:,} writes")  # fmt: skip
         recompute_after, _ = histograms(metrics_url)
@@ -729,6 +735,8 @@ def run_operator(
             "samples_seconds": [round(x, 3) for x in latencies],
         }
         figures["writes_per_change"] = writes_per_change
+        if options.change_every:
+            figures["change_every_seconds"] = options.change_every
         # From the new status showing up to the last write of that change (+- 0.25 s).
         figures["writes_after_status_seconds"] = [round(x, 2) for x in writing_seconds]
         figures["recompute_round"] = (
@@ -888,7 +896,8 @@ def table_rows(result: Json, usage: str) -> list[tuple[str, str]]:
         *((f"webhook review round trip, {window}: p50 / p99 / max (n)",
            f"{w['p50_ms']:,} / {w['p99_ms']:,} / {w['max_ms']:,} ms ({w['reviews']:,})")
           for window, w in result.get("webhook_reviews", {}).items() if window != "failures"),
-        ("operator writes per weight change, median",
+        ("operator writes per weight change, median"
+         + (f" (one every {paced:g} s)" if (paced := result.get("change_every_seconds")) else ""),
          f"{sorted(changes)[len(changes) // 2]:,}" if changes else "n/a"),
     ]  # fmt: skip
     simulate = result.get("simulate")
@@ -927,6 +936,7 @@ def run_meta(options: Options, size_list: Sequence[int]) -> Json:
         "kubernetes": controlplane.KUBERNETES_VERSION,
         "sizes_in_run": list(size_list),
         "changes": options.changes,
+        "change_every_seconds": options.change_every,
         "in_flight": options.in_flight,
         "usage": options.usage,
         "apiserver_flags": list(options.apiserver_flags),
@@ -957,6 +967,9 @@ def main() -> int:
     )
     parser.add_argument("--reviews-per-second", type=float, default=0.0,
                         help="serve the webhook, time reviews at this rate (0: off)")  # fmt: skip
+    parser.add_argument("--change-every", type=float, default=0.0,
+                        help="a weight change every this many seconds, while the last one's "
+                        "writes still stream (default: each once they settled)")  # fmt: skip
     parser.add_argument("--log-dir", type=Path, help="keep the operator's logs here")
     parser.add_argument("--keep-dump", type=Path, help="write simulate's file here and keep it")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "scale.json")
@@ -969,6 +982,7 @@ def main() -> int:
         simulate=False, startup_timeout=args.startup_timeout,
         settle_timeout=args.settle_timeout, log_dir=args.log_dir, dump=args.keep_dump,
         apiserver_flags=tuple(args.apiserver_flag), reviews_per_second=args.reviews_per_second,
+        change_every=args.change_every,
     )  # fmt: skip
     meta = run_meta(options, size_list)
     results: list[Json] = []
