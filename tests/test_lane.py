@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from builders import node, policy, queue
 from sharekeeper.cluster.store import ClusterStore
 from sharekeeper.collector import Refreezer
 from sharekeeper.loops import lane as lane_module
@@ -21,8 +20,6 @@ from sharekeeper.loops import qos, recompute
 from sharekeeper.loops.lane import Lane
 from sharekeeper.loops.qos import QosLoop
 from sharekeeper.loops.recompute import Recompute
-from sharekeeper.model.objects import MutableObj
-from sharekeeper.publish.statuses import Kind
 from test_isolation import NOW, Recorder, Usage, Writer, example, share_cluster
 
 COMPUTING_SECONDS = 0.2
@@ -152,44 +149,6 @@ def test_a_round_that_never_comes_holds_a_check_back_a_bounded_time(
 
     started = asyncio.run(scenario())
     assert usage.read_at[0] - started >= 0.3  # it waited for the round, then checked
-
-
-class SlowWriter(Writer):
-    """Each status write takes a while; when each started."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.started: list[float] = []
-
-    async def patch_status(self, kind: Kind, name: str, patch: MutableObj) -> MutableObj | None:
-        self.started.append(time.monotonic())
-        await asyncio.sleep(0.02)
-        return await super().patch_status(kind, name, patch)
-
-
-def test_the_last_rounds_writes_wait_while_the_next_round_computes(spans: list[Span]) -> None:
-    """Sending is the event loop's work, which would take the interpreter from the round's
-    thread: writes that are not urgent start before a round computes or after, never during."""
-    objects = [node("n1", cpu="64", memory="128Gi"), policy("all")]
-    objects += [queue(f"q{index:02d}") for index in range(40)]
-    for obj in objects:
-        obj["metadata"] |= {"uid": f"uid-{obj['metadata']['name']}", "generation": 1}
-        # Seen before: no spec waits to be observed, so no write is urgent.
-        obj["status"] = {"observedGeneration": 1}
-    store = ClusterStore()
-    store.load(objects)
-    writer = SlowWriter()
-
-    async def scenario() -> None:
-        rounds = Recompute(writer, store, clock=lambda: NOW)
-        await rounds.recompute()  # 41 statuses to write, none urgent, 16 at a time
-        await rounds.recompute()  # nothing moved: the same 41 still wanted
-        await rounds.written()
-
-    asyncio.run(scenario())
-    _, (second_start, second_end) = sorted(spans)
-    assert len(writer.started) >= 41
-    assert not [at for at in writer.started if second_start < at < second_end]
 
 
 def test_the_collector_waits_while_a_round_computes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,7 +11,6 @@ import pytest
 
 from builders import node, pod, policy, queue
 from sharekeeper.cluster.store import ClusterStore
-from sharekeeper.loops.lane import Lane
 from sharekeeper.loops.outbox import Outbox
 from sharekeeper.loops.recompute import Recompute
 from sharekeeper.model.objects import MutableObj
@@ -84,28 +83,6 @@ def test_what_is_sent_first_goes_before_what_was_pending_and_once() -> None:
         return sender.sent
 
     assert asyncio.run(scenario()) == ["a1", "x2", "y2", "c2"]
-
-
-def test_writes_that_are_not_urgent_wait_for_the_lane_and_urgent_ones_do_not() -> None:
-    """While a computation holds the lane, only urgent writes start (a round's own first ones);
-    the rest go once it is free."""
-
-    async def scenario() -> list[str]:
-        sender = Sender()
-        lane = Lane()
-        outbox: Outbox[str, str] = Outbox(sender.send, sender.failed, yield_to=lane.free)
-        async with lane:
-            outbox.replace({"a": "a1", "b": "b1"})  # the last round's
-            outbox.send_first({"x": "x2"})  # this round's first, before it is done
-            for _ in range(10):
-                await asyncio.sleep(0)
-            assert sender.sent == ["x2"]
-            assert outbox.pending == 2
-        await outbox.drained()
-        await outbox.close()
-        return sender.sent
-
-    assert asyncio.run(scenario()) == ["x2", "a1", "b1"]
 
 
 def test_a_failed_send_is_reported_and_does_not_stop_the_others() -> None:

@@ -45,9 +45,6 @@ class Lane:
         self._no_round = asyncio.Event()
         """Clear while a share round is due or computing."""
         self._no_round.set()
-        self._free = asyncio.Event()
-        """Set while nobody holds the turn."""
-        self._free.set()
 
     def round_due(self) -> None:
         """The share round was woken: it will want the lane once events settle."""
@@ -64,11 +61,6 @@ class Lane:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._no_round.wait(), CHECK_DEFERRAL_SECONDS)
 
-    async def free(self) -> None:
-        """Until nobody holds the turn: what the event loop does meanwhile takes the interpreter
-        from the computation (the outbox's writes wait here)."""
-        await self._free.wait()
-
     async def between_rounds(self, work: Callable[[], None]) -> None:
         """``work`` in a turn of its own once no share round is due (``after_rounds``): a pause
         of the event loop that no round should wait behind."""
@@ -78,7 +70,6 @@ class Lane:
 
     async def __aenter__(self) -> None:
         await self._turn.acquire()
-        self._free.clear()
         self._collecting = collector.hold_back()
 
     async def __aexit__(
@@ -90,5 +81,4 @@ class Lane:
         try:
             collector.let_go(self._collecting)
         finally:
-            self._free.set()
             self._turn.release()

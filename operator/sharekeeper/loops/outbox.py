@@ -8,13 +8,6 @@ still unsent, so a write a newer round no longer wants is dropped, never sent la
 the urgent ones first (an object whose spec a person just changed).
 
 A write already being sent completes; the next round diffs against what it stored.
-
-Sending is work for the event loop (each patch encoded, sent and answered, and its echo read from
-the watch), and under the GIL it takes the interpreter from a round that computes meanwhile: at
-the top size a round that ran while the last weight change's writes streamed out took twice as
-long as one that ran alone (benchmarks/README.md). So the writes that are not urgent wait for
-the lane (``yield_to``) before each starts: a round runs at full speed and the stream goes on
-after it; the urgent ones, a round's own first writes among them, go at once.
 """
 
 from __future__ import annotations
@@ -42,12 +35,9 @@ class Outbox(Generic[K, W]):
         failed: Callable[[], None],
         *,
         workers: int = 16,
-        yield_to: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._send = send
         self._failed = failed
-        self._yield_to = yield_to
-        """Awaited before each write that is not urgent starts (the lane's ``free``)."""
         self._workers = workers
         self._tasks: list[asyncio.Task[None]] = []
         self._urgent: dict[K, W] = {}
@@ -101,8 +91,6 @@ class Outbox(Generic[K, W]):
     async def _worker(self) -> None:
         while True:
             await self._work.wait()
-            if not self._urgent and self._yield_to is not None:
-                await self._yield_to()
             write = self._next()
             if write is None:
                 continue

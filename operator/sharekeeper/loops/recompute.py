@@ -126,7 +126,7 @@ class Recompute:
         self._annotations_failing: set[str] = set()
         """Nodes whose last annotation write failed (said once until one lands)."""
         self._outbox: Outbox[tuple[str, str], StatusWrite | AnnotationWrite] = Outbox(
-            self._send, self._retry_later, yield_to=self._lane.free
+            self._send, self._retry_later
         )
         self.rounds = 0
         self._misdirected: tuple[Mapping[QueueName, Mapping[str, int]], Mapping[str, int]] = (
