@@ -31,9 +31,9 @@ then bounded by a share of what lives plus what a minute makes, whatever the rat
 that grows costs one full pass per such share of growth.
 
 A full pass walks everything the process holds (about a million tracked objects at the top size:
-0.8 to 1 s), so it is not made in the round that finds it due, whose writes someone waits for,
-but in a turn of the lane of its own once no round is due (``Lane.between_rounds``), after that
-round's writes went to the outbox.
+0.8 to 1.5 s as the machine goes), so it is not made in the round that finds it due, whose
+writes someone waits for, but in a turn of the lane of its own once no round is due
+(``Lane.between_rounds``), after that round's writes went to the outbox.
 
 While the loops compute (a share round, a QoS check: ``loops.lane``) the collector is held back
 altogether: what they make and drop has no cycles, and collections in the middle of a round
