@@ -303,9 +303,17 @@ class AuditTail:
         return self.count
 
     def wait_quiet(
-        self, *, quiet_for: float, timeout: float, alive: Callable[[], bool] = lambda: True
+        self,
+        *,
+        quiet_for: float,
+        timeout: float,
+        alive: Callable[[], bool] = lambda: True,
+        done: Callable[[], bool] = lambda: True,
     ) -> float:
-        """Wait until no write has been added for ``quiet_for`` seconds; return the time waited.
+        """Wait until no write has been added for ``quiet_for`` seconds and ``done`` says the
+        writer has nothing left to send; return the time waited. ``done`` tells a writer that
+        finished from one that paused (the operator's collector walking its heap can stop its
+        writes for seconds on a slow machine), and is asked only once the writes stopped.
 
         Raises TimeoutError after ``timeout`` seconds, RuntimeError when ``alive`` says no."""
         started = last_change = time.monotonic()
@@ -318,7 +326,9 @@ class AuditTail:
             if count != seen:
                 seen, last_change = count, now
             elif now - last_change >= quiet_for:
-                return now - started
+                if done():
+                    return now - started
+                last_change = now  # paused, not finished: the quiet starts again
             if now - started > timeout:
                 raise TimeoutError(f"writes still going after {timeout:.0f} s")
 

@@ -150,6 +150,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         watches,
         lambda: {
             "recomputeRounds": recompute.rounds,
+            "pendingWrites": recompute.pending_writes,
             "qosChecks": qos_loop.checks,
             "mirrorRounds": mirroring.rounds,
         },

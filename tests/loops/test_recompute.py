@@ -181,6 +181,38 @@ def test_first_round_writes_each_object_once_then_nothing() -> None:
     asyncio.run(scenario())
 
 
+class HeldWriter(RecordingWriter):
+    """A writer whose status patches wait until ``answer`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer = asyncio.Event()
+
+    async def patch_status(self, kind: Kind, name: str, patch: MutableObj) -> MutableObj | None:
+        await self.answer.wait()
+        return await super().patch_status(kind, name, patch)
+
+
+def test_writes_not_yet_answered_are_counted_until_they_are() -> None:
+    """What ``/healthz`` reports as ``pendingWrites``: queued or in flight, not yet answered."""
+    writer = HeldWriter()
+    queues = [record(queue("a"), queue_snapshot), record(queue("b"), queue_snapshot)]
+    loop = recompute_loop(writer, queues, [one_policy()])
+
+    async def scenario() -> None:
+        assert loop.pending_writes == 0
+        await loop.recompute()
+        await asyncio.sleep(0)  # the workers take the first writes
+        # Two queues and the policy wait for the writer; the node's annotations went through.
+        assert loop.pending_writes == 3
+        writer.answer.set()
+        await loop.written()
+        assert loop.pending_writes == 0
+        assert len(writer.stored) == 3
+
+    asyncio.run(scenario())
+
+
 def test_a_restart_that_finds_its_own_statuses_writes_nothing() -> None:
     first = RecordingWriter()
     queues = [record(queue("a"), queue_snapshot), record(queue("b"), queue_snapshot)]

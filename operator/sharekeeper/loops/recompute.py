@@ -173,6 +173,11 @@ class Recompute:
             self._statuses.forget((cast(Kind, kind), name))
             self.status_failures.forget(kind, name)
 
+    @property
+    def pending_writes(self) -> int:
+        """Status and annotation writes decided and not yet answered (queued or in flight)."""
+        return self._outbox.pending
+
     async def run(self) -> None:
         # A round on a half-listed cluster would publish wrong numbers (and remove annotations
         # of nodes not listed yet): wait for every initial list.
