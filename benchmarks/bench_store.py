@@ -10,7 +10,8 @@ every node), fed to a ``ClusterStore`` the way a complete list would. Reported:
 - fill: reading every object into its record (the parse cost of the operator's initial lists,
   without the HTTP and JSON of the list itself), per pod;
 - memory: the growth of the process's RSS from before the objects were built to after the
-  store was filled and the objects dropped, per pod;
+  store was filled and the objects dropped, per pod; and the objects the cyclic collector then
+  tracks (what each of its full collections walks: ``collector.py``);
 - one round: snapshot, engines and the diff against statuses as published (the decision; the
   writes are the API server's business), as in ``loops/recompute.py``, with the collector held
   back and the refreeze at its end as in the lane (``loops/lane.py``), best of ``--repeat``;
@@ -284,6 +285,7 @@ def main() -> None:
     del built
     collector.settle()  # as the operator does once its initial lists are in
     held = rss_mib() - before
+    tracked = gc.get_freeze_count() + len(gc.get_objects())
 
     first = one_round(store)
     published(store, first)
@@ -355,6 +357,7 @@ def main() -> None:
     print(f"{args.nodes:,} nodes, {pods:,} pods, {workload.queues:,} queues")
     print(f"fill the store          {filled:6.2f} s   ({filled / pods * 1e6:.0f} us per pod)")
     print(f"memory held             {held:6.0f} MiB ({held * 2**20 / pods:.0f} bytes per pod)")
+    print(f"objects tracked     {tracked:10,}     ({tracked / pods:.1f} a pod, for the collector)")
     print(f"one round, settled      {steady * 1000:6.0f} ms  (0 writes)")
     print(f"one round, weight moved {moved * 1000:6.0f} ms  ({moved_writes:,} status writes)")
     print(f"one round, a new change {each * 1000:6.0f} ms  (every queue rendered again)")
