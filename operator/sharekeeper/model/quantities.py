@@ -22,8 +22,6 @@ import functools
 import re
 from collections.abc import Mapping
 
-from lightkube.utils.quantity import parse_quantity
-
 CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
@@ -57,31 +55,51 @@ def scale(resource: str) -> int:
 def to_internal(resource: str, quantity: str | int | float) -> int:
     """Parse a Kubernetes quantity into internal units; reject malformed or negative values."""
     try:
-        small = _small(str(quantity))
-        value = small if small is not None else parse_quantity(str(quantity))
-    except (ValueError, decimal.InvalidOperation) as error:
-        raise QuantityError(f"{quantity!r} is not a Kubernetes quantity") from error
-    if value is None or not value.is_finite():
+        value = parse_quantity(str(quantity))
+    except decimal.InvalidOperation:  # an exponent beyond what a decimal holds (1e10^20)
+        value = None
+    if value is None:
         raise QuantityError(f"{quantity!r} is not a Kubernetes quantity")
     if value < 0:
         raise QuantityError(f"{quantity!r} is negative")
     if value > MAX_QUANTITY:
         raise QuantityError(f"{quantity!r} is above {MAX_QUANTITY_TEXT}, the largest quantity read")
-    scaled = value * scale(resource)
+    # Up to a nano first, exactly: a value that small times the scale would round to 0.
+    scaled = value.quantize(_NANO, rounding=decimal.ROUND_CEILING) * scale(resource)
     return int(scaled.to_integral_value(rounding=decimal.ROUND_CEILING))
 
 
-_SMALL_SUFFIXES = {"n": decimal.Decimal("1e-9"), "u": decimal.Decimal("1e-6")}
-_PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+_NANO = decimal.Decimal("1e-9")
 
 
-def _small(text: str) -> decimal.Decimal | None:
-    """Quantities with the suffixes ``n`` and ``u`` (nano, micro), which Kubernetes accepts and
-    lightkube's parser does not; None for any other text."""
-    factor = _SMALL_SUFFIXES.get(text[-1:])
-    if factor is None or not _PLAIN_NUMBER.fullmatch(text[:-1]):
+_QUANTITY = re.compile(
+    r"(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?:(?P<suffix>[numkMGTPE]|[KMGTPE]i)|[eE](?P<exponent>[+-]?[0-9]+))?"
+)
+_FACTORS = {
+    "n": _NANO, "u": decimal.Decimal("1e-6"), "m": decimal.Decimal("1e-3"),
+    **{suffix: decimal.Decimal(factor) for suffix, factor in _DECIMAL_SUFFIXES},
+    **{suffix: decimal.Decimal(factor) for suffix, factor in _BINARY_SUFFIXES},
+}  # fmt: skip
+
+
+def parse_quantity(text: str) -> decimal.Decimal | None:
+    """The value of a quantity as the API server spells them (``resource.Quantity``: a signed
+    decimal number, then a binary suffix ``Ki``..``Ei``, a decimal one ``n``..``E``, or an
+    exponent ``e3``/``E3``), in Kubernetes units, exactly; None for any other text. Our own
+    rather than a client library's: ``simulate`` and ``explain`` then start without one, and
+    the grammar is Kubernetes' own (ASCII digits only, ``n`` and ``u`` included, nothing past
+    ``E``/``Ei``)."""
+    found = _QUANTITY.fullmatch(text)
+    if found is None:
         return None
-    return decimal.Decimal(text[:-1]) * factor
+    number, suffix, exponent = found.group("number", "suffix", "exponent")
+    if exponent is not None:
+        # Read whole, not multiplied out: ``1e99999999`` is simply above 4P, never an
+        # overflow (an exponent beyond a decimal's 10^18 raises ``decimal.InvalidOperation``).
+        return decimal.Decimal(f"{number}e{exponent}")
+    value = decimal.Decimal(number)
+    return value if suffix is None else value * _FACTORS[suffix]
 
 
 @functools.lru_cache(maxsize=1 << 16)
