@@ -4,6 +4,7 @@ deletions and the pods-by-node index."""
 from __future__ import annotations
 
 import copy
+import gc
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from prometheus_client import REGISTRY
 
 from builders import node, pod, pod_group, unschedulable
 from sharekeeper.cluster.store import ClusterStore, Listeners
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.shares import Charges, PodGroupSnapshot
 from sharekeeper.engine.shares.accounting import QueueUsage, queue_usage
 from sharekeeper.engine.shares.snapshot import QueueName
@@ -430,6 +432,26 @@ def test_a_pod_leaves_its_node_when_it_ends_or_is_unbound() -> None:
     store.pods.event("MODIFIED", changed(running, "spec.nodeName", None))
     assert keys_on(store, "a") == set()
     assert store.totals().named == {"q": {"ns": Charges({}, {"cpu": 1000, "pods": 1}, 1)}}
+
+
+def test_a_pod_has_one_key_object_for_the_collector_to_walk() -> None:
+    """The records' key is the QoS view's (kept through updates), and the indexes hold plain
+    tuples, which the collector stops tracking: at 150,000 pods, 150,000 PodKeys, not 300,000."""
+    store = ClusterStore()
+    running = pod("one-key-p", "q", node="a", cpu="1")
+    store.pods.event("ADDED", running)
+    store.pods.event("ADDED", pod("one-key-w", "q", cpu="1"))
+    store.pods.event("MODIFIED", changed(running, "metadata.labels.release", "2"))
+
+    keys = {key.name: key for key in store.pods.records}
+    view = store.pods.records[keys["one-key-p"]].qos
+    assert view is not None
+    assert view.key is keys["one-key-p"]
+    gc.collect()
+    tracked = [
+        key for key in gc.get_objects() if isinstance(key, PodKey) and key.name in keys
+    ]  # fmt: skip
+    assert sorted(map(id, tracked)) == sorted(map(id, keys.values()))
 
 
 def test_pods_of_the_same_name_in_two_namespaces_are_two_pods() -> None:

@@ -128,7 +128,7 @@ class KindStore(Generic[K, R]):
             logger.warning("ignoring a %s: %s", self.kind, error)
             return None
         try:
-            record = self._read(obj)
+            record = self._read_keyed(obj, key)
         except ObjectError as error:
             return self._unreadable(key, str(error))
         except Exception as error:  # a reader's bug must not stop the watch of everyone else
@@ -144,6 +144,10 @@ class KindStore(Generic[K, R]):
         self.records[key] = record
         self.changed(old, record)
         return key
+
+    def _read_keyed(self, obj: Obj, key: K) -> R:
+        """``obj``'s record; ``key``: its key, read from it already."""
+        return self._read(obj)
 
     def _delete(self, key: K) -> None:
         old = self.records.pop(key, None)
@@ -229,7 +233,7 @@ class PodStore(KindStore[PodKey, PodRecord]):
         on_change: Callable[[], None],
         daemonsets: Collection[DaemonSetId] = frozenset(),
     ) -> None:
-        super().__init__(self._read_pod, _pod_key)
+        super().__init__(pod_record, _pod_key)
         self._ledger = ledger
         self._on_change = on_change
         self._daemonsets = daemonsets
@@ -255,8 +259,14 @@ class PodStore(KindStore[PodKey, PodRecord]):
         self._claims: dict[str, set[tuple[str, str]]] = {}
         """DaemonSet UID -> the pods whose controller reference names it."""
 
-    def _read_pod(self, obj: Obj) -> PodRecord:
-        return self._verified(pod_record(obj))
+    def _read_keyed(self, obj: Obj, key: PodKey) -> PodRecord:
+        """The record, its QoS view keyed by the very PodKey ``records`` has for the pod: the
+        first record's key, which a dict keeps, when that record had a view; else this one,
+        which a new pod's entry takes. A view's own key would be a second object a bound pod
+        for the collector to walk (75,000 at the top size)."""
+        old = self.records.get(key)
+        kept = old.qos.key if old is not None and old.qos is not None else key
+        return self._verified(pod_record(obj, key=kept))
 
     def _verified(self, record: PodRecord) -> PodRecord:
         """``record`` with its QoS view's ``daemonset`` as the known DaemonSets have it."""

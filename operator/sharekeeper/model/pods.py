@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.node_constraints import (
     ANY_NODE,
     NAME_FIELD,
@@ -57,11 +58,12 @@ ADMITTED_ANNOTATION = "sharekeeper.io/admitted"
 _PHASES: tuple[PodGroupPhase, ...] = get_args(PodGroupPhase)
 
 
-def pod_record(obj: Obj) -> PodRecord:
+def pod_record(obj: Obj, *, key: PodKey | None = None) -> PodRecord:
     """Everything the operator keeps of a pod. Raises ``ObjectError`` when its share view (the
     requests) cannot be read; a bound pod whose QoS fields cannot be read (a malformed
     ``sharekeeper.io/cpu-throttle`` annotation, say) keeps its share view (it still counts in
-    its queue) and carries the problem instead of a QoS view."""
+    its queue) and carries the problem instead of a QoS view. ``key``: the pod's key as its
+    reader has it, for the QoS view to hold the same object."""
     try:
         share, since = _pod_snapshot(obj)
     except ObjectError as error:
@@ -78,7 +80,7 @@ def pod_record(obj: Obj) -> PodRecord:
         return PodRecord(share, unscheduled=unscheduled, uid=uid)
     try:
         limits = qos.container_cpu_limits(obj)
-        return PodRecord(share, qos.pod_view(obj, limits), limits)
+        return PodRecord(share, qos.pod_view(obj, limits, key=key), limits)
     except ObjectError as error:
         return PodRecord(share, problem=str(of_kind("Pod", error)))
 

@@ -190,14 +190,17 @@ def pod_view(
     cpu_limits: Mapping[str, int] | None = None,
     *,
     daemonsets: Collection[DaemonSetId] = frozenset(),
+    key: PodKey | None = None,
 ) -> QosPod:
     """A Pod as engine input, usage unknown: what the cluster store keeps per bound pod.
     ``cpu_limits``: ``container_cpu_limits(obj)``, when the caller has read it already;
     ``daemonsets``: the DaemonSets known now (the cluster store, which also keeps
-    ``daemonset`` current as they come and go, reads with none)."""
+    ``daemonset`` current as they come and go, reads with none); ``key``: the pod's, when
+    the caller has read it already."""
     kind = "Pod"
     meta = section(obj, "metadata")
-    key = PodKey(str(meta.get("namespace", "default")), str(meta.get("name", "?")))
+    if key is None:
+        key = PodKey(str(meta.get("namespace", "default")), str(meta.get("name", "?")))
     spec, status = mapping_at(obj, "spec"), mapping_at(obj, "status")
     annotations = _strings(obj, meta.get("annotations"), "metadata.annotations", kind)
     owners = as_list(obj, "metadata.ownerReferences", meta.get("ownerReferences"), kind=kind)
