@@ -260,13 +260,12 @@ class PodStore(KindStore[PodKey, PodRecord]):
         """DaemonSet UID -> the pods whose controller reference names it."""
 
     def _read_keyed(self, obj: Obj, key: PodKey) -> PodRecord:
-        """The record, its QoS view keyed by the very PodKey ``records`` has for the pod: a new
-        pod's entry takes ``key``, and an update keeps the last view's. A view's own key would
-        be a second object a bound pod for the collector to walk (75,000 at the top size).
-        One still comes for a pod first seen unbound: the dict keeps its first key, which its
-        record without a view does not hold (every running pod of the initial lists has one)."""
+        """The record, it and its QoS view holding the very PodKey ``records`` has for the pod:
+        a new pod's entry takes ``key``, and an update keeps the last record's (a dict keeps
+        the key it was first given). Their own keys would be a second object a bound pod for
+        the collector to walk (75,000 at the top size)."""
         old = self.records.get(key)
-        kept = old.qos.key if old is not None and old.qos is not None else key
+        kept = old.key if old is not None and old.key is not None else key
         return self._verified(pod_record(obj, key=kept))
 
     def _verified(self, record: PodRecord) -> PodRecord:

@@ -63,7 +63,7 @@ def pod_record(obj: Obj, *, key: PodKey | None = None) -> PodRecord:
     requests) cannot be read; a bound pod whose QoS fields cannot be read (a malformed
     ``sharekeeper.io/cpu-throttle`` annotation, say) keeps its share view (it still counts in
     its queue) and carries the problem instead of a QoS view. ``key``: the pod's key as its
-    reader has it, for the QoS view to hold the same object."""
+    reader has it, for the record and its QoS view to hold the same object."""
     try:
         share, since = _pod_snapshot(obj)
     except ObjectError as error:
@@ -74,15 +74,15 @@ def pod_record(obj: Obj, *, key: PodKey | None = None) -> PodRecord:
         uid = str(at(obj, "metadata.uid") or "") if share.pending else ""
         if share.pending and (share.admission == "held" or since is not None):
             return WaitingPodRecord(
-                share, unscheduled=unscheduled, uid=uid, constraints=node_constraints(obj),
-                unschedulable_since=since,
+                share, unscheduled=unscheduled, uid=uid, key=key,
+                constraints=node_constraints(obj), unschedulable_since=since,
             )  # fmt: skip
-        return PodRecord(share, unscheduled=unscheduled, uid=uid)
+        return PodRecord(share, unscheduled=unscheduled, uid=uid, key=key)
     try:
         limits = qos.container_cpu_limits(obj)
-        return PodRecord(share, qos.pod_view(obj, limits, key=key), limits)
+        return PodRecord(share, qos.pod_view(obj, limits, key=key), limits, key=key)
     except ObjectError as error:
-        return PodRecord(share, problem=str(of_kind("Pod", error)))
+        return PodRecord(share, problem=str(of_kind("Pod", error)), key=key)
 
 
 def pod_snapshot(obj: Obj) -> PodSnapshot:

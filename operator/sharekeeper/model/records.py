@@ -10,6 +10,7 @@ from typing import Generic, TypeVar
 
 from sharekeeper.engine import qos
 from sharekeeper.engine.admission import NodePolicy
+from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.node_constraints import NodeConstraints
 from sharekeeper.engine.shares import PodSnapshot, PolicySnapshot, QueueSnapshot, ShareNode
 from sharekeeper.model.objects import Obj, ObjectError
@@ -98,6 +99,9 @@ class PodRecord:
     uid: str = ""
     """For a pod that is not bound and not finished: its UID, which Events about it name (a
     bound pod's is its QoS view's; a finished one gets no Events)."""
+    key: PodKey | None = None
+    """The key the store keeps the pod under, the very object (its QoS view holds it too);
+    None when read outside a store."""
 
 
 @dataclass(slots=True, kw_only=True)
