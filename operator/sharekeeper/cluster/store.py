@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar
 
 from sharekeeper import telemetry
 from sharekeeper.api.mirroring import QueueOrigin, VolcanoQueue, queue_origin, volcano_queue
@@ -237,12 +237,12 @@ class PodStore(KindStore[PodKey, PodRecord]):
         self._ledger = ledger
         self._on_change = on_change
         self._daemonsets = daemonsets
-        # The indexes below key a pod by a plain (namespace, name) tuple, equal to its PodKey
-        # (``records`` has that): the collector stops tracking a tuple of strings once it has
-        # seen one, never a tuple subclass's instance, and a PodKey here would be a second
-        # object a pod for every full collection to walk (150,000 at the top size).
-        self._by_node: dict[str, dict[tuple[str, str], PodRecord]] = {}
-        self._by_claim: dict[Hashable, set[tuple[str, str]]] = {}
+        # The indexes below key a pod by its record's key, the very object ``records`` has:
+        # a key of their own would be a second object a pod for every full collection to walk
+        # (the collector never stops tracking a tuple subclass's instance; 150,000 at the top
+        # size).
+        self._by_node: dict[str, dict[PodKey, PodRecord]] = {}
+        self._by_claim: dict[Hashable, set[PodKey]] = {}
         """``pod_claim`` of a bound, non-terminal pod (named queue, PodGroup, or unnamed and
         its scheduler name) -> the keys of those pods: reclaim reads the pods of the queues
         that are overused, and only those (keys only, the records are in ``records``)."""
@@ -250,13 +250,13 @@ class PodStore(KindStore[PodKey, PodRecord]):
         self._bound_changed: dict[Hashable, int] = {}
         """A claim of ``_by_claim`` -> ``_bound_changes`` at its last change (a pod placed,
         unplaced, or its record replaced): reclaim reads a queue's pods again only then."""
-        self._held: dict[tuple[str, str], PodSnapshot] = {}
-        self._unbound: dict[tuple[str, str], PodSnapshot] = {}
+        self._held: dict[PodKey, PodSnapshot] = {}
+        self._unbound: dict[PodKey, PodSnapshot] = {}
         """Pods the gate released that are not bound yet (nor finished)."""
         self._unscheduled: dict[PodKey, WaitingPodRecord] = {}
         """The pods that wait to be scheduled (held, or Unschedulable): reclaim's reclaimers
         are among them."""
-        self._claims: dict[str, set[tuple[str, str]]] = {}
+        self._claims: dict[str, set[PodKey]] = {}
         """DaemonSet UID -> the pods whose controller reference names it."""
 
     def _read_keyed(self, obj: Obj, key: PodKey) -> PodRecord:
@@ -265,7 +265,7 @@ class PodStore(KindStore[PodKey, PodRecord]):
         the key it was first given). Their own keys would be a second object a bound pod for
         the collector to walk (75,000 at the top size)."""
         old = self.records.get(key)
-        kept = old.key if old is not None and old.key is not None else key
+        kept = old.key if old is not None else key
         return self._verified(pod_record(obj, key=kept))
 
     def _verified(self, record: PodRecord) -> PodRecord:
@@ -280,30 +280,27 @@ class PodStore(KindStore[PodKey, PodRecord]):
         if old is not None:
             self._ledger.remove(old.share)
             self._unplace(old)
-            key = (old.share.namespace, old.share.name)
-            self._held.pop(key, None)
-            self._unbound.pop(key, None)
+            self._held.pop(old.key, None)
+            self._unbound.pop(old.key, None)
             if isinstance(old, WaitingPodRecord):
-                self._unscheduled.pop(PodKey(*key), None)
+                self._unscheduled.pop(old.key, None)
             self._unclaim(old)
         if new is not None:
             self._ledger.add(new.share)
             self._place(new)
-            key = (new.share.namespace, new.share.name)
             if new.share.admission == "held" and not new.share.terminal:
-                self._held[key] = new.share
+                self._held[new.key] = new.share
             elif new.share.admission == "admitted" and new.share.pending:
-                self._unbound[key] = new.share
+                self._unbound[new.key] = new.share
             if isinstance(new, WaitingPodRecord):
-                self._unscheduled[PodKey(*key)] = new
+                self._unscheduled[new.key] = new
             self._claim(new)
         if old is None or new is None or old.share != new.share or _waits(old) != _waits(new):
             self._on_change()
 
     def _claim(self, record: PodRecord) -> None:
         if record.qos is not None and record.qos.claimed_daemonset is not None:
-            key = (record.share.namespace, record.share.name)
-            self._claims.setdefault(record.qos.claimed_daemonset[1], set()).add(key)
+            self._claims.setdefault(record.qos.claimed_daemonset[1], set()).add(record.key)
 
     def _unclaim(self, record: PodRecord) -> None:
         if record.qos is None or record.qos.claimed_daemonset is None:
@@ -311,14 +308,14 @@ class PodStore(KindStore[PodKey, PodRecord]):
         uid = record.qos.claimed_daemonset[1]
         claiming = self._claims.get(uid)
         if claiming is not None:
-            claiming.discard((record.share.namespace, record.share.name))
+            claiming.discard(record.key)
             if not claiming:
                 del self._claims[uid]
 
     def daemonset_changed(self, uid: str) -> None:
         """The DaemonSet of this UID came or went: its pods' QoS views follow. Only QoS reads
         it, and the QoS loop is periodic: no share round is woken."""
-        for key in cast("list[PodKey]", list(self._claims.get(uid, ()))):  # equal keys
+        for key in list(self._claims.get(uid, ())):
             record = self.records.get(key)
             if record is None:
                 continue
@@ -333,18 +330,16 @@ class PodStore(KindStore[PodKey, PodRecord]):
 
     def _place(self, record: PodRecord) -> None:
         if record.share.allocated and record.share.node_name is not None:
-            key = (record.share.namespace, record.share.name)
-            self._by_node.setdefault(record.share.node_name, {})[key] = record
+            self._by_node.setdefault(record.share.node_name, {})[record.key] = record
             claim = claim_key(record.share)
-            self._by_claim.setdefault(claim, set()).add(key)
+            self._by_claim.setdefault(claim, set()).add(record.key)
             self._bound_change(claim)
 
     def _unplace(self, record: PodRecord) -> None:
         claim = claim_key(record.share)
         claiming = self._by_claim.get(claim)
-        key = (record.share.namespace, record.share.name)
-        if claiming is not None and key in claiming:
-            claiming.remove(key)
+        if claiming is not None and record.key in claiming:
+            claiming.remove(record.key)
             if claiming:
                 self._bound_change(claim)
             else:
@@ -354,7 +349,7 @@ class PodStore(KindStore[PodKey, PodRecord]):
         if node is None or node not in self._by_node:
             return
         on_node = self._by_node[node]
-        on_node.pop(key, None)
+        on_node.pop(record.key, None)
         if not on_node:
             del self._by_node[node]
 
@@ -389,7 +384,7 @@ class PodStore(KindStore[PodKey, PodRecord]):
         """The bound, non-terminal pods whose ``claim_key`` is ``claim``, by namespace and name.
         Called from the round's worker thread: the keys are copied and sorted at once (one
         C-level call under the GIL), and a pod gone since is skipped."""
-        keys = cast("list[PodKey]", sorted(self._by_claim.get(claim, ())))  # equal keys
+        keys = sorted(self._by_claim.get(claim, ()))
         found = (self.records.get(key) for key in keys)
         return [record for record in found if record is not None and record.share.allocated]
 

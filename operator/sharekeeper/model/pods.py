@@ -63,26 +63,28 @@ def pod_record(obj: Obj, *, key: PodKey | None = None) -> PodRecord:
     requests) cannot be read; a bound pod whose QoS fields cannot be read (a malformed
     ``sharekeeper.io/cpu-throttle`` annotation, say) keeps its share view (it still counts in
     its queue) and carries the problem instead of a QoS view. ``key``: the pod's key as its
-    reader has it, for the record and its QoS view to hold the same object."""
+    store has it, for the record, its QoS view and the store to hold the same object."""
     try:
         share, since = _pod_snapshot(obj)
     except ObjectError as error:
         raise of_kind("Pod", error) from None
+    if key is None:
+        key = PodKey(share.namespace, share.name)
     if not share.allocated:
         released = share.admission == "admitted" and share.pending
         unscheduled = scheduler_message(obj) if released else None
         uid = str(at(obj, "metadata.uid") or "") if share.pending else ""
         if share.pending and (share.admission == "held" or since is not None):
             return WaitingPodRecord(
-                share, unscheduled=unscheduled, uid=uid, key=key,
+                share, key, unscheduled=unscheduled, uid=uid,
                 constraints=node_constraints(obj), unschedulable_since=since,
             )  # fmt: skip
-        return PodRecord(share, unscheduled=unscheduled, uid=uid, key=key)
+        return PodRecord(share, key, unscheduled=unscheduled, uid=uid)
     try:
         limits = qos.container_cpu_limits(obj)
-        return PodRecord(share, qos.pod_view(obj, limits, key=key), limits, key=key)
+        return PodRecord(share, key, qos.pod_view(obj, limits, key=key), limits)
     except ObjectError as error:
-        return PodRecord(share, problem=str(of_kind("Pod", error)), key=key)
+        return PodRecord(share, key, problem=str(of_kind("Pod", error)))
 
 
 def pod_snapshot(obj: Obj) -> PodSnapshot:

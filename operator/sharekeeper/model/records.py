@@ -87,6 +87,9 @@ class PodRecord:
     be changed once made: the store replaces a pod's record, never changes it."""
 
     share: PodSnapshot
+    key: PodKey
+    """The key the store keeps the pod under, the very object (its QoS view holds it too), so
+    that the store's indexes of pods add no object a pod for the collector to walk."""
     qos: qos.QosPod | None = None
     """None for an unbound or terminal pod, or one whose QoS fields could not be read."""
     cpu_limits: Mapping[str, int] = field(default_factory=dict)
@@ -99,9 +102,6 @@ class PodRecord:
     uid: str = ""
     """For a pod that is not bound and not finished: its UID, which Events about it name (a
     bound pod's is its QoS view's; a finished one gets no Events)."""
-    key: PodKey | None = None
-    """The key the store keeps the pod under, the very object (its QoS view holds it too);
-    None when read outside a store."""
 
 
 @dataclass(slots=True, kw_only=True)
