@@ -15,6 +15,9 @@ every node), fed to a ``ClusterStore`` the way a complete list would. Reported:
 - one round: snapshot, engines and the diff against statuses as published (the decision; the
   writes are the API server's business), as in ``loops/recompute.py``, with the collector held
   back and the refreeze at its end as in the lane (``loops/lane.py``), best of ``--repeat``;
+- one status write's echo: each Queue the first round wrote, as the watch brings it back (the
+  object with the status written and a new resourceVersion) and the store reads it, per
+  Queue (best of ``--repeat``): a weight change at the top size brings 11,000 of them;
 - one round after a weight change: the same, when every queue's share moves (the first of the
   repetitions renders every status, the others reuse them and diff); with ``--tree-fanout F``
   the queues are those of ``bench_operator.py --tree-fanout F`` and the change goes to a
@@ -98,10 +101,29 @@ def objects(workload: Workload) -> list[dict[str, Any]]:
         *workload.pod_objects(),
     ]
     for obj in built:
-        meta = obj.setdefault("metadata", {})
-        meta.setdefault("uid", f"uid-{meta['name']}")
-        meta.setdefault("generation", 1)
+        stored(obj)
     return built
+
+
+def stored(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` with the UID and generation the API server gives it."""
+    meta = obj.setdefault("metadata", {})
+    meta.setdefault("uid", f"uid-{meta['name']}")
+    meta.setdefault("generation", 1)
+    return obj
+
+
+def status_echoes(workload: Workload, decision: Decision) -> list[dict[str, Any]]:
+    """Each Queue the round wrote, as the watch brings it back: the object as created, with
+    the status written (a copy read from JSON, as the watch's) and a new resourceVersion."""
+    written = {write.name: write.status for write in decision.statuses if write.kind == "Queue"}
+    echoes = []
+    for obj in map(stored, workload.queue_objects()):
+        status = written.get(obj["metadata"]["name"])
+        if status is not None:
+            obj["metadata"]["resourceVersion"] = "2"
+            echoes.append({**obj, "status": json.loads(json.dumps(status))})
+    return echoes
 
 
 # What the operator carries from round to round, carried here too.
@@ -292,6 +314,13 @@ def main() -> None:
     collector.settle()  # and once its first round is decided
     steady = best_seconds(lambda: one_round(store), args.repeat)
     assert not one_round(store).statuses, "a settled store must need no write"
+    echoes = status_echoes(workload, first)
+
+    def echoed() -> None:
+        for echo in echoes:
+            store.queues.event("MODIFIED", echo)
+
+    echo = best_seconds(echoed, args.repeat) / len(echoes)
 
     # The first queue a weight change of bench_operator.py goes to: it moves every share.
     target = workload.change_targets()[0]
@@ -359,6 +388,7 @@ def main() -> None:
     print(f"memory held             {held:6.0f} MiB ({held * 2**20 / pods:.0f} bytes per pod)")
     print(f"objects tracked     {tracked:10,}     ({tracked / pods:.1f} a pod, for the collector)")
     print(f"one round, settled      {steady * 1000:6.0f} ms  (0 writes)")
+    print(f"one status write's echo {echo * 1e6:6.1f} us  ({len(echoes):,} Queues, by the watch)")
     print(f"one round, weight moved {moved * 1000:6.0f} ms  ({moved_writes:,} status writes)")
     print(f"one round, a new change {each * 1000:6.0f} ms  (every queue rendered again)")
     print(f"  its queue's write ready {min(handed) * 1000:6.0f} ms  (handed over to be sent)")

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import copy
 import gc
+import logging
 from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
 
-from builders import node, pod, pod_group, unschedulable
+from builders import node, pod, pod_group, queue, unschedulable
 from sharekeeper.cluster.store import ClusterStore, Listeners
 from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.shares import Charges, PodGroupSnapshot
@@ -307,6 +308,89 @@ def test_a_pod_group_wakes_a_round_only_when_it_changes() -> None:
     assert not recorder.woken_by(groups, "MODIFIED", changed(job, "metadata.resourceVersion", "9"))
     assert recorder.woken_by(groups, "MODIFIED", changed(job, "status.phase", "Inqueue"))
     assert groups.snapshots() == (PodGroupSnapshot("ns", "job", "q", "Inqueue", 1, {"cpu": 2000}),)
+
+
+# --- our own objects ---
+
+
+def stored_queue(**spec: Any) -> MutableObj:
+    """A Queue as the API server sends it: with a UID, generation and resourceVersion."""
+    obj = queue("a", **spec)
+    obj["metadata"] |= {"uid": "u1", "generation": 1, "resourceVersion": "1"}
+    return obj
+
+
+def status_write(obj: MutableObj, version: str, **status: Any) -> MutableObj:
+    """``obj`` after a write of its status subresource: what the echo of our write brings."""
+    written = changed(obj, "status", status)
+    written["metadata"] |= {"resourceVersion": version, "managedFields": [{"manager": version}]}
+    return written
+
+
+def test_a_status_write_keeps_the_reading_of_the_rest() -> None:
+    recorder = Recorder()
+    queues = recorder.store.queues
+    obj = stored_queue(weight=2)
+    queues.event("ADDED", obj)
+    first = queues.records["a"]
+
+    assert not recorder.woken_by(queues, "MODIFIED", status_write(obj, "2", admitted=3))
+    after = queues.records["a"]
+    assert after.spec is first.spec  # not read again
+    assert (after.uid, after.generation, after.status) == ("u1", 1, {"admitted": 3})
+    assert recorder.seen == [("Queue", "a", {"admitted": 3})]
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("spec.weight", 5),
+        ("metadata.labels", {"team": "b"}),
+        ("metadata.ownerReferences", [{"kind": "Queue", "name": "a", "uid": "v"}]),
+        ("metadata.uid", "u2"),
+        ("apiVersion", "scheduling.sharekeeper.io/v1beta1"),
+    ],
+)
+def test_a_write_of_anything_but_the_status_is_read_again(path: str, value: Any) -> None:
+    queues = ClusterStore().queues
+    obj = stored_queue(weight=2)
+    queues.event("ADDED", obj)
+    first = queues.records["a"]
+
+    queues.event("MODIFIED", status_write(changed(obj, path, value), "2", admitted=3))
+
+    after = queues.records["a"]
+    assert after.spec is not first.spec  # read again (None: read, and refused)
+    assert after.status == {"admitted": 3}
+
+
+def test_an_unreadable_queue_stays_unreadable_through_status_writes() -> None:
+    queues = ClusterStore().queues
+    obj = stored_queue(weight=-1)
+    queues.event("ADDED", obj)
+    error = queues.records["a"].error
+    assert error is not None
+    assert "weight" in error
+
+    queues.event("MODIFIED", status_write(obj, "2", admitted=0))
+
+    assert queues.records["a"].spec is None
+    assert queues.records["a"].error == error
+
+
+def test_a_queue_that_is_not_json_is_read_every_time(caplog: pytest.LogCaptureFixture) -> None:
+    queues = ClusterStore().queues
+    obj = stored_queue(weight=2)
+    obj["metadata"]["labels"] = {1: "b"}  # a YAML file's integer key: simulate's input
+    queues.event("ADDED", obj)
+    first = queues.records["a"]
+
+    queues.event("MODIFIED", status_write(obj, "2", admitted=1))
+
+    after = queues.records["a"]
+    assert after.status == {"admitted": 1}
+    assert after.spec is None or after.spec is not first.spec
+    assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
 
 
 # --- relists and deletions ---

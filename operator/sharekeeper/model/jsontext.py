@@ -29,6 +29,12 @@ def parse(text: bytes | str) -> Any:
         return json.loads(text)
 
 
+def canonical(value: Any) -> bytes:
+    """``value`` as compact JSON, keys sorted: the same bytes for equal values, whatever the
+    order of their keys."""
+    return _ENCODE.encode(value)
+
+
 def pretty(value: Any) -> str:
     """``value`` as indented JSON (two spaces, keys sorted), ending in a newline. Floats are in
     their shortest form (``1e-7``), text is UTF-8 and not escaped, and a float that is not a

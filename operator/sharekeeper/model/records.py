@@ -46,7 +46,6 @@ def own_record(obj: Obj, read: Callable[[Obj], SpecT]) -> OwnRecord[SpecT]:
     """One of our resources as the loops keep it: its spec read by ``read``, or the reason it
     could not be read (it then gets an Invalid condition instead of results)."""
     meta = obj.get("metadata") or {}
-    status = obj.get("status")
     try:
         spec, error = read(obj), None
     except ObjectError as problem:
@@ -56,9 +55,15 @@ def own_record(obj: Obj, read: Callable[[Obj], SpecT]) -> OwnRecord[SpecT]:
         str(meta.get("uid", "")),
         int(meta.get("generation") or 0),
         spec,
-        dict(status) if isinstance(status, Mapping) else {},
+        own_status(obj),
         error,
     )
+
+
+def own_status(obj: Obj) -> Obj:
+    """The status of one of our resources as its record keeps it (``{}`` for none)."""
+    status = obj.get("status")
+    return dict(status) if isinstance(status, Mapping) else {}
 
 
 QueueRecord = OwnRecord[QueueSnapshot]
