@@ -5,9 +5,9 @@ NodeQosEnsurancePolicies).
 Each kind's store is a watch sink (``kube.watching.Sink``): every object is read into its
 small frozen record once, on arrival (``model``), and the raw body is dropped; an update of
 one of our own objects that moved nothing but its status (our writes' echoes) keeps the last
-reading. The pod store
-keeps the running totals (``cluster.ledger``) and an index by node current per event, so a
-share round reads O(queues + nodes) values and a QoS check reads each node's own pods.
+reading. The pod store keeps the running totals (``cluster.ledger``) and an index by node
+current per event, so a share round reads O(queues + nodes) values and a QoS check reads each
+node's own pods.
 
 An object that cannot be read is kept out (as if absent), logged once per distinct problem and
 counted in ``sharekeeper_unreadable_objects``; it never stops anything else. ``on_change`` is
