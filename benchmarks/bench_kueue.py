@@ -1263,8 +1263,7 @@ def main() -> int:
     try:
         for index, side in enumerate(sides):
             repetition = sides[: index + 1].count(side)
-            own = workdir / f"phase-{index + 1}"
-            bench = shared if shared is not None else setup(shape, own, logs, args)
+            bench = shared or setup(shape, workdir / f"phase-{index + 1}", logs, args)
             output["deserved_cpu_milli"] = {
                 shape.queue_name(q): d["cpu"] for q, d in bench.deserved.items()
             }
@@ -1280,7 +1279,7 @@ def main() -> int:
                     except Exception as error:
                         output["phases"].append({"side": side, "cleanup_error": str(error)})
             finally:
-                if shared is None:
+                if not clean:  # the phase's own cluster
                     bench.plane.stop()
             output["summary"] = {s: medians(output["phases"], s) for s in (KUEUE, OURS)}
             args.out.write_text(json.dumps(output, indent=1) + "\n")
