@@ -4,7 +4,7 @@ the one form specs are compared in."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 import pytest
@@ -213,6 +213,16 @@ def test_a_mirror_is_read_with_its_labels_annotation_and_spec() -> None:
     assert origin.form == {**DEFAULTS, "weight": 4}
     assert origin.same_but_version(replace(origin, resource_version="8"))
     assert not origin.same_but_version(replace(origin, resource_version="8", left_out=None))
+
+
+def test_every_field_but_the_version_tells_two_origins_apart() -> None:
+    origin = queue_origin(
+        mirror(spec={"weight": 4}, annotations={"sharekeeper.io/volcano-left-out": "spec.x"})
+    )
+    for field in fields(QueueOrigin):
+        other = replace(origin, **{field.name: "different"})
+        assert origin.same_but_version(other) is (field.name == "resource_version"), field.name
+    assert not origin.same_but_version(None)
 
 
 def test_a_mirror_whose_spec_our_model_refuses_reads_as_different() -> None:

@@ -14,14 +14,23 @@ adds the CRD's defaults) thus compares equal, and an idle cluster causes no writ
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
 from sharekeeper.api.base import read
 from sharekeeper.api.queue import VOLCANO_GROUP, Queue, QueueSpec, volcano_owner
-from sharekeeper.model.objects import MutableObj, Obj, ObjectError, at, fail, labels_of, name_of
+from sharekeeper.model.objects import (
+    MutableObj,
+    Obj,
+    ObjectError,
+    at,
+    fail,
+    is_mapping,
+    labels_of,
+    name_of,
+)
 
 VOLCANO_API_VERSION = f"{VOLCANO_GROUP}/v1beta1"
 LEFT_OUT_ANNOTATION = "sharekeeper.io/volcano-left-out"
@@ -51,9 +60,12 @@ class VolcanoQueue:
     """Why it is not mirrored (``spec`` is None)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class QueueOrigin:
-    """What mirroring reads of one of our Queues. Only a mirror keeps its labels and spec."""
+    """What mirroring reads of one of our Queues. Only a mirror keeps its labels and spec.
+
+    Not frozen (setting a frozen dataclass's fields costs a call each): the store makes one at
+    every event of every Queue, the echo of each status write included. Not to be changed."""
 
     name: str
     uid: str
@@ -69,8 +81,18 @@ class QueueOrigin:
     """``spec`` in ``spec_form``; None when our model cannot read it (it differs, then)."""
 
     def same_but_version(self, other: QueueOrigin | None) -> bool:
-        """Equal but for the resourceVersion (a status write changes only that)."""
-        return other is not None and self == replace(other, resource_version=self.resource_version)
+        """Equal but for the resourceVersion (a status write changes only that). Field by field:
+        a copy with the version replaced costs more than the rest of an echo's reading."""
+        return (
+            other is not None
+            and self.name == other.name
+            and self.uid == other.uid
+            and self.mirror_of == other.mirror_of
+            and self.labels == other.labels
+            and self.left_out == other.left_out
+            and self.spec == other.spec
+            and self.form == other.form
+        )
 
 
 def volcano_queue(obj: Obj) -> VolcanoQueue:
@@ -150,16 +172,16 @@ def queue_origin(obj: Obj) -> QueueOrigin:
     """One of our Queues as mirroring reads it; never raises (an unnamed object is the store's
     problem, not ours)."""
     metadata = obj.get("metadata")
-    metadata = metadata if isinstance(metadata, Mapping) else {}
+    metadata = metadata if is_mapping(metadata) else {}
     name, uid = str(metadata.get("name", "")), str(metadata.get("uid", ""))
     version = str(metadata.get("resourceVersion", ""))
     mirror_of = volcano_owner(obj)
     if mirror_of is None:
         return QueueOrigin(name, uid, version)
     annotations = metadata.get("annotations")
-    left_out = annotations.get(LEFT_OUT_ANNOTATION) if isinstance(annotations, Mapping) else None
+    left_out = annotations.get(LEFT_OUT_ANNOTATION) if is_mapping(annotations) else None
     spec = obj.get("spec")
-    spec = dict(spec) if isinstance(spec, Mapping) else {}
+    spec = dict(spec) if is_mapping(spec) else {}
     return QueueOrigin(
         name, uid, version, mirror_of, labels_of(obj),
         str(left_out) if left_out is not None else None, spec, spec_form(spec),

@@ -31,6 +31,7 @@ from sharekeeper.engine.selectors import MATCH_ALL
 from sharekeeper.engine.shares import QueueSnapshot
 from sharekeeper.engine.shares.deciding import Decider
 from sharekeeper.engine.shares.snapshot import SOURCE_LABEL, QueueName
+from sharekeeper.model.objects import is_mapping
 from sharekeeper.model.quantities import to_internal
 
 MAX_WEIGHT = 65535
@@ -300,15 +301,15 @@ def volcano_owner(obj: Mapping[str, Any]) -> str | None:
     carries ``SOURCE_LABEL``=volcano and an owner reference to the Volcano Queue of its own
     name (what the garbage collector deletes it with)."""
     metadata = obj.get("metadata")
-    if not isinstance(metadata, Mapping):
+    if not is_mapping(metadata):
         return None
     labels = metadata.get("labels")
-    if not isinstance(labels, Mapping) or labels.get(SOURCE_LABEL) != VOLCANO_SOURCE:
+    if not is_mapping(labels) or labels.get(SOURCE_LABEL) != VOLCANO_SOURCE:
         return None
     references = metadata.get("ownerReferences")
     for reference in references if isinstance(references, list) else ():
         if (
-            isinstance(reference, Mapping)
+            is_mapping(reference)
             and reference.get("kind") == "Queue"
             and str(reference.get("apiVersion", "")).split("/")[0] == VOLCANO_GROUP
             and reference.get("name") == metadata.get("name")

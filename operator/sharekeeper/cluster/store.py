@@ -37,7 +37,7 @@ from sharekeeper.engine.shares.accounting import pod_claim
 from sharekeeper.engine.shares.snapshot import GroupKey, QueueName
 from sharekeeper.model import jsontext
 from sharekeeper.model.nodes import node_record
-from sharekeeper.model.objects import MutableObj, Obj, ObjectError, fail, labels_of
+from sharekeeper.model.objects import MutableObj, Obj, ObjectError, fail, is_mapping, labels_of
 from sharekeeper.model.pods import claim_key, pod_group_snapshot, pod_record
 from sharekeeper.model.qos import DaemonSetId, daemonset_id, with_daemonsets
 from sharekeeper.model.records import (
@@ -528,7 +528,7 @@ def _read_source(obj: Obj) -> bytes | None:
     the encoding loses nothing that could tell two such versions' readings apart; None for
     what is not JSON (a YAML file's integer key), which is read every time."""
     metadata = obj.get("metadata")
-    if isinstance(metadata, Mapping):
+    if is_mapping(metadata):
         metadata = {k: v for k, v in metadata.items() if k not in _MOVED_BY_STATUS_WRITES}
     try:
         return jsontext.canonical({**obj, "status": None, "metadata": metadata})
