@@ -1,9 +1,11 @@
-"""The pod ledger and the store's node index against a from-scratch recount.
+"""The pod ledger and the store's indexes against a from-scratch recount.
 
 Random sequences of watch events and relists go into a ``ClusterStore`` while the test keeps
-its own truth: the objects the API server holds. At the end the running totals, the per-queue
-accounting built on them and ``on_node`` must equal a plain loop over those objects, read here
-with a small quantity table of our own (no ``model``, ``ledger`` or ``accounting`` code).
+its own truth: the objects the API server holds. After every step the running totals, the
+per-queue accounting built on them, ``on_node`` and the indexes the admission gate and reclaim
+read (the held pods, the released ones not bound, the pods waiting to be scheduled, the bound
+pods of each claim and their change counts) must equal a plain loop over those objects, read
+here with a small quantity table of our own (no ``model``, ``ledger`` or ``accounting`` code).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ Amounts = dict[str, int]
 QUEUE_LABEL = "sharekeeper.io/queue"
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+ADMISSION_GATE = "sharekeeper.io/admission"
+ADMITTED_ANNOTATION = "sharekeeper.io/admitted"
 
 # Quantity string -> internal units (cpu millicores, memory bytes, GPUs milli-units).
 QUANTITIES: dict[str, dict[str, int]] = {
@@ -59,6 +63,13 @@ class PodParams:
     node: str | None = None
     phase: str | None = "Pending"
     gated: bool = False
+    """A scheduling gate of someone else's."""
+    held: bool = False
+    """Our admission gate."""
+    admitted: str | None = None
+    """The annotation our release writes (its value a time, or not)."""
+    scheduled: str | None = None
+    """The reason of a ``PodScheduled`` condition that is False ("True": one that is True)."""
     scheduler: str | None = None
     unreadable: bool = False
     """A request no one can read (``cpu: lots``)."""
@@ -88,6 +99,9 @@ POD_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "node": st.sampled_from([None, "", *NODES]),
     "phase": st.sampled_from([None, "Pending", "Running", *TERMINAL]),
     "gated": st.booleans(),
+    "held": st.booleans(),
+    "admitted": st.sampled_from([None, None, "2026-01-01T00:00:00Z", "not a time"]),
+    "scheduled": st.sampled_from([None, None, "Unschedulable", "SchedulerError", "True"]),
     "scheduler": st.sampled_from([None, "volcano", "other"]),
     "unreadable": st.sampled_from([False] * 7 + [True]),  # the exception, not half of them
     "bad_start_time": st.booleans(),
@@ -128,6 +142,8 @@ def pod_object(key: Key, params: PodParams, version: str) -> MutableObj:
         annotations[QUEUE_ANNOTATION] = params.queue_annotation
     if params.group is not None:
         annotations[GROUP_ANNOTATION] = params.group
+    if params.admitted is not None:
+        annotations[ADMITTED_ANNOTATION] = params.admitted
     containers: list[MutableObj] = [
         {"name": f"c{index}", "resources": {"requests": dict(requests)}}
         for index, requests in enumerate(params.containers)
@@ -137,11 +153,18 @@ def pod_object(key: Key, params: PodParams, version: str) -> MutableObj:
     spec: MutableObj = {"containers": containers}
     if params.node is not None:
         spec["nodeName"] = params.node
-    if params.gated:
-        spec["schedulingGates"] = [{"name": "wait"}]
+    gates = [name for name, on in (("wait", params.gated), (ADMISSION_GATE, params.held)) if on]
+    if gates:
+        spec["schedulingGates"] = [{"name": name} for name in gates]
     if params.scheduler is not None:
         spec["schedulerName"] = params.scheduler
     status: MutableObj = {"conditions": [{"type": "Ready", "status": str(params.noise % 2 == 0)}]}
+    if params.scheduled == "True":
+        status["conditions"].append({"type": "PodScheduled", "status": "True"})
+    elif params.scheduled is not None:
+        status["conditions"].append(
+            {"type": "PodScheduled", "status": "False", "reason": params.scheduled}
+        )
     if params.phase is not None:
         status["phase"] = params.phase
     if params.bad_start_time:
@@ -293,6 +316,12 @@ class Pod:
     request: Amounts
     node: str | None
     gated: bool
+    held: bool
+    """Held by our admission gate."""
+    admitted: bool
+    """Released by it (the annotation, and not held)."""
+    unschedulable: bool
+    """Found Unschedulable by the scheduler (neither held nor bound)."""
     named: str | None
     group: str | None
     bad_start_time: bool
@@ -313,12 +342,23 @@ def live_pods(world: World) -> list[Pod]:
         if not readable or obj["status"].get("phase") in TERMINAL:
             continue
         labels, annotations = obj["metadata"]["labels"], obj["metadata"]["annotations"]
+        gates = obj["spec"].get("schedulingGates") or []
+        held = {"name": ADMISSION_GATE} in gates
+        node = obj["spec"].get("nodeName") or None
+        scheduled = [c for c in obj["status"]["conditions"] if c["type"] == "PodScheduled"]
         pods.append(
             Pod(
                 key=key,
                 request=request,
-                node=obj["spec"].get("nodeName") or None,
-                gated=bool(obj["spec"].get("schedulingGates")),
+                node=node,
+                gated=bool(gates),
+                held=held,
+                admitted=not held and ADMITTED_ANNOTATION in annotations,
+                unschedulable=not held
+                and node is None
+                and any(
+                    c["status"] == "False" and c["reason"] == "Unschedulable" for c in scheduled
+                ),
                 named=labels.get(QUEUE_LABEL) or annotations.get(QUEUE_ANNOTATION) or None,
                 group=annotations.get(GROUP_ANNOTATION),
                 bad_start_time=obj["status"].get("startTime") == "not a time",
@@ -370,6 +410,8 @@ class _Charge:
     request: Amounts = field(default_factory=dict)
     pods: int = 0
     allocated_pods: int = 0
+    held: Amounts = field(default_factory=dict)
+    admitted_pods: int = 0
 
     def charges(self) -> Charges:
         return Charges(
@@ -377,6 +419,8 @@ class _Charge:
             _counted(self.request, self.pods),
             self.pods,
             self.allocated_pods,
+            _nonzero(self.held),
+            self.admitted_pods,
         )
 
 
@@ -407,6 +451,9 @@ def recount(pods: list[Pod]) -> PodTotals:
                 _plus(bound, {**pod.request, "pods": 1})
         bucket.pods += 1
         _plus(bucket.request, pod.request)
+        if pod.held:
+            _plus(bucket.held, {**pod.request, "pods": 1})
+        bucket.admitted_pods += pod.admitted
         if pod.node:
             _plus(bucket.allocated, pod.request)
             bucket.allocated_pods += 1
@@ -446,7 +493,12 @@ def recount(pods: list[Pod]) -> PodTotals:
 def without_zeros(totals: PodTotals) -> PodTotals:
     def charges(value: Charges) -> Charges:
         return Charges(
-            _nonzero(value.allocated), _nonzero(value.request), value.pods, value.allocated_pods
+            _nonzero(value.allocated),
+            _nonzero(value.request),
+            value.pods,
+            value.allocated_pods,
+            _nonzero(value.held),
+            value.admitted_pods,
         )
 
     return PodTotals(
@@ -538,8 +590,13 @@ UNKNOWN_REASON = re.compile(r"(\d+) pods? names? queue '(.*)'")
 # --- the test ---
 
 
-def observed(store: ClusterStore) -> tuple[PodTotals, object]:
-    return without_zeros(store.totals()), store.pod_groups.snapshots()
+def observed(store: ClusterStore) -> tuple[object, ...]:
+    """What a share round reads of the pods and PodGroups: a change must wake one."""
+    waiting = {
+        key: (record.share, record.constraints, record.unschedulable_since)
+        for key, record in store.pods.unscheduled().items()
+    }
+    return without_zeros(store.totals()), store.pod_groups.snapshots(), waiting
 
 
 def waiting_in_reserving_groups(pods: list[Pod], groups: dict[Key, Group]) -> int:
@@ -556,7 +613,45 @@ def waiting_in_reserving_groups(pods: list[Pod], groups: dict[Key, Group]) -> in
     )
 
 
-def check(world: World, store: ClusterStore) -> int:
+def claim_of(pod: Pod) -> tuple[str, ...]:
+    """What the pod's charges go to, as the store's per-claim index keys it."""
+    if pod.named:
+        return ("named", pod.named)
+    if pod.group:
+        return ("grouped", pod.key[0], pod.group)
+    return ("unnamed", pod.scheduler)
+
+
+CLAIMS = (
+    *(("named", name) for name in ("q0", "q1", "default", "ghost")),
+    *(("grouped", namespace, name) for namespace, name in GROUP_KEYS),
+    *(("unnamed", scheduler) for scheduler in ("default-scheduler", "volcano", "other")),
+)
+"""Every claim a generated pod can have."""
+
+
+@dataclass
+class Counted:
+    """Every (claim, change count) reclaim has been handed, with the bound records it went
+    with: reclaim reads a claim's pods again only when its count moves, so one count must
+    never stand for two different sets of records."""
+
+    seen: dict[tuple[tuple[str, ...], int], list[Any]] = field(default_factory=dict)
+
+    def check(self, store: ClusterStore) -> None:
+        for claim in CLAIMS:
+            count, records = store.pods.bound_changed(claim), store.pods.bound_claiming(claim)
+            if not records:
+                assert count == 0, claim
+                continue
+            before = self.seen.setdefault((claim, count), records)
+            same = len(before) == len(records) and all(
+                old is new for old, new in zip(before, records, strict=True)
+            )
+            assert same, f"{claim}: count {count} stands for other pods than before"
+
+
+def check(world: World, store: ClusterStore, counted: Counted) -> int:
     """Compare everything; returns ``waiting_in_reserving_groups`` for the search."""
     pods = live_pods(world)
     groups = readable_groups(world)
@@ -593,6 +688,27 @@ def check(world: World, store: ClusterStore) -> int:
             (view.key.namespace, view.key.name) for view in store.pods.qos_views_on(node)
         }
         assert keys_with_qos == {pod.key for pod in here if not pod.bad_start_time}
+
+    def keys(snapshots: Any) -> set[Key]:
+        return {(pod.namespace, pod.name) for pod in snapshots}
+
+    assert keys(store.pods.held()) == {pod.key for pod in pods if pod.held}
+    assert keys(store.pods.released_unbound()) == {
+        pod.key for pod in pods if pod.admitted and not pod.node
+    }
+    waiting = store.pods.unscheduled()
+    assert {(key.namespace, key.name) for key in waiting} == {
+        pod.key for pod in pods if not pod.node and (pod.held or pod.unschedulable)
+    }
+    assert keys(record.share for record in waiting.values()) == set(map(tuple, waiting))
+    if any(pod.unschedulable for pod in pods):
+        event("Unschedulable pods")
+    for claim in CLAIMS:
+        bound = store.pods.bound_claiming(claim)
+        assert [(r.share.namespace, r.share.name) for r in bound] == [
+            pod.key for pod in pods if pod.node and claim_of(pod) == claim
+        ], claim
+    counted.check(store)
 
     for queues in QUEUE_SETS:
         accounting = queue_usage(
@@ -633,7 +749,8 @@ def test_the_totals_equal_a_recount_after_any_events(data: st.DataObject) -> Non
     # The operator starts with a complete LIST of each kind; then events and relists follow.
     _relist(world, store, data, pods=False)
     _relist(world, store, data, pods=True)
-    aim = check(world, store)
+    counted = Counted()
+    aim = check(world, store, counted)
     for _ in range(data.draw(st.integers(0, 28), label="operations")):
         pods = data.draw(st.sampled_from([True, True, False]), label="pods")
         operation = data.draw(st.sampled_from(OPERATIONS), label="operation")
@@ -647,5 +764,5 @@ def test_the_totals_equal_a_recount_after_any_events(data: st.DataObject) -> Non
         if observed(store) != before:
             assert len(calls) > called, "what a share round reads changed without on_change"
         # After every step: a wrong value that a later step cancels out is still caught.
-        aim = max(aim, check(world, store))
+        aim = max(aim, check(world, store, counted))
     target(aim, label="gated pods of reserving PodGroups")
