@@ -16,8 +16,9 @@ every node), fed to a ``ClusterStore`` the way a complete list would. Reported:
   writes are the API server's business), as in ``loops/recompute.py``, with the collector held
   back and the refreeze at its end as in the lane (``loops/lane.py``), best of ``--repeat``;
 - one status write's echo: each Queue the first round wrote, as the watch brings it back (the
-  object with the status written and a new resourceVersion) and the store reads it, per
-  Queue (best of ``--repeat``): a weight change at the top size brings 11,000 of them;
+  object with the status written and a new resourceVersion) and the store reads it, with the
+  mirroring loop's look at its origin as the operator wires it (``runtime.py``), per Queue
+  (best of ``--repeat``): a weight change at the top size brings 11,000 of them;
 - one round after a weight change: the same, when every queue's share moves (the first of the
   repetitions renders every status, the others reuse them and diff); with ``--tree-fanout F``
   the queues are those of ``bench_operator.py --tree-fanout F`` and the change goes to a
@@ -73,8 +74,10 @@ from bench_operator import GPU, Workload  # noqa: E402
 from bench_shares import best_seconds  # noqa: E402
 from objects import pod  # noqa: E402
 from sharekeeper import collector  # noqa: E402
+from sharekeeper.api.mirroring import QueueOrigin  # noqa: E402
 from sharekeeper.cluster.snapshots import node_policies, share_snapshot, specs  # noqa: E402
-from sharekeeper.cluster.store import ClusterStore  # noqa: E402
+from sharekeeper.cluster.store import ClusterStore, Listeners  # noqa: E402
+from sharekeeper.loops.mirroring import Mirroring  # noqa: E402
 from sharekeeper.loops.recompute import Decision, _decide  # noqa: E402
 from sharekeeper.model.pods import ADMISSION_GATE  # noqa: E402
 from sharekeeper.pipeline import reclaiming, shares  # noqa: E402
@@ -300,7 +303,14 @@ def main() -> None:
     gc.collect()
     before = rss_mib()
     built = objects(workload)
-    store = ClusterStore()
+
+    # The mirroring loop only looks at each Queue's origin here: it never runs, so it never
+    # writes (no writer) nor reads the Volcano Queues' watch (no source).
+    def origin_seen(name: str, old: QueueOrigin | None, new: QueueOrigin | None) -> None:
+        mirroring.origin_seen(name, old, new)
+
+    store = ClusterStore(Listeners(origin=origin_seen))
+    mirroring = Mirroring(writer=None, store=store, source=None)  # type: ignore[arg-type]
     started = time.perf_counter()
     store.load(built)
     filled = time.perf_counter() - started
