@@ -57,8 +57,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     webhook, verbose = ours.webhook, ours.verbose
     served = None if webhook is None else await admission.serve(webhook, client, verbose=verbose)
     writer = KubeWriter(
-        client, http, concurrency=ours.write_concurrency, retrying=Retrying(ours.writes),
-        events=EventRecorder(client, ours.events),
+        clients.api, concurrency=ours.write_concurrency, retrying=Retrying(ours.writes),
+        events=EventRecorder(clients.api, ours.events),
     )  # fmt: skip
     # The loops are built after the store they read, and the store tells them of changes:
     # these call them once they exist (the watches, which feed the store, start after both).

@@ -7,17 +7,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import httpx2 as httpx
 import pytest
-from lightkube import ApiError
 
+from fake_api import Call, FakeApi, refused
 from sharekeeper.engine.qos import Outcome
 from sharekeeper.kube.transient import Retrying
 from sharekeeper.kube.writing import KubeWriter
 from sharekeeper.loops.qos import EVICTION_OUTCOMES
 from sharekeeper.settings import RetryPolicy
 
-URL = "https://127.0.0.1/api/v1/namespaces/tenant/pods/greedy/eviction"
+EVICTION = "/api/v1/namespaces/tenant/pods/greedy/eviction"
 NO_DISRUPTION = {
     "kind": "Status", "status": "Failure", "reason": "TooManyRequests", "code": 429,
     "message": "Cannot evict pod as it would violate the pod's disruption budget.",
@@ -49,42 +48,22 @@ GONE = {
 }  # fmt: skip
 
 
-def refusal(body: dict[str, Any]) -> ApiError:
-    request = httpx.Request("POST", URL)
-    return ApiError(
-        request=request, response=httpx.Response(body["code"], json=body, request=request)
-    )
-
-
-class Client:
-    """Every request refused with ``body``; records what was asked."""
-
-    def __init__(self, body: dict[str, Any]) -> None:
-        self.body = body
-        self.calls: list[str] = []
-
-    async def create(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls.append("create")
-        raise refusal(self.body)
-
-    async def delete(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls.append("delete")
-
-    async def patch(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls.append("patch")
-
-
 async def no_sleep(seconds: float) -> None:
     pass
 
 
 def evict(body: dict[str, Any]) -> tuple[Outcome, str, list[str]]:
-    client = Client(body)
+    """Every request refused with ``body``; what the QoS check makes of it, and the requests
+    made (method and path)."""
+
+    def answer(call: Call) -> Any:
+        raise refused(body["code"], body)
+
+    api = FakeApi(answer=answer)
     retrying = Retrying(RetryPolicy(), sleep=no_sleep, jitter=lambda: 0.0)
-    writer = KubeWriter(client, None, retrying=retrying)  # type: ignore[arg-type]
+    writer = KubeWriter(api.as_api(), retrying=retrying)
     outcome, detail = asyncio.run(writer.evict_pod("tenant", "greedy"))
-    # What the QoS check makes of it.
-    return EVICTION_OUTCOMES[outcome], detail, client.calls
+    return EVICTION_OUTCOMES[outcome], detail, [f"{c.method} {c.path}" for c in api.calls]
 
 
 @pytest.mark.parametrize(
@@ -102,7 +81,7 @@ def test_a_budgets_refusal_is_blocked_with_the_api_servers_message(
     assert outcome is Outcome.BLOCKED
     assert detail.startswith(f"{body['code']}: ")
     assert names in detail
-    assert "delete" not in calls, "a refused eviction never falls back to delete"
+    assert set(calls) == {f"POST {EVICTION}"}, "a refused eviction never falls back to delete"
 
 
 @pytest.mark.parametrize("body", [OVERLOADED, GONE])
@@ -110,4 +89,4 @@ def test_any_other_refusal_is_refused(body: dict[str, Any]) -> None:
     outcome, detail, calls = evict(body)
     assert outcome is Outcome.REFUSED
     assert detail == f"{body['code']}: {body['message']}"
-    assert set(calls) == {"create"}
+    assert set(calls) == {f"POST {EVICTION}"}

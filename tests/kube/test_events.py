@@ -5,17 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
-import httpx2 as httpx
 import pytest
-from lightkube import ApiError, AsyncClient
-from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Event
-from lightkube.types import PatchType
 from prometheus_client import REGISTRY
 
+from fake_api import Call, FakeApi, refused
 from sharekeeper.kube.events import EventRecorder
+from sharekeeper.kube.transport import JSON, MERGE_PATCH
 from sharekeeper.kube.writing import KubeWriter
 from sharekeeper.settings import EventLimits
 
@@ -25,52 +22,43 @@ NODE = {"apiVersion": "v1", "kind": "Node", "name": "worker-1"}
 REFUSED = "evict team/batch-1 on worker-1 for cpu_total_usage: 429: disruption budget"
 
 
-def api_error(code: int) -> ApiError:
-    request = httpx.Request("POST", "https://127.0.0.1/api/v1/namespaces/team/events")
-    body = {"kind": "Status", "status": "Failure", "code": code, "message": f"HTTP {code}"}
-    return ApiError(request=request, response=httpx.Response(code, json=body, request=request))
-
-
-@dataclass(eq=False)  # hashed by identity, as a client is
+@dataclass(eq=False)
 class FakeEventsApi:
-    """Events by (namespace, name); a patch of an Event it does not hold is a 404."""
+    """Events by (namespace, name) behind the Events API's paths; a patch of an Event it does
+    not hold is a 404."""
 
     events: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
-    patches: list[tuple[dict[str, Any], PatchType]] = field(default_factory=list)
+    patches: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     refuse_with: int | None = None
 
-    async def create(self, event: Event) -> Event:
-        assert event.metadata is not None
-        namespace, name = (
-            event.metadata.namespace,
-            f"{event.metadata.generateName}{len(self.calls)}",
-        )
-        self.calls.append(("create", name))
-        if self.refuse_with is not None:
-            raise api_error(self.refuse_with)
-        assert namespace is not None
-        self.events[namespace, name] = event.to_dict()
-        return Event(
-            metadata=ObjectMeta(name=name, namespace=namespace),
-            involvedObject=event.involvedObject,
-        )
-
-    async def patch(
-        self,
-        resource: type[Event],
-        name: str,
-        patch: dict[str, Any],
-        *,
-        namespace: str,
-        patch_type: PatchType,
-    ) -> None:
-        assert resource is Event
+    def answer(self, call: Call) -> Any:
+        parts = call.path.split("/")  # "", "api", "v1", "namespaces", <ns>, "events"[, <name>]
+        assert parts[:4] == ["", "api", "v1", "namespaces"]
+        assert parts[5] == "events"
+        namespace = parts[4]
+        if call.method == "POST":
+            assert len(parts) == 6
+            assert call.content_type == JSON
+            name = f"{call.body['metadata']['generateName']}{len(self.calls)}"
+            self.calls.append(("create", name))
+            if self.refuse_with is not None:
+                raise refused(self.refuse_with)
+            assert call.body["metadata"]["namespace"] == namespace
+            self.events[namespace, name] = dict(call.body)
+            return {"metadata": {"name": name, "namespace": namespace}}
+        assert call.method == "PATCH"
+        assert len(parts) == 7
+        name = parts[6]
         self.calls.append(("patch", name))
-        self.patches.append((patch, patch_type))
+        self.patches.append((call.body, call.content_type))
         if (namespace, name) not in self.events:
-            raise api_error(404)
-        self.events[namespace, name].update(patch)
+            raise refused(404)
+        self.events[namespace, name].update(call.body)
+        return self.events[namespace, name]
+
+    def api(self) -> FakeApi:
+        return FakeApi(answer=self.answer)
 
     def only_event(self) -> dict[str, Any]:
         (event,) = self.events.values()
@@ -86,7 +74,7 @@ class Clock:
 
 
 def recorder(api: FakeEventsApi, clock: Clock, **limits: Any) -> EventRecorder:
-    return EventRecorder(cast(AsyncClient, api), EventLimits(**limits), clock=clock)
+    return EventRecorder(api.api().as_api(), EventLimits(**limits), clock=clock)
 
 
 def post(events: EventRecorder, *posts: tuple[dict[str, str], str]) -> None:
@@ -134,7 +122,7 @@ def test_a_repeat_is_one_create_and_a_merge_patch_of_count_and_last_timestamp() 
     clock.now += 10
     post(events, (POD, REFUSED))
     assert api.calls == [("create", "batch-1.0"), ("patch", "batch-1.0")]
-    assert api.patches == [({"count": 2, "lastTimestamp": "2026-01-01T00:00:10Z"}, PatchType.MERGE)]
+    assert api.patches == [({"count": 2, "lastTimestamp": "2026-01-01T00:00:10Z"}, MERGE_PATCH)]
     event = api.only_event()
     assert (event["count"], event["firstTimestamp"]) == (2, "2026-01-01T00:00:00Z")
 
@@ -226,7 +214,7 @@ def test_every_event_of_the_writer_shares_one_recorder() -> None:
     """The loops' Events all go through the one writer: a repeat from another caller is
     counted into the same Event, not created again."""
     api = FakeEventsApi()
-    writer = KubeWriter(cast(AsyncClient, api), None)  # type: ignore[arg-type]
+    writer = KubeWriter(api.api().as_api())
 
     async def posting() -> None:
         for _ in range(2):  # the QoS check, then the recompute loop, say

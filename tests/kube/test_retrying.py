@@ -12,8 +12,11 @@ import pytest
 from lightkube import ApiError
 from prometheus_client import REGISTRY
 
+from fake_api import Call, FakeApi, plain_refusal, refused
 from sharekeeper.kube.transient import Retrying
+from sharekeeper.kube.transport import MERGE_PATCH, STRATEGIC_PATCH
 from sharekeeper.kube.writing import KubeWriter, failure_text
+from sharekeeper.model.pods import release_patch
 from sharekeeper.model.qos import TAINT
 from sharekeeper.settings import RetryPolicy
 
@@ -172,101 +175,83 @@ def test_a_try_that_hangs_is_cut_at_the_time_bound() -> None:
 # --- the writers ----------------------------------------------------------------------------
 
 
-class FakeClient:
-    """Answers each call with the next scripted error, then with ``result``."""
-
-    def __init__(self, *errors: BaseException, result: Any = None) -> None:
-        self.errors = list(errors)
-        self.result = result
-        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
-
-    async def _answer(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        self.calls.append((method, args, kwargs))
-        if self.errors:
-            raise self.errors.pop(0)
-        return self.result
-
-    async def patch(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._answer("patch", args, kwargs)
-
-    async def create(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._answer("create", args, kwargs)
-
-
 def fast() -> Retrying:
     return FakeTime().retrying()
 
 
+def writer(api: FakeApi) -> KubeWriter:
+    return KubeWriter(api.as_api(), retrying=fast())
+
+
 def test_a_status_patch_lands_after_a_transient_failure_and_a_gone_object_is_none() -> None:
     stored = {"status": {"deserved": {"cpu": "2"}}}
-    client = FakeClient(api_error(503), result=stored)
-    writer = KubeWriter(client, None, retrying=fast())  # type: ignore[arg-type]
-    assert run(lambda: writer.patch_status("Queue", "q", {"deserved": {"cpu": "2"}})) == {
+    api = FakeApi([refused(503)], result=stored)
+    assert run(lambda: writer(api).patch_status("Queue", "q", {"deserved": {"cpu": "2"}})) == {
         "deserved": {"cpu": "2"}
     }
-    assert len(client.calls) == 2
+    path = "/apis/scheduling.sharekeeper.io/v1alpha1/queues/q/status"
+    sent = Call("PATCH", path, {"status": {"deserved": {"cpu": "2"}}}, MERGE_PATCH)
+    assert api.calls == [sent, sent]
 
-    gone = FakeClient(api_error(404))
-    writer = KubeWriter(gone, None, retrying=fast())  # type: ignore[arg-type]
-    assert run(lambda: writer.patch_node_annotations("n1", {"sharekeeper.io/x": "1"})) is None
-    assert len(gone.calls) == 1
+    gone = FakeApi([refused(404)])
+    assert run(lambda: writer(gone).patch_node_annotations("n1", {"sharekeeper.io/x": "1"})) is None
+    assert [(c.method, c.path) for c in gone.calls] == [("PATCH", "/api/v1/nodes/n1")]
+
+
+def test_a_release_is_a_strategic_patch_of_the_pod_and_a_gone_pod_is_false() -> None:
+    api = FakeApi(result={"metadata": {"name": "train-0"}})
+    assert run(lambda: writer(api).release_pod("team", "train-0", "2026-01-01T00:00:00Z"))
+    (call,) = api.calls
+    assert (call.method, call.path) == ("PATCH", "/api/v1/namespaces/team/pods/train-0")
+    assert call.content_type == STRATEGIC_PATCH
+    assert call.body == release_patch("2026-01-01T00:00:00Z")
+    assert not run(lambda: writer(FakeApi([refused(404)])).release_pod("team", "x", "t"))
 
 
 def test_an_eviction_refused_by_a_disruption_budget_is_reported_at_once() -> None:
-    client = FakeClient(api_error(429))
-    writer = KubeWriter(client, None, retrying=fast())  # type: ignore[arg-type]
-    outcome, detail = run(lambda: writer.evict_pod("team", "batch-1"))
+    api = FakeApi([refused(429)])
+    outcome, detail = run(lambda: writer(api).evict_pod("team", "batch-1"))
     assert outcome == "refused"
     assert detail.startswith("429")
-    assert len(client.calls) == 1
+    assert len(api.calls) == 1
 
 
 def test_an_eviction_that_met_a_server_error_is_tried_again() -> None:
-    client = FakeClient(api_error(500), httpx.ReadTimeout("no answer"))
-    writer = KubeWriter(client, None, retrying=fast())  # type: ignore[arg-type]
-    assert run(lambda: writer.evict_pod("team", "batch-1")) == ("accepted", "evicted")
-    assert len(client.calls) == 3
+    api = FakeApi([refused(500), httpx.ReadTimeout("no answer")])
+    evicting = writer(api).evict_pod("team", "batch-1", grace_period_seconds=30)
+    assert run(lambda: evicting) == ("accepted", "evicted")
+    assert len(api.calls) == 3
+    call = api.calls[-1]
+    assert (call.method, call.path) == ("POST", "/api/v1/namespaces/team/pods/batch-1/eviction")
+    assert call.body == {
+        "apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": "batch-1", "namespace": "team"},
+        "deleteOptions": {"gracePeriodSeconds": 30},
+    }  # fmt: skip
 
 
 def test_a_taint_write_on_a_node_that_changed_is_not_retried() -> None:
-    client = FakeClient(api_error(409))
-    writer = KubeWriter(client, None, retrying=fast())  # type: ignore[arg-type]
-    run(lambda: writer.set_taints("n1", [TAINT], resource_version="41"))
-    assert len(client.calls) == 1
-    patch = client.calls[0][1][2]
-    assert patch["metadata"] == {"resourceVersion": "41"}
-
-
-def plain_client(*answers: httpx.Response) -> tuple[httpx.AsyncClient, list[httpx.Request]]:
-    """A plain client whose API server gives ``answers`` in turn; and the requests it got."""
-    got: list[httpx.Request] = []
-    pending = list(answers)
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        got.append(request)
-        return pending.pop(0)
-
-    transport = httpx.MockTransport(answer)
-    return httpx.AsyncClient(base_url="https://127.0.0.1", transport=transport), got
+    api = FakeApi([refused(409)])
+    run(lambda: writer(api).set_taints("n1", [TAINT], resource_version="41"))
+    (call,) = api.calls
+    assert (call.path, call.content_type) == ("/api/v1/nodes/n1", MERGE_PATCH)
+    assert call.body["metadata"] == {"resourceVersion": "41"}
 
 
 def test_a_refused_mirror_write_says_what_the_api_server_said() -> None:
-    """A Status answer is lightkube's ``ApiError``, its text the API server's message, as
-    through the typed client; a page that is no Status is httpx's error, with its text."""
+    """A Status answer is lightkube's ``ApiError``, its text the API server's message; a page
+    that is no Status is httpx's error, with its text."""
     said = "spec.weight: Invalid value: 0: must be at least 1"
     body = {"kind": "Status", "status": "Failure", "code": 422, "message": said}
-    http, _ = plain_client(httpx.Response(422, json=body))
-    writer = KubeWriter(None, http, retrying=fast())  # type: ignore[arg-type]
-    with pytest.raises(ApiError) as refused:
-        run(lambda: writer.create_queue({"metadata": {"name": "q"}}))
-    assert failure_text(refused.value) == f"HTTP 422: {said}"
+    with pytest.raises(ApiError) as refusal:
+        run(lambda: writer(FakeApi([refused(422, body)])).create_queue({"metadata": {}}))
+    assert failure_text(refusal.value) == f"HTTP 422: {said}"
 
-    http, got = plain_client(*[httpx.Response(502, text="<html>bad gateway</html>")] * 9)
-    writer = KubeWriter(None, http, retrying=fast())  # type: ignore[arg-type]
+    api = FakeApi([plain_refusal(502, "<html>bad gateway</html>")] * 9)
     with pytest.raises(httpx.HTTPStatusError) as failed:
-        run(lambda: writer.patch_queue("q", {"spec": {"weight": 2}}))
+        run(lambda: writer(api).patch_queue("q", {"spec": {"weight": 2}}))
     assert failure_text(failed.value) == "HTTP 502: <html>bad gateway</html>"
-    assert len(got) > 1  # a proxy's 502 is tried again
+    assert len(api.calls) > 1  # a proxy's 502 is tried again
 
 
 def writes(kind: str, outcome: str) -> float:
@@ -286,23 +271,21 @@ def test_every_write_is_counted_by_how_it_ended() -> None:
     def moved(kind: str, outcome: str) -> float:
         return writes(kind, outcome) - before[kind, outcome]
 
-    ok = KubeWriter(FakeClient(result={"status": {}}), None, retrying=fast())  # type: ignore[arg-type]
-    run(lambda: ok.patch_status("Queue", "q", {}))
-    gone = KubeWriter(FakeClient(api_error(404)), None, retrying=fast())  # type: ignore[arg-type]
-    assert run(lambda: gone.patch_status("Queue", "q", {})) is None
-    refused = KubeWriter(FakeClient(api_error(422)), None, retrying=fast())  # type: ignore[arg-type]
+    run(lambda: writer(FakeApi(result={"status": {}})).patch_status("Queue", "q", {}))
+    assert run(lambda: writer(FakeApi([refused(404)])).patch_status("Queue", "q", {})) is None
     with pytest.raises(ApiError):
-        run(lambda: refused.patch_status("Queue", "q", {}))
+        run(lambda: writer(FakeApi([refused(422)])).patch_status("Queue", "q", {}))
     assert (moved("Queue", "ok"), moved("Queue", "gone"), moved("Queue", "error")) == (1, 1, 1)
 
-    taken = {"kind": "Status", "status": "Failure", "code": 409, "message": "exists"}
-    http, _ = plain_client(
-        httpx.Response(201, json={"metadata": {"name": "q"}}),
-        httpx.Response(409, json=taken),
-        httpx.Response(200, json={"metadata": {"name": "q"}}),
-        httpx.Response(404, json={**taken, "code": 404}),
-    )
-    mirror = KubeWriter(None, http, retrying=fast())  # type: ignore[arg-type]
+    answers: list[Any] = [{"metadata": {"name": "q"}}, refused(409), {"metadata": {}}, refused(404)]
+
+    def answer(call: Call) -> Any:
+        given = answers.pop(0)
+        if isinstance(given, Exception):
+            raise given
+        return given
+
+    mirror = writer(FakeApi(answer=answer))
     assert run(lambda: mirror.create_queue({"metadata": {"name": "q"}})) is not None
     assert run(lambda: mirror.create_queue({"metadata": {"name": "q"}})) is None
     assert run(lambda: mirror.patch_queue("q", {"spec": {"weight": 2}})) is not None

@@ -1,11 +1,16 @@
 """The one way to a client of the API server, configured as lightkube configures its own: the
 in-cluster service account, else ``$KUBECONFIG``, else ``~/.kube/config``.
 
-Two kinds of client share that configuration: lightkube's typed client (the Lease, the
-webhook's objects, status patches, evictions, Events; its requests carried by aiohttp,
-``transport``) and the plain HTTP client under it (the watches, ``explain``'s list, the Queue
-mirrors, the QoS checks' usage), whose answers are parsed into plain dicts
-(``model.jsontext``): at 150,000 pods a typed model per object would cost more than its parse.
+Three clients share that configuration, each for what it does best:
+
+- the writes' JSON path (``transport``: every write of ``writing``, tens of thousands an hour
+  under a busy gate), straight onto aiohttp;
+- the plain HTTP client (the watches, ``explain``'s list, the QoS checks' usage), whose
+  answers are parsed into plain dicts (``model.jsontext``): at 150,000 pods a typed model per
+  object would cost more than its parse, and on the lists' large answers httpx's transport
+  cost less CPU than aiohttp's;
+- lightkube's typed client, for the few requests whose objects it models well: the leader's
+  Lease and the webhook's Secret and configuration.
 """
 
 from __future__ import annotations
@@ -16,11 +21,11 @@ import httpx2 as httpx  # lightkube's HTTP client
 from lightkube import AsyncClient
 from lightkube.config.client_adapter import AsyncClient as AsyncHttp
 from lightkube.config.client_adapter import Client as SyncHttp
-from lightkube.config.client_adapter import ConnectionParams, verify_cluster
+from lightkube.config.client_adapter import ConnectionParams, user_auth, verify_cluster
 from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 from lightkube.config.models import User
 
-from sharekeeper.kube.transport import AiohttpTransport
+from sharekeeper.kube.transport import Credentials, JsonApi
 
 TypedClient = AsyncClient
 """For the parts outside this room that hand our client on (the webhook's certificate)."""
@@ -43,28 +48,37 @@ def _config() -> SingleConfig:
 
 @dataclass(frozen=True, slots=True)
 class Clients:
-    """The running operator's two clients, made together and closed together."""
+    """The running operator's three clients, made together and closed together."""
 
     typed: AsyncClient
     """lightkube's; its writes name us as their field manager."""
     http: httpx.AsyncClient
     """Plain HTTP. Watches set their own read timeout (above the server's watch timeout);
     everything else gets ``REQUEST_TIMEOUT_SECONDS``."""
+    api: JsonApi
+    """The writes'."""
 
     async def close(self) -> None:
         await self.typed.close()
         await self.http.aclose()
+        await self.api.close()
 
 
 def connect() -> Clients:
-    """The typed client's requests (every write but the Queue mirrors') carried by aiohttp
-    (``transport``), with the TLS httpx would have made from the same kubeconfig: about 40 %
-    less of our CPU a PATCH. The plain client keeps httpx's own transport: on the lists' large
-    answers aiohttp cost about a quarter more CPU (benchmarks/README.md, "The writes' client")."""
+    """The three clients of one kubeconfig: the writes' JSON path gets the TLS httpx would
+    make from it and lightkube's authentication flow."""
     config = _config()
-    tls = verify_cluster(config.cluster, config.user or User(), config.abs_file)
-    typed = AsyncClient(config, field_manager=FIELD_MANAGER, transport=AiohttpTransport(tls))
-    return Clients(typed, AsyncHttp(config, _params()))
+    user = config.user or User()
+    api = JsonApi(
+        config.cluster.server,
+        verify_cluster(config.cluster, user, config.abs_file),
+        Credentials(user_auth(user), config.cluster.server),
+        connect_seconds=CONNECT_TIMEOUT_SECONDS,
+        read_seconds=REQUEST_TIMEOUT_SECONDS,
+        field_manager=FIELD_MANAGER,
+    )
+    typed = AsyncClient(config, field_manager=FIELD_MANAGER)
+    return Clients(typed, AsyncHttp(config, _params()), api)
 
 
 def sync_http() -> httpx.Client:

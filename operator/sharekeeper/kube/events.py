@@ -21,17 +21,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from lightkube import ApiError, AsyncClient
-from lightkube.models.core_v1 import EventSource, ObjectReference
-from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Event
-from lightkube.types import PatchType
-
 from sharekeeper import telemetry
-from sharekeeper.model.objects import rfc3339
+from sharekeeper.kube.kinds import EVENTS
+from sharekeeper.kube.transient import http_status
+from sharekeeper.kube.transport import MERGE_PATCH, JsonApi
+from sharekeeper.model.objects import MutableObj, rfc3339
 from sharekeeper.settings import EventLimits
 
 logger = logging.getLogger(__name__)
@@ -80,16 +76,17 @@ class _Budget:
 
 
 class EventRecorder:
-    """Posts Events through ``client``, counting repeats and holding back floods."""
+    """Posts Events through ``api``, counting repeats and holding back floods."""
 
     def __init__(
         self,
-        client: AsyncClient,
+        api: JsonApi,
         limits: EventLimits = EventLimits(),
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._client = client
+        self._api = api
+        self._reporting_instance = os.environ.get("HOSTNAME", COMPONENT)
         self._limits = limits
         self._clock = clock
         self._posted: OrderedDict[EventKey, _Posted] = OrderedDict()
@@ -136,12 +133,11 @@ class EventRecorder:
     async def _count_repeat(self, key: EventKey, posted: _Posted, now: float) -> bool:
         """Patch the repeat into the Event; False if the Event has expired (404)."""
         patch = {"count": posted.count, "lastTimestamp": rfc3339(now)}
+        path = EVENTS.object_path(posted.name, posted.namespace)
         try:
-            await self._client.patch(
-                Event, posted.name, patch, namespace=posted.namespace, patch_type=PatchType.MERGE
-            )
-        except ApiError as error:
-            if error.status.code == 404:
+            await self._api.send("PATCH", path, patch, content_type=MERGE_PATCH)
+        except Exception as error:
+            if http_status(error) == 404:
                 return False
             _failed(key, error)
             return True
@@ -151,41 +147,44 @@ class EventRecorder:
 
     async def _create(self, key: EventKey, now: float) -> None:
         involved = key.involved
-        at = datetime.fromtimestamp(now, UTC)
-        event = Event(
-            metadata=ObjectMeta(
-                generateName=f"{involved.name}.", namespace=involved.namespace or EVENT_NAMESPACE
-            ),
-            involvedObject=ObjectReference(
-                apiVersion=involved.api_version,
-                kind=involved.kind,
-                name=involved.name,
-                namespace=involved.namespace or None,
-                uid=involved.uid or None,
-            ),
-            type=key.type,
-            reason=key.reason,
-            message=key.message,
-            source=EventSource(component=COMPONENT),
-            reportingComponent=COMPONENT,
-            reportingInstance=os.environ.get("HOSTNAME", COMPONENT),
-            firstTimestamp=at,
-            lastTimestamp=at,
-            count=1,
-        )
+        namespace = involved.namespace or EVENT_NAMESPACE
+        reference = {
+            "apiVersion": involved.api_version, "kind": involved.kind, "name": involved.name,
+        }  # fmt: skip
+        if involved.namespace:
+            reference["namespace"] = involved.namespace
+        if involved.uid:
+            reference["uid"] = involved.uid
+        at = rfc3339(now)
+        event: MutableObj = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{involved.name}.", "namespace": namespace},
+            "involvedObject": reference,
+            "type": key.type,
+            "reason": key.reason,
+            "message": key.message,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self._reporting_instance,
+            "firstTimestamp": at,
+            "lastTimestamp": at,
+            "count": 1,
+        }
         try:
-            created = await self._client.create(event)
-        except ApiError as error:
+            created = await self._api.send("POST", EVENTS.collection(namespace), event)
+        except Exception as error:
             _failed(key, error)
             return
         telemetry.WRITES.labels("Event", "created").inc()
-        metadata = created.metadata
-        if metadata is not None and metadata.name and metadata.namespace:
-            self._posted[key] = _Posted(metadata.name, metadata.namespace, 1, now)
+        metadata = created.get("metadata") if isinstance(created, dict) else None
+        name = metadata.get("name") if isinstance(metadata, dict) else None
+        if isinstance(name, str) and name:
+            self._posted[key] = _Posted(name, namespace, 1, now)
             _forget_oldest(self._posted, self._limits.remembered)
 
 
-def _failed(key: EventKey, error: ApiError) -> None:
+def _failed(key: EventKey, error: Exception) -> None:
     logger.warning("could not post event %s on %s: %s", key.reason, key.involved.name, error)
     telemetry.WRITES.labels("Event", "error").inc()
 

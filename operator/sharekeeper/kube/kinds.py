@@ -51,6 +51,16 @@ class Resource:
         """The collection: "/api/v1/pods", "/apis/scheduling.volcano.sh/v1beta1/podgroups"."""
         return f"{self.group_path}/{self.plural}"
 
+    def collection(self, namespace: str = "") -> str:
+        """The objects of one namespace ("/api/v1/namespaces/team/pods"), or of the cluster."""
+        if self.namespaced and namespace:
+            return f"{self.group_path}/namespaces/{namespace}/{self.plural}"
+        return self.path
+
+    def object_path(self, name: str, namespace: str = "") -> str:
+        """One object: "/api/v1/nodes/worker-1", "/api/v1/namespaces/team/pods/train-0"."""
+        return f"{self.collection(namespace)}/{name}"
+
 
 def _ours(model: type[Queue | SchedulerPolicy | NodeQosEnsurancePolicy]) -> Resource:
     # Our CRDs can be deleted and installed again under a running operator: their objects leave
@@ -85,6 +95,9 @@ VOLCANO_QUEUES = Resource(
     "Queue", "scheduling.volcano.sh", "v1beta1", "queues", namespaced=False, optional=True,
     label="queues.scheduling.volcano.sh",
 )  # fmt: skip
+
+# Written, never read: the operator's Events (``events``).
+EVENTS = Resource("Event", "", "v1", "events", namespaced=True)
 
 # Node and pod usage for the QoS checks (``usage``), from metrics-server: listed at each check,
 # never watched or stored.

@@ -12,19 +12,20 @@ that the objects read exactly as ``kubectl get -o yaml`` prints them, and as sim
 files. Every failure is one ``ClusterUnreachable`` with a one-line reason: this is a command a
 person runs, and it never retries.
 
-How a LIST page and a refusal are read (``page_of``, ``status_message``) is shared with the
-operator's usage reader (``usage``), whose client is asynchronous.
+How a LIST page is read (``page_of``) is shared with the operator's usage reader (``usage``),
+whose client is asynchronous; how a refusal is read, with every client (``transient``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 import httpx2 as httpx  # lightkube's HTTP client
 from lightkube.core.exceptions import ConfigError
 
 from sharekeeper.kube.clients import sync_http
 from sharekeeper.kube.kinds import STORED, Resource
+from sharekeeper.kube.transient import status_message
 from sharekeeper.model import jsontext
 from sharekeeper.model.objects import MutableObj
 
@@ -110,24 +111,3 @@ def refusal(response: httpx.Response) -> str:
     """``HTTP 403: nodes is forbidden: User "x" cannot list ...``: the API server's Status."""
     detail = status_message(response)
     return f"HTTP {response.status_code}" + (f": {detail}" if detail else "")
-
-
-def status_message(response: httpx.Response) -> str:
-    """What a refusal says: its Status' message (or reason), else the first 300 characters of
-    its text (an aggregator's or a proxy's plain-text error)."""
-    return status_detail(status_of(response))
-
-
-def status_of(response: httpx.Response) -> dict[str, object]:
-    """A refusal's body: the API server's Status, or ``{"message": <its first 300
-    characters>}`` when it is not a JSON object (an aggregator's or a proxy's plain text)."""
-    try:
-        status = response.json()
-    except ValueError:
-        status = None
-    return status if isinstance(status, dict) else {"message": response.text[:300]}
-
-
-def status_detail(status: Mapping[str, object]) -> str:
-    """A Status' message, else its reason."""
-    return str(status.get("message") or status.get("reason") or "").strip()

@@ -21,7 +21,7 @@ import asyncio
 import email.utils
 import random
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import TypeVar
 
 import httpx2 as httpx  # lightkube's HTTP client: its errors are lightkube's errors
@@ -51,6 +51,27 @@ def transient_reason(error: BaseException) -> str | None:
     if isinstance(error, httpx.TransportError):
         return "transport"
     return None
+
+
+def status_message(response: httpx.Response) -> str:
+    """What a refusal says: its Status' message (or reason), else the first 300 characters of
+    its text (an aggregator's or a proxy's plain-text error)."""
+    return status_detail(status_of(response))
+
+
+def status_of(response: httpx.Response) -> dict[str, object]:
+    """A refusal's body: the API server's Status, or ``{"message": <its first 300
+    characters>}`` when it is not a JSON object (an aggregator's or a proxy's plain text)."""
+    try:
+        status = response.json()
+    except ValueError:
+        status = None
+    return status if isinstance(status, dict) else {"message": response.text[:300]}
+
+
+def status_detail(status: Mapping[str, object]) -> str:
+    """A Status' message, else its reason."""
+    return str(status.get("message") or status.get("reason") or "").strip()
 
 
 def retry_after_seconds(error: BaseException) -> float | None:

@@ -20,7 +20,8 @@ from typing import Protocol
 import httpx2 as httpx  # lightkube's HTTP client
 
 from sharekeeper.kube.kinds import NODE_METRICS, POD_METRICS, Resource
-from sharekeeper.kube.listing import PAGE_SIZE, UNREACHABLE, page_of, status_message
+from sharekeeper.kube.listing import PAGE_SIZE, UNREACHABLE, page_of
+from sharekeeper.kube.transient import status_message
 from sharekeeper.model.objects import MutableObj
 
 

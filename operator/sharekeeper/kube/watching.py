@@ -25,8 +25,7 @@ import httpx2 as httpx  # lightkube's HTTP client
 
 from sharekeeper import telemetry
 from sharekeeper.kube.kinds import Resource
-from sharekeeper.kube.listing import status_detail, status_of
-from sharekeeper.kube.transient import retry_after
+from sharekeeper.kube.transient import retry_after, status_detail, status_of
 from sharekeeper.model import jsontext
 from sharekeeper.model.objects import MutableObj
 from sharekeeper.settings import WatchSettings

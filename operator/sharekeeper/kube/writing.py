@@ -3,9 +3,9 @@
 Status and node-annotation merge patches, the Queue mirrors (create, patch, delete), the admission
 gate's release, evictions (through the Eviction API, never a delete, so PodDisruptionBudgets
 decide), CPU resizes (``pods/resize``, which can change resources and nothing else), our node
-taint, and Events (``events``). At most ``concurrency`` requests are in flight, each transient
-failure is tried again under one policy (``transient``), and every write is counted in
-``sharekeeper_writes_total`` here.
+taint, and Events (``events``), each a JSON request on the writes' own path (``transport``).
+At most ``concurrency`` requests are in flight, each transient failure is tried again under one
+policy (``transient``), and every write is counted in ``sharekeeper_writes_total`` here.
 
 Nothing here decides what to write: callers pass absolute values. Answers that settle a write
 come back as values (the object is gone: None; an eviction refused: its outcome); anything else
@@ -15,27 +15,20 @@ raises, except for the writes whose callers only report (evictions, resizes, the
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeVar
 
-import httpx2 as httpx  # lightkube's HTTP client
-from lightkube import ApiError, AsyncClient
-from lightkube.generic_resource import create_global_resource
-from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta, Status
-from lightkube.resources.core_v1 import Node, Pod
-from lightkube.types import PatchType
+from lightkube import ApiError
+from lightkube.models.meta_v1 import Status
 
 from sharekeeper import telemetry
-from sharekeeper.kube.clients import FIELD_MANAGER
 from sharekeeper.kube.events import EventRecorder
-from sharekeeper.kube.kinds import POLICIES, QOS_POLICIES, QUEUES
-from sharekeeper.kube.listing import status_message
+from sharekeeper.kube.kinds import NODES, PODS, POLICIES, QOS_POLICIES, QUEUES
 from sharekeeper.kube.transient import Retrying, http_status
+from sharekeeper.kube.transport import MERGE_PATCH, STRATEGIC_PATCH, JsonApi
 from sharekeeper.model.nodes import PREFIX
-from sharekeeper.model.objects import MutableObj
+from sharekeeper.model.objects import MutableObj, is_mapping
 from sharekeeper.model.pods import release_patch
 from sharekeeper.model.quantities import to_quantity
 
@@ -46,10 +39,7 @@ EvictionOutcome = Literal["accepted", "blocked", "refused", "gone"]
 """``blocked``: a PodDisruptionBudget said no; ``refused``: anything else did; ``gone``: the pod
 was gone already (it holds nothing, as an evicted one)."""
 
-_WITH_STATUS = {
-    r.kind: create_global_resource(r.group, r.version, r.kind, r.plural)
-    for r in (QUEUES, POLICIES, QOS_POLICIES)
-}
+_WITH_STATUS = {r.kind: r for r in (QUEUES, POLICIES, QOS_POLICIES)}
 MIRROR = "QueueMirror"
 """The kind the Queue mirrors' writes are counted under (they are Queues, but not statuses)."""
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
@@ -116,54 +106,56 @@ def budget_refusal(status: Status) -> str | None:
 
 
 class KubeWriter:
-    """Writes through lightkube's ``client`` (typed objects) and the plain ``http`` client (the
-    Queue mirrors, plain JSON), at most ``concurrency`` requests in flight."""
+    """Writes through ``api`` (``transport``), at most ``concurrency`` requests in flight."""
 
     def __init__(
         self,
-        client: AsyncClient,
-        http: httpx.AsyncClient,
+        api: JsonApi,
         *,
         concurrency: int = 16,
         retrying: Retrying | None = None,
         events: EventRecorder | None = None,
     ) -> None:
-        self._client = client
-        self._http = http
+        self._api = api
         self._slots = asyncio.Semaphore(concurrency)
         self._retrying = retrying or Retrying()
         # One recorder for every Event: one memory of recent Events and one budget per object,
         # as client-go's recorders share one broadcaster.
-        self._events = events or EventRecorder(client)
+        self._events = events or EventRecorder(api)
 
     # --- statuses and annotations ---------------------------------------------------------------
 
     async def patch_status(self, kind: str, name: str, patch: MutableObj) -> MutableObj | None:
         """Patch ``status``; return the status now stored, or None if the object is gone."""
-        resource = _WITH_STATUS[kind].Status
-        updated: Any = await self._patch(kind, resource, name, {"status": patch})
+        path = f"{_WITH_STATUS[kind].object_path(name)}/status"
+        updated = await self._patch(kind, path, {"status": patch})
         if updated is None:
             return None
-        status: MutableObj = updated.get("status") or {}
-        return status
+        status = updated.get("status")
+        return status if isinstance(status, dict) else {}
 
     async def patch_node_annotations(
         self, name: str, patch: dict[str, str | None]
     ) -> dict[str, str] | None:
         """Merge-patch the node's annotations; return our annotations now on it, None if gone."""
-        node = await self._patch("Node", Node, name, {"metadata": {"annotations": patch}})
+        node = await self._patch(
+            "Node", NODES.object_path(name), {"metadata": {"annotations": patch}}
+        )
         if node is None:
             return None
-        annotations = node.metadata.annotations if node.metadata is not None else None
-        return {k: v for k, v in (annotations or {}).items() if k.startswith(PREFIX)}
+        metadata = node.get("metadata")
+        annotations = metadata.get("annotations") if is_mapping(metadata) else None
+        if not is_mapping(annotations):
+            return {}
+        return {k: v for k, v in annotations.items() if k.startswith(PREFIX)}
 
     # --- pods -----------------------------------------------------------------------------------
 
     async def release_pod(self, namespace: str, name: str, stamp: str) -> bool:
         """Remove the admission gate from a pod; False if the pod is gone."""
         released = await self._patch(
-            "Pod", Pod, name, release_patch(stamp), namespace=namespace,
-            patch_type=PatchType.STRATEGIC,
+            "Pod", PODS.object_path(name, namespace), release_patch(stamp),
+            content_type=STRATEGIC_PATCH,
         )  # fmt: skip
         return released is not None
 
@@ -172,19 +164,16 @@ class KubeWriter:
     ) -> tuple[EvictionOutcome, str]:
         """Evict through the Eviction API; the outcome and the API server's words. An
         eviction's 429 is a budget's answer, never tried again."""
-        options = (
-            DeleteOptions(gracePeriodSeconds=grace_period_seconds)
-            if grace_period_seconds is not None
-            else None
-        )
-        eviction = Pod.Eviction(
-            metadata=ObjectMeta(name=name, namespace=namespace), deleteOptions=options
-        )
+        eviction: MutableObj = {
+            "apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }  # fmt: skip
+        if grace_period_seconds is not None:
+            eviction["deleteOptions"] = {"gracePeriodSeconds": grace_period_seconds}
+        path = f"{PODS.object_path(name, namespace)}/eviction"
         try:
             await self._try(
-                "Eviction",
-                lambda: self._client.create(eviction, name=name, namespace=namespace),
-                answers=(429,),
+                "Eviction", lambda: self._api.send("POST", path, eviction), answers=(429,)
             )
         except ApiError as error:
             said = f"{error.status.code}: {error.status.message}"
@@ -208,14 +197,13 @@ class KubeWriter:
             {"name": c, "resources": {"limits": {"cpu": to_quantity("cpu", milli)}}}
             for c, milli in milli_by_container.items()
         ]
+        path = f"{PODS.object_path(name, namespace)}/resize"
+        body = {"spec": {"containers": resize}}
         try:
             await self._try(
                 "Pod",
-                lambda: self._client.patch(
-                    Pod.Resize, name, {"spec": {"containers": resize}}, namespace=namespace,
-                    patch_type=PatchType.STRATEGIC,
-                ),
-            )  # fmt: skip
+                lambda: self._api.send("PATCH", path, body, content_type=STRATEGIC_PATCH),
+            )
         except ApiError as error:
             telemetry.WRITES.labels("Pod", "error").inc()
             return f"{error.status.code}: {error.status.message}"
@@ -233,9 +221,10 @@ class KubeWriter:
             "metadata": {"resourceVersion": resource_version},
             "spec": {"taints": [dict(t) for t in taints]},
         }
+        path = NODES.object_path(node)
         try:
             await self._try(
-                "Node", lambda: self._client.patch(Node, node, patch, patch_type=PatchType.MERGE)
+                "Node", lambda: self._api.send("PATCH", path, patch, content_type=MERGE_PATCH)
             )
         except ApiError as error:
             conflict = error.status.code == 409
@@ -248,25 +237,29 @@ class KubeWriter:
 
     async def create_queue(self, body: MutableObj) -> MutableObj | None:
         """The Queue as created; None when one of that name exists already."""
-        return await self._send("created", "POST", QUEUES.path, json=body, settled=(409,))
+        return await self._counted(
+            MIRROR, lambda: self._api.send("POST", QUEUES.path, body), settled=(409,),
+            done="created",
+        )  # fmt: skip
 
     async def patch_queue(self, name: str, body: MutableObj) -> MutableObj | None:
         """The Queue as patched; None when it is gone or is another object now (its UID
         precondition failed)."""
-        return await self._send(
-            "patched", "PATCH", f"{QUEUES.path}/{name}",
-            content=json.dumps(body).encode(),
-            headers={"Content-Type": "application/merge-patch+json"},
-            settled=(404, 409),
+        path = QUEUES.object_path(name)
+        return await self._counted(
+            MIRROR, lambda: self._api.send("PATCH", path, body, content_type=MERGE_PATCH),
+            settled=(404, 409), done="patched",
         )  # fmt: skip
 
     async def delete_queue(self, name: str, uid: str) -> bool:
         """Deleted if it still is the object with ``uid`` (True); False when it is gone already
         or is another object now."""
         options = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
-        answer = await self._send(
-            "deleted", "DELETE", f"{QUEUES.path}/{name}", json=options, settled=(404, 409)
-        )
+        path = QUEUES.object_path(name)
+        answer = await self._counted(
+            MIRROR, lambda: self._api.send("DELETE", path, options), settled=(404, 409),
+            done="deleted",
+        )  # fmt: skip
         return answer is not None
 
     # --- Events ---------------------------------------------------------------------------------
@@ -316,46 +309,12 @@ class KubeWriter:
         return answer
 
     async def _patch(
-        self,
-        kind: str,
-        resource: Any,
-        name: str,
-        body: MutableObj,
-        *,
-        namespace: str | None = None,
-        patch_type: PatchType = PatchType.MERGE,
-    ) -> Any:
-        """The object as patched, or None if it is gone."""
-        return await self._counted(
-            kind,
-            lambda: self._client.patch(
-                resource, name, body, namespace=namespace, patch_type=patch_type
-            ),
-        )
-
-    async def _send(
-        self, done: str, method: str, path: str, *, settled: tuple[int, ...], **request: Any
+        self, kind: str, path: str, body: MutableObj, *, content_type: str = MERGE_PATCH
     ) -> MutableObj | None:
-        """A plain-JSON request; None when its answer is one of ``settled``."""
-        params = {"fieldManager": FIELD_MANAGER} if method != "DELETE" else None
-
-        async def send() -> MutableObj:
-            response = await self._http.request(method, path, params=params, **request)
-            if response.is_error:
-                raise refusal_error(response)
-            answer: MutableObj = response.json()
-            return answer
-
-        return await self._counted(MIRROR, send, settled=settled, done=done)
-
-
-def refusal_error(response: httpx.Response) -> httpx.HTTPStatusError:
-    """The error a refusal of the plain client raises, as the typed client raises it: its
-    ``Status`` as lightkube's ``ApiError``, whose text is the API server's message (httpx's
-    own would be "Client error '422 Unprocessable Entity' for url ..." and a link), or httpx's
-    error with the body's text when the body is no Status (a proxy's error page)."""
-    if response.headers.get("Content-Type") == "application/json":
-        with contextlib.suppress(ValueError):  # not JSON after all
-            return ApiError(request=response.request, response=response)
-    said = status_message(response) or response.reason_phrase
-    return httpx.HTTPStatusError(said, request=response.request, response=response)
+        """The object as patched, or None if it is gone."""
+        answer = await self._counted(
+            kind, lambda: self._api.send("PATCH", path, body, content_type=content_type)
+        )
+        if answer is None:
+            return None
+        return answer if isinstance(answer, dict) else {}
