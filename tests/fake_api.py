@@ -1,13 +1,17 @@
-"""A stand-in for the writes' JSON path (``kube.transport.JsonApi``): scripted answers, and
-refusals raised as the transport raises them."""
+"""Stand-ins for the JSON path (``kube.transport.JsonApi``): scripted answers, refusals raised
+as the transport raises them, and a watch's lines read through a faked plain client."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
+import httpx2 as httpx
+
 from sharekeeper.kube.transport import JSON, JsonApi, refusal
+from sharekeeper.kube.watching import Streams
 from sharekeeper.model import jsontext
 
 URL = "https://127.0.0.1"
@@ -58,3 +62,23 @@ class FakeApi:
 
     def as_api(self) -> JsonApi:
         return cast(JsonApi, self)
+
+
+def streams_through(http: httpx.AsyncClient) -> Streams:
+    """A watch's lines read through the plain client ``http`` (whose transport fakes the API
+    server), refused as ``JsonApi.lines`` refuses: the streams of ``ListWatch`` in tests that
+    script the API server's answers request by request. ``JsonApi.lines`` itself is tested on a
+    loopback server (``tests/kube/test_transport.py``)."""
+
+    @contextlib.asynccontextmanager
+    async def lines(
+        path: str, params: Mapping[str, str], *, read_seconds: float
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        timeout = httpx.Timeout(http.timeout.connect, read=read_seconds)
+        async with http.stream("GET", path, params=dict(params), timeout=timeout) as answer:
+            if answer.status_code >= 400:
+                payload = await answer.aread()
+                raise refusal("GET", path, answer.status_code, answer.headers, payload)
+            yield (line.encode() async for line in answer.aiter_lines())
+
+    return lines

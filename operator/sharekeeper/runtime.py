@@ -111,7 +111,11 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     )
     qos_loop = memo["qos"] = QosLoop(writer, MetricsApiUsage(http), store, lane=lane)
     stores = store.by_kind
-    watches = {r.name: ListWatch(http, r, stores[r.kind], ours.watches) for r in kinds.STORED}
+    streams = clients.api.lines
+    watches = {
+        r.name: ListWatch(http, r, stores[r.kind], ours.watches, streams=streams)
+        for r in kinds.STORED
+    }
     policies_listed = watches[kinds.POLICIES.name].synced
 
     def volcano_wanted() -> bool | None:
@@ -119,8 +123,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         return store.mirroring_wanted() if policies_listed.is_set() else None
 
     volcano = watches[kinds.VOLCANO_QUEUES.name] = ListWatch(
-        http, kinds.VOLCANO_QUEUES, store.volcano_queues, ours.watches, wanted=volcano_wanted
-    )
+        http, kinds.VOLCANO_QUEUES, store.volcano_queues, ours.watches, streams=streams,
+        wanted=volcano_wanted,
+    )  # fmt: skip
     mirroring = memo["mirroring"] = Mirroring(writer, store, volcano, settings=ours.rounds)
     loops: list[Recompute | QosLoop | Mirroring] = [recompute, qos_loop, mirroring]
     tasks = [

@@ -57,6 +57,21 @@ async def send_once(
         await client.close()
 
 
+def rotating_token(token: Path, seen: list[str], accepted: Callable[[], web.Response]) -> Handler:
+    """A server that accepts only the token "new" (answering ``accepted()``) and, at each
+    refusal, rotates the token file to it, as the kubelet rotates a service account's;
+    ``seen`` gets every request's Authorization."""
+
+    async def handler(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization", ""))
+        if request.headers.get("Authorization") != "Bearer new":
+            token.write_text("new\n")
+            return web.json_response({"kind": "Status", "code": 401}, status=401)
+        return accepted()
+
+    return handler
+
+
 def refusal_of(handler: Handler, *request: Any) -> BaseException:
     async def exchange(base_url: str) -> BaseException:
         with pytest.raises(httpx.HTTPStatusError) as refused:
@@ -150,13 +165,7 @@ def test_a_token_file_is_read_again_after_a_401_and_the_write_sent_again(tmp_pat
     token = tmp_path / "token"
     token.write_text("old\n")
     seen: list[str] = []
-
-    async def handler(request: web.Request) -> web.Response:
-        seen.append(request.headers.get("Authorization", ""))
-        if request.headers.get("Authorization") != "Bearer new":
-            token.write_text("new\n")  # rotated meanwhile
-            return web.json_response({"kind": "Status", "code": 401}, status=401)
-        return web.json_response({"metadata": {"name": "x"}})
+    handler = rotating_token(token, seen, lambda: web.json_response({"metadata": {"name": "x"}}))
 
     async def exchange(base_url: str) -> list[Any]:
         client = api(base_url, BearerTokenFileAuth(str(token)))
@@ -223,3 +232,87 @@ def test_a_connection_closed_mid_answer_is_a_transport_error() -> None:
     with pytest.raises(httpx.TransportError) as cut:
         asyncio.run(serving(handler, lambda base: send_once(base, "PATCH", "/cut", {})))
     assert transient_reason(cut.value) == "transport"
+
+
+def test_a_watch_s_lines_arrive_as_sent_whole_and_one_left_early_frees_the_api() -> None:
+    """Each line as the server sends it, not at the end; a line split over chunks, or longer
+    than aiohttp's own line reader takes (64 KiB), whole; a stream given up before its end
+    does not hold the next request back."""
+    sent_second = asyncio.Event()
+    long_line = json.dumps({"type": "ADDED", "object": {"data": "x" * 200_000}}).encode()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.path == "/plain":
+            return web.json_response({"ok": True})
+        assert request.query["watch"] == "true"
+        answer = web.StreamResponse()
+        answer.enable_chunked_encoding()
+        await answer.prepare(request)
+        await answer.write(b'{"type":"ADDED"}\n{"type":')
+        await asyncio.sleep(0.3)
+        await answer.write(b'"MODIFIED"}\n' + long_line[:70_000])
+        await asyncio.sleep(0.3)
+        await answer.write(long_line[70_000:] + b"\n")
+        sent_second.set()
+        await asyncio.sleep(30)  # a watch stays open: the client leaves first
+        return answer
+
+    async def exchange(base_url: str) -> tuple[list[tuple[bytes, bool]], Any]:
+        client = api(base_url)
+        lines = []
+        try:
+            async with client.lines("/watch", {"watch": "true"}, read_seconds=5) as stream:
+                async for line in stream:
+                    lines.append((line, sent_second.is_set()))
+                    if len(lines) == 3:
+                        break
+            plain = await asyncio.wait_for(client.send("GET", "/plain"), timeout=5)
+            return lines, plain
+        finally:
+            await client.close()
+
+    lines, plain = asyncio.run(serving(handler, exchange))
+    # The first line was read before the server sent the second.
+    assert lines[:2] == [(b'{"type":"ADDED"}', False), (b'{"type":"MODIFIED"}', False)]
+    assert lines[2] == (long_line, True)
+    assert plain == {"ok": True}
+
+
+def test_a_watch_refused_raises_before_any_line_with_the_api_server_s_status() -> None:
+    async def handler(request: web.Request) -> web.Response:
+        body = {"kind": "Status", "status": "Failure", "code": 410, "reason": "Expired",
+                "message": "too old resource version: 5 (900)"}  # fmt: skip
+        return web.json_response(body, status=410)
+
+    async def exchange(base_url: str) -> BaseException:
+        client = api(base_url)
+        try:
+            with pytest.raises(ApiError) as refused:
+                async with client.lines("/api/v1/pods", {"watch": "true"}, read_seconds=5):
+                    pytest.fail("no lines from a refusal")
+            return refused.value
+        finally:
+            await client.close()
+
+    error = asyncio.run(serving(handler, exchange))
+    assert http_status(error) == 410
+    assert isinstance(error, ApiError)
+    assert error.status.reason == "Expired"
+
+
+def test_a_watch_with_a_rotated_token_is_opened_again_with_the_new_one(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("old\n")
+    seen: list[str] = []
+    handler = rotating_token(token, seen, lambda: web.Response(body=b'{"type":"BOOKMARK"}\n'))
+
+    async def exchange(base_url: str) -> list[bytes]:
+        client = api(base_url, BearerTokenFileAuth(str(token)))
+        try:
+            async with client.lines("/watch", {"watch": "true"}, read_seconds=5) as stream:
+                return [line async for line in stream]
+        finally:
+            await client.close()
+
+    assert asyncio.run(serving(handler, exchange)) == [b'{"type":"BOOKMARK"}']
+    assert seen == ["Bearer old", "Bearer new"]

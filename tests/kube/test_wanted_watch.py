@@ -23,6 +23,7 @@ from test_watching import (
     watch_request,
 )
 
+from fake_api import streams_through
 from sharekeeper.kube.kinds import VOLCANO_QUEUES
 from sharekeeper.kube.watching import ListWatch
 
@@ -56,7 +57,13 @@ def scenario(
         transport = httpx.MockTransport(server.handle)
         async with httpx.AsyncClient(transport=transport, base_url="https://127.0.0.1") as http:
             watch = ListWatch(
-                http, VOLCANO_QUEUES, sink, SETTINGS, sleep=sleep, wanted=lambda: wanted[0]
+                http,
+                VOLCANO_QUEUES,
+                sink,
+                SETTINGS,
+                streams=streams_through(http),
+                sleep=sleep,
+                wanted=lambda: wanted[0],
             )
             sink.watch = watch
             running = asyncio.create_task(watch.run())

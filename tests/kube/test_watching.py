@@ -19,6 +19,7 @@ import httpx2 as httpx
 import pytest
 from prometheus_client import REGISTRY
 
+from fake_api import streams_through
 from sharekeeper.kube.clients import connect
 from sharekeeper.kube.kinds import PODGROUPS, QUEUES, Resource
 from sharekeeper.kube.watching import ListWatch, all_synced
@@ -220,7 +221,10 @@ def run(
         server = FakeApiServer(script)
         transport = httpx.MockTransport(server.handle)
         async with httpx.AsyncClient(transport=transport, base_url="https://127.0.0.1") as http:
-            watch = ListWatch(http, resource, sink, SETTINGS, sleep=sleep, jitter=jitter)
+            watch = ListWatch(
+                http, resource, sink, SETTINGS, streams=streams_through(http), sleep=sleep,
+                jitter=jitter,
+            )  # fmt: skip
             sink.watch = watch
             running = asyncio.create_task(watch.run())
             script_done = asyncio.create_task(server.done.wait())
@@ -711,7 +715,9 @@ def test_resource_paths() -> None:
 def test_all_synced_waits_for_every_watch() -> None:
     async def check() -> None:
         async with httpx.AsyncClient(base_url="https://127.0.0.1") as http:
-            first, second = ListWatch(http, PODS, StoreSink()), ListWatch(http, PODS, StoreSink())
+            streams = streams_through(http)
+            first = ListWatch(http, PODS, StoreSink(), streams=streams)
+            second = ListWatch(http, PODS, StoreSink(), streams=streams)
             assert all_synced([])
             assert not all_synced([first, second])
             first.synced.set()

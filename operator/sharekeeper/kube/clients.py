@@ -3,9 +3,9 @@ in-cluster service account, else ``$KUBECONFIG``, else ``~/.kube/config``.
 
 Three clients share that configuration, each for what it does best:
 
-- the writes' JSON path (``transport``: every write of ``writing``, tens of thousands an hour
-  under a busy gate), straight onto aiohttp;
-- the plain HTTP client (the watches, ``explain``'s list, the QoS checks' usage), whose
+- the JSON path straight onto aiohttp (``transport``): every write of ``writing``, tens of
+  thousands an hour under a busy gate, and the watches' streams;
+- the plain HTTP client (the watches' lists, ``explain``'s list, the QoS checks' usage), whose
   answers are parsed into plain dicts (``model.jsontext``): at 150,000 pods a typed model per
   object would cost more than its parse, and on the lists' large answers httpx's transport
   cost less CPU than aiohttp's;
@@ -53,10 +53,9 @@ class Clients:
     typed: AsyncClient
     """lightkube's; its writes name us as their field manager."""
     http: httpx.AsyncClient
-    """Plain HTTP. Watches set their own read timeout (above the server's watch timeout);
-    everything else gets ``REQUEST_TIMEOUT_SECONDS``."""
+    """Plain HTTP, for the lists and reads; each request gets ``REQUEST_TIMEOUT_SECONDS``."""
     api: JsonApi
-    """The writes'."""
+    """The writes' and the watches' streams'."""
 
     async def close(self) -> None:
         await self.typed.close()

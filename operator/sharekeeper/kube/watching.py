@@ -3,7 +3,9 @@
 Belongs here: the HTTP conversation for one resource. A paginated LIST, then a WATCH with
 bookmarks resumed from the last resourceVersion; a relist when that version is too old (410);
 retries with backoff that never give up; discovery polling for an optional kind (a CRD, ours or
-Volcano's PodGroups, which may be installed or deleted at any time). Objects reach the sink as the
+Volcano's PodGroups, which may be installed or deleted at any time). The lists go through httpx's
+transport, cheaper on their large answers; a watch's stream is read through aiohttp's
+(``transport.JsonApi.lines``), about a third less CPU an event. Objects reach the sink as the
 plain dicts ``json.loads`` would make (parsed by ``model.jsontext``): at 150,000 pods the cost per
 object is its parse and one sink call, so no lightkube models here.
 
@@ -17,7 +19,8 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -34,6 +37,18 @@ logger = logging.getLogger(__name__)
 
 
 OBJECT_EVENTS = ("ADDED", "MODIFIED", "DELETED")
+
+
+class Streams(Protocol):
+    """Opens a watch: its answer's lines as they come (``transport.JsonApi.lines``); a refusal
+    raises httpx's ``HTTPStatusError`` before any line, a failed connection its
+    ``TransportError``."""
+
+    def __call__(
+        self, path: str, params: Mapping[str, str], *, read_seconds: float
+    ) -> AbstractAsyncContextManager[AsyncIterator[bytes]]: ...
+
+
 # The server ends each watch at timeoutSeconds; silence this much longer means a dead connection.
 WATCH_READ_MARGIN_SECONDS = 60.0
 
@@ -121,11 +136,13 @@ class ListWatch:
         sink: Sink,
         settings: WatchSettings = WatchSettings(),
         *,
+        streams: Streams,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         jitter: Callable[[], float] = random.random,
         wanted: Callable[[], bool | None] | None = None,
     ) -> None:
         self._http = http
+        self._streams = streams
         self._resource = resource
         self._sink = sink
         self._settings = settings
@@ -142,12 +159,7 @@ class ListWatch:
         self._listing: _Listing | None = None
         self._attempt = 0  # failures since the last success
         self._failing: str | None = None  # reason of the current failure streak, logged once
-        self._watch_timeout = httpx.Timeout(
-            connect=http.timeout.connect,
-            read=settings.watch_timeout_seconds + WATCH_READ_MARGIN_SECONDS,
-            write=http.timeout.write,
-            pool=http.timeout.pool,
-        )
+        self._watch_read_seconds = settings.watch_timeout_seconds + WATCH_READ_MARGIN_SECONDS
         selector = resource.field_selector
         self._selector = {"fieldSelector": selector} if selector else {}
         self._event_counters = {
@@ -300,25 +312,30 @@ class ListWatch:
             telemetry.WATCH_SYNCED.labels(self._resource.name).set(1)
 
     async def _watch(self) -> None:
+        version = self._resource_version
+        if version is None:  # a list ended without one (``_step`` lists first): list again
+            raise _Expired()
         params = {
             "watch": "true",
-            "resourceVersion": self._resource_version,
+            "resourceVersion": version,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(self._settings.watch_timeout_seconds),
             **self._selector,
         }
         try:
-            async with self._http.stream(
-                "GET", self._resource.path, params=params, timeout=self._watch_timeout
-            ) as response:
-                if response.status_code != 200:
-                    await response.aread()
-                    raise self._refusal(response)
-                async for line in response.aiter_lines():
+            async with self._streams(
+                self._resource.path, params, read_seconds=self._watch_read_seconds
+            ) as lines:
+                async for line in lines:
                     if line:
                         self._on_event(jsontext.parse(line))
                         if self._failing is not None:
                             self._recovered()
+        except httpx.HTTPStatusError as refused:
+            failure = self._refusal(refused.response)
+            if isinstance(failure, _Failure):
+                self._count_restart(failure.reason)
+            raise failure from None
         except httpx.TransportError as error:
             self._count_restart("transport")
             raise _Failure("transport", repr(error)) from error
