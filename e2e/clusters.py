@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,16 @@ class Cluster:
             )
         return result
 
+    def install_crds(self, path: Path, *names: str) -> None:
+        """Apply the CRDs at ``path`` (a file or a folder) and return once each of ``names`` is
+        Established. Polled by reading them: ``kubectl wait`` fails at once on a CRD whose
+        status has no conditions yet, as one just created may not."""
+        self.kubectl("apply", "-f", str(path))
+        deadline = time.monotonic() + 60
+        while not all(_established(self.get("crd", name)) for name in names):
+            assert time.monotonic() < deadline, f"CRDs not Established in 60 s: {names}"
+            time.sleep(0.2)
+
     def get(self, *args: str) -> Any:
         return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
 
@@ -70,6 +81,11 @@ class Cluster:
         self.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=false")
 
 
+def _established(crd: dict[str, Any]) -> bool:
+    conditions = crd.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
 @dataclass(frozen=True)
 class Installed:
     """A cluster with Sharekeeper's CRDs and manifests, and a kubeconfig acting as its
@@ -83,11 +99,7 @@ def install_sharekeeper(cluster: Cluster, directory: Path) -> Installed:
     """What the session fixtures ``deployed`` and ``operator_kubeconfig`` give, on a control
     plane of a module's own (one its tests may stop or reconfigure)."""
     assert cluster.plane is not None
-    cluster.kubectl("apply", "-f", str(CRDS))
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s",
-        *(f"crd/{path.stem}" for path in sorted(CRDS.glob("*.yaml"))),
-    )  # fmt: skip
+    cluster.install_crds(CRDS, *(path.stem for path in sorted(CRDS.glob("*.yaml"))))
     cluster.kubectl("apply", "-k", str(MANIFESTS))
     cluster.kubectl("create", "namespace", NAMESPACE)
     token = cluster.kubectl(

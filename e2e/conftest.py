@@ -132,11 +132,7 @@ def real_node(real_node_box: RealNodeBox) -> NodeCluster:
 @pytest.fixture(scope="session")
 def crds(cluster: Cluster) -> Cluster:
     """The cluster with our CRDs installed and established."""
-    cluster.kubectl("apply", "-f", str(CRDS))
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s",
-        *(f"crd/{path.stem}" for path in sorted(CRDS.glob("*.yaml"))),
-    )  # fmt: skip
+    cluster.install_crds(CRDS, *(path.stem for path in sorted(CRDS.glob("*.yaml"))))
     return cluster
 
 

@@ -46,10 +46,7 @@ def volcano_queue(name: str, **spec: Any) -> dict[str, Any]:
 
 
 def install_volcano_queue_crd(cluster: Cluster) -> None:
-    cluster.kubectl("apply", "-f", str(VOLCANO_QUEUE_CRD))
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", f"crd/{VOLCANO_CRD_NAME}"
-    )
+    cluster.install_crds(VOLCANO_QUEUE_CRD, VOLCANO_CRD_NAME)
 
 
 def remove_volcano_queue_crd(cluster: Cluster) -> None:
@@ -58,10 +55,7 @@ def remove_volcano_queue_crd(cluster: Cluster) -> None:
 
 
 def install_our_queue_crd(cluster: Cluster) -> None:
-    cluster.kubectl("apply", "-f", str(OUR_QUEUE_CRD))
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", f"crd/{OUR_QUEUE_CRD.stem}"
-    )
+    cluster.install_crds(OUR_QUEUE_CRD, OUR_QUEUE_CRD.stem)
 
 
 @pytest.fixture

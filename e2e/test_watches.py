@@ -111,10 +111,7 @@ def pod_group(name: str, queue_name: str, **spec: Any) -> dict[str, Any]:
 
 
 def install_podgroup_crd(cluster: Cluster) -> None:
-    cluster.kubectl("apply", "-f", str(PODGROUP_CRD))
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", f"crd/{PODGROUP_CRD_NAME}"
-    )
+    cluster.install_crds(PODGROUP_CRD, PODGROUP_CRD_NAME)
 
 
 def remove_podgroup_crd(cluster: Cluster) -> None:
@@ -123,8 +120,7 @@ def remove_podgroup_crd(cluster: Cluster) -> None:
 
 
 def install_queue_crd(cluster: Cluster) -> None:
-    cluster.kubectl("apply", "-f", str(QUEUE_CRD))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{QUEUE_CRD.stem}")
+    cluster.install_crds(QUEUE_CRD, QUEUE_CRD.stem)
 
 
 def delete_queue_crd(cluster: Cluster) -> None:

@@ -28,12 +28,22 @@ start_operator() {
     OPERATOR_PID=$!
 }
 
+# wait_crds_established: every CRD Established, asked again for up to a minute, since
+# `kubectl wait` fails at once on a CRD whose status has no conditions yet (one just created).
+wait_crds_established() {
+    for _ in $(seq 60); do
+        kubectl wait --for=condition=Established --timeout=60s crd --all >/dev/null 2>&1 && return
+        sleep 1
+    done
+    kubectl wait --for=condition=Established --timeout=1s crd --all >/dev/null
+}
+
 # install_sharekeeper: the CRDs, then the operator's RBAC and webhook configuration from
 # manifests/, its Deployment at 0 replicas: the demos run the operator as a process, and its
 # replicas would only take node room.
 install_sharekeeper() {
     kubectl apply -f crds/ >/dev/null
-    kubectl wait --for=condition=Established --timeout=60s crd --all >/dev/null
+    wait_crds_established
     kubectl apply -k manifests/ >/dev/null
     kubectl scale deployment/sharekeeper -n sharekeeper --replicas=0 >/dev/null
 }
