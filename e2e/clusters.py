@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import yaml
 import controlplane
 import realnode
 from objects import NAMESPACE
+from operating import eventually
 
 REPO = Path(__file__).resolve().parent.parent
 CRDS = REPO / "crds"
@@ -60,10 +60,11 @@ class Cluster:
         Established. Polled by reading them: ``kubectl wait`` fails at once on a CRD whose
         status has no conditions yet, as one just created may not."""
         self.kubectl("apply", "-f", str(path))
-        deadline = time.monotonic() + 60
-        while not all(_established(self.get("crd", name)) for name in names):
-            assert time.monotonic() < deadline, f"CRDs not Established in 60 s: {names}"
-            time.sleep(0.2)
+        eventually(lambda: self._all_established(names), timeout=60)
+
+    def _all_established(self, names: tuple[str, ...]) -> bool:
+        listed = self.get("crd", *names)  # a List for several names, the object for one
+        return all(map(_established, listed.get("items", [listed])))
 
     def get(self, *args: str) -> Any:
         return json.loads(self.kubectl("get", *args, "-o", "json").stdout)

@@ -28,14 +28,18 @@ start_operator() {
     OPERATOR_PID=$!
 }
 
-# wait_crds_established: every CRD Established, asked again for up to a minute, since
-# `kubectl wait` fails at once on a CRD whose status has no conditions yet (one just created).
+# wait_crds_established: every CRD Established, asked again for up to a minute in all, since
+# `kubectl wait` fails at once on a CRD whose status has no conditions yet (one just created);
+# the last answer's error is shown.
 wait_crds_established() {
-    for _ in $(seq 60); do
-        kubectl wait --for=condition=Established --timeout=60s crd --all >/dev/null 2>&1 && return
+    local deadline=$((SECONDS + 60))
+    until kubectl wait --for=condition=Established --timeout=10s crd --all >/dev/null 2>&1; do
+        if ((SECONDS >= deadline)); then
+            kubectl wait --for=condition=Established --timeout=1s crd --all >/dev/null
+            return
+        fi
         sleep 1
     done
-    kubectl wait --for=condition=Established --timeout=1s crd --all >/dev/null
 }
 
 # install_sharekeeper: the CRDs, then the operator's RBAC and webhook configuration from

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, Final
 from urllib.parse import urlencode
 
@@ -200,26 +200,31 @@ class JsonApi:
         headers = {**credentials, "Accept": JSON}
         if data is not None:
             headers["Content-Type"] = content_type
-        try:
+        with _httpx_errors(method, url):
             return await self._opened().request(
                 method, url, data=data, headers=headers, timeout=timeout, allow_redirects=False
             )
-        except (TimeoutError, aiohttp.ClientError) as error:
-            raise as_httpx(error, httpx.Request(method, url)) from error
+
+
+@contextlib.contextmanager
+def _httpx_errors(method: str, url: str) -> Iterator[None]:
+    """aiohttp's failures raised as the errors httpx's own transport raises (``as_httpx``)."""
+    try:
+        yield
+    except (TimeoutError, aiohttp.ClientError) as error:
+        raise as_httpx(error, httpx.Request(method, url)) from error
 
 
 async def _read(answer: aiohttp.ClientResponse, url: str) -> bytes:
-    try:
+    with _httpx_errors(answer.method, url):
         return await answer.read()
-    except (TimeoutError, aiohttp.ClientError) as error:
-        raise as_httpx(error, httpx.Request(answer.method, url)) from error
 
 
 async def _lines(answer: aiohttp.ClientResponse, url: str) -> AsyncIterator[bytes]:
     """The body's lines as their bytes come, whatever their length (aiohttp's own line reader
     refuses a line longer than its buffer, and a watch event can be a 1.5 MB object)."""
     started: list[bytes] = []  # the line the last chunk ended in the middle of
-    try:
+    with _httpx_errors("GET", url):
         async for chunk in answer.content.iter_any():
             *ended, rest = chunk.split(b"\n")
             if ended:
@@ -231,8 +236,6 @@ async def _lines(answer: aiohttp.ClientResponse, url: str) -> AsyncIterator[byte
                     yield line
             if rest:
                 started.append(rest)
-    except (TimeoutError, aiohttp.ClientError) as error:
-        raise as_httpx(error, httpx.Request("GET", url)) from error
     if started:
         yield b"".join(started)
 
