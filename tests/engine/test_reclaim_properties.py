@@ -25,6 +25,7 @@ way:
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -34,7 +35,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sharekeeper.engine.reclaim import (
-    NOTHING_PARKED,
     Gang,
     NodeState,
     NotServedReason,
@@ -440,28 +440,42 @@ def test_the_plan_depends_neither_on_input_order_nor_on_how_nodes_are_screened(
 
 
 @given(clusters(("cpu", "memory", "nvidia.com/gpu")))
-def test_answers_given_again_are_the_answers_decided_again(cluster: Cluster) -> None:
-    """Round after round, a plan given the last round's parked answers equals the plan decided
-    from scratch, when a queue's state is kept as the same object while it is equal (as the
-    operator's ``ReclaimRead`` keeps it); and once a round changed nothing, the next gives
-    every answer it parked again."""
-    parked = NOTHING_PARKED
-    kept: dict[str, QueueState] = {}
-    still = False
+def test_a_pod_refused_by_its_share_at_the_start_waits_with_that_answer(cluster: Cluster) -> None:
+    """Round after round, a waiting pod whose queue path refuses it on the round's inputs (its
+    queue, or one above, would pass its deserved in a dimension it requests) is not served,
+    whatever the round evicts before its turn, and waits AboveShare naming the nearest such
+    queue with the shortfalls of the inputs; the answers counted without being made are the
+    answers made."""
     for _ in range(ROUNDS):
         inputs = cluster.inputs()
-        queues = tuple(kept[q.name] if kept.get(q.name) == q else q for q in inputs.queues)
-        kept = {q.name: q for q in queues}
-        inputs = replace(inputs, queues=queues)
-        plan = plan_reclaim(inputs, parked)
-        assert plan == plan_reclaim(inputs)
-        if still:
-            given = {id(answer) for answer in plan.not_served}
-            assert all(id(answer.answer) in given for answer in parked.values())
-            break
-        impatient = any(n.reason is NotServedReason.NOT_WAITED_LONG_ENOUGH for n in plan.not_served)
-        still = not plan.reclaims and not impatient
-        parked = plan.parked
+        plan = plan_reclaim(inputs)
+        counted = plan.waits.counts()
+        answers = {answer.reclaimer: answer for answer in plan.not_served}
+        assert counted == Counter(answer.reason for answer in answers.values())
+        queues = {queue.name: queue for queue in inputs.queues}
+        paths = cluster.paths()
+        for pod in inputs.waiting:
+            if pod.group is not None or pod.waited_seconds < AFTER:
+                continue
+            refusing = [
+                name
+                for name in paths[pod.queue]
+                if any(
+                    queues[name].allocated.get(d, 0) + amount > queues[name].deserved.get(d, 0)
+                    for d, amount in pod.request.items()
+                    if amount > 0
+                )
+            ]
+            if not refusing:
+                continue
+            answer = answers[pod.key]
+            assert (answer.reason, answer.limiting) == (NotServedReason.ABOVE_SHARE, refusing[0])
+            limiting = queues[refusing[0]]
+            for short in answer.shortfalls:
+                dimension = short.resource
+                available = limiting.deserved.get(dimension, 0)
+                available -= limiting.allocated.get(dimension, 0)
+                assert (short.requested, short.available) == (pod.request[dimension], available)
         check_and_apply(cluster, inputs, plan)
         for pod in cluster.pods.values():
             if pod.node is None:

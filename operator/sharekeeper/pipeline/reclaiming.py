@@ -47,16 +47,15 @@ from sharekeeper.engine.node_constraints import ANY_NODE, NodeConstraints
 from sharekeeper.engine.proportional import NodeUsage, Proportion, proportional_reservation
 from sharekeeper.engine.qos.candidates import protected
 from sharekeeper.engine.reclaim import (
-    NOTHING_PARKED,
     Gang,
     NodeState,
-    Parked,
     QueueState,
     ReclaimInputs,
     ReclaimPlan,
     ReclaimSettings,
     Running,
     Waiting,
+    Waits,
     plan_reclaim,
 )
 from sharekeeper.engine.resources import NO_AMOUNTS, Amounts, add, exceeded_part
@@ -157,18 +156,10 @@ class ReclaimRead:
         self.queue_pods: _Kept[_QueuePods] = _Kept()
         self.queues: _Kept[QueueState] = _Kept()
         self.nodes: _Kept[NodeState] = _Kept()
-        self.parked: dict[PolicyName, Mapping[PodKey, Parked]] = {}
-        """Each policy's last plan's ``parked``: its waiting pods' share answers that hold
-        while their queues' states are the same objects (those ``queues`` keeps)."""
-        self._parked_now: dict[PolicyName, Mapping[PodKey, Parked]] = {}
-
-    def planned(self, policy: PolicyName, plan: ReclaimPlan) -> None:
-        self._parked_now[policy] = plan.parked
 
     def round_done(self) -> None:
         for kept in (self.queue_pods, self.queues, self.nodes):
             kept.round_done()
-        self.parked, self._parked_now = self._parked_now, {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,15 +206,14 @@ def reclaim_rounds(
             # Nothing to decide, so nothing is read: no queue's or node's state (~20 ms a
             # round at the top size), and what ``read`` keeps stays for the next waiting pod.
             idle = ReclaimInputs((), (), {}, (), (), frozenset(), config.settings)
-            rounds[policy] = PolicyReclaim(policy, config.mode, idle, ReclaimPlan((), (), 0))
+            rounds[policy] = PolicyReclaim(policy, config.mode, idle, ReclaimPlan((), Waits(), 0))
             continue
         inputs = reclaim_inputs(
             policy, snapshot, shares, facts, waiting=waiting, pods=pods,
             settings=config.settings, evicting=evicting,
             proportions=node_policies[policy].proportions, read=read,
         )  # fmt: skip
-        plan = plan_reclaim(inputs, read.parked.get(policy, NOTHING_PARKED))
-        read.planned(policy, plan)
+        plan = plan_reclaim(inputs)
         rounds[policy] = PolicyReclaim(policy, config.mode, inputs, plan)
     if waiting_by_policy:
         read.round_done()

@@ -315,9 +315,7 @@ MAX_LISTED_RECLAIMS = 50
 def reclaim_section(round_: PolicyReclaim) -> MutableObj:
     """``status.reclaim`` (``ReclaimStatus``) of a SchedulerPolicy."""
     plan = round_.plan
-    not_served: dict[str, int] = {}
-    for entry in plan.not_served:
-        not_served[entry.reason.value] = not_served.get(entry.reason.value, 0) + 1
+    not_served = {reason.value: count for reason, count in plan.waits.counts().items()}
     return {
         "mode": round_.mode,
         "waiting": len(round_.inputs.waiting),

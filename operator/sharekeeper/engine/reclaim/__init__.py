@@ -8,10 +8,9 @@ of a gang that must go whole. ``planning`` has the rules and their cost.
 
 Entry points:
 
-- ``plan_reclaim(inputs, parked) -> ReclaimPlan``: the round's decisions. The caller decides what
-  to do with them (the mode Off | Preview | On is its business) and evicts through the Eviction
-  API, never by deleting; it passes the last round's ``ReclaimPlan.parked`` back in, so that a
-  pod whose share answer cannot have changed is not decided again.
+- ``plan_reclaim(inputs) -> ReclaimPlan``: the round's decisions. The caller decides what to do
+  with them (the mode Off | Preview | On is its business) and evicts through the Eviction API,
+  never by deleting.
 - ``replan_inputs(inputs, accepted, refused) -> ReclaimInputs``: after a refused eviction, the
   inputs to plan again with (the next victim is then chosen by the same rules).
 - ``spare_reason(inputs, reclaimer, pod) -> SpareReason | None``: for ``explain``, why a pod is
@@ -21,7 +20,7 @@ Does not belong: Kubernetes objects, API calls, clocks (``waited_seconds`` is an
 not import the other engines (the "Each engine stands alone" contract).
 """
 
-from sharekeeper.engine.reclaim.planning import NOTHING_PARKED, plan_reclaim, spare_reason
+from sharekeeper.engine.reclaim.planning import plan_reclaim, spare_reason
 from sharekeeper.engine.reclaim.replanning import replan_inputs
 from sharekeeper.engine.reclaim.values import (
     Gang,
@@ -30,7 +29,6 @@ from sharekeeper.engine.reclaim.values import (
     NotServed,
     NotServedReason,
     Overuse,
-    Parked,
     QueueState,
     Reclaim,
     ReclaimInputs,
@@ -41,18 +39,17 @@ from sharekeeper.engine.reclaim.values import (
     SpareReason,
     Victim,
     Waiting,
+    Waits,
     running_by_queue,
 )
 
 __all__ = [
-    "NOTHING_PARKED",
     "Gang",
     "GroupKey",
     "NodeState",
     "NotServed",
     "NotServedReason",
     "Overuse",
-    "Parked",
     "QueueState",
     "Reclaim",
     "ReclaimInputs",
@@ -63,6 +60,7 @@ __all__ = [
     "Spared",
     "Victim",
     "Waiting",
+    "Waits",
     "plan_reclaim",
     "replan_inputs",
     "running_by_queue",

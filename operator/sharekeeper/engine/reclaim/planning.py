@@ -5,7 +5,11 @@ For a waiting pod P of queue A (*requested*: the dimensions P asks for, ``pods``
 
 1. P has waited at least ``after`` seconds (else ``NotWaitedLongEnough``).
 2. A's allocated + P's request ≤ A's deserved in every requested dimension, and likewise for
-   every queue above A (else ``AboveShare``, naming the first queue that refuses).
+   every queue above A (else ``AboveShare``, naming the first queue that refuses). Checked
+   first against the queues as the round started: a pod refused there waits this round, with
+   that answer, even if the round evicts from its path before its turn (it is decided again
+   next round, on the evictions' outcome); a pod not refused there is checked again against
+   the round as it has left it, once the round charged or freed a queue of its path.
 3. If P fits on a node of A's policy as the round has left it, it is served there with no
    victim (the first such node by name).
 4. Who may give. A queue V *gives* to P when it has A's policy and every queue of its *branch*
@@ -54,10 +58,10 @@ deserved)⁺ by what it frees in such a dimension, and nothing raises it, so a s
 stops being evicted (``tests/engine/test_reclaim_properties.py``).
 
 Cost per round, with W waiting pods, N nodes, Q queues, C candidates and D dimensions:
-O(Q + N · D) to set up; O(W · depth · D) for the share checks (a pod refused AboveShare last
-round whose queues are the same states, untouched before its turn, is given that answer again
-without them: ``Parked``); per pod past them, O(N · D) in numpy for the free-fit screen (a pod
-of a shape seen before starts where the last one stopped, until something is evicted); per pod
+O(Q + N · D) to set up; O(W · depth · D) for the share checks, with no object made for a pod
+refused at the start (``Waits`` makes its answer if it is read); per pod past them, O(N · D)
+in numpy for the free-fit screen (a pod of a shape seen before starts where the last one
+stopped, until something is evicted); per pod
 that needs victims, the giving queues are found by walking the queue tree, pruning subtrees
 that cannot give (O(queues visited); a queue's place in the eviction order is worked out when
 first looked at, never all ranked), the candidate nodes from their pods (O(their pods) in
@@ -69,11 +73,10 @@ placement, so the other replicas of its workload cost a lookup each.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter
-from types import MappingProxyType
 
 import numpy as np
 
@@ -89,7 +92,6 @@ from sharekeeper.engine.reclaim.values import (
     NotServed,
     NotServedReason,
     Overuse,
-    Parked,
     Reclaim,
     ReclaimInputs,
     ReclaimPlan,
@@ -97,8 +99,9 @@ from sharekeeper.engine.reclaim.values import (
     SpareReason,
     Victim,
     Waiting,
+    Waits,
 )
-from sharekeeper.engine.resources import Shortfall
+from sharekeeper.engine.resources import Amounts, Shortfall
 
 _Place = tuple[float, str]
 """A giving queue's place in the eviction order: (-its overuse at the start of the round, its
@@ -112,8 +115,6 @@ NODES_COMPARED = 4
 """How many nodes that can be freed for a reclaimer are compared (the most promising)."""
 NODES_SORTED_FIRST = 16
 """Nodes screened in numpy are ranked this many (and their ties) first (``_ascending``)."""
-NOTHING_PARKED: Mapping[PodKey, Parked] = MappingProxyType({})
-"""No answers to give again: a first round's (``plan_reclaim``'s ``parked``)."""
 GIVERS_LISTED = 1024
 """Up to this many candidates that may give, their nodes are found from them; beyond, every
 node with candidates is screened (in numpy)."""
@@ -210,13 +211,9 @@ class _Places(dict[str, _Place | None]):
 
 
 class _Planner:
-    def __init__(self, inputs: ReclaimInputs, parked: Mapping[PodKey, Parked]) -> None:
+    def __init__(self, inputs: ReclaimInputs) -> None:
         self.inputs = inputs
         self.round = Round(inputs)
-        self.parked_before = parked
-        """The last round's ``AboveShare`` answers (``Parked``)."""
-        self.parked: dict[PodKey, Parked] = {}
-        """This round's, for the next."""
         self.evictions = 0
         self.bounded = False
         """Whether the round's bound is reached: every later pod that needs victims waits."""
@@ -238,9 +235,9 @@ class _Planner:
     def plan(self) -> ReclaimPlan:
         after = self.inputs.settings.after_seconds
         reclaims: list[Reclaim] = []
-        not_served: list[NotServed] = []
+        not_served: list[NotServed | Waiting] = []
         state = self.round
-        parked_before = self.parked_before
+        refused_at_start = self._refused_at_start
         last: Waiting | None = None
         shape: _Shape = ("", (), None)
         needed: tuple[str, ...] = ()
@@ -260,13 +257,9 @@ class _Planner:
             if pod.waited_seconds < after:
                 not_served.append(_not_served(pod, NotServedReason.NOT_WAITED_LONG_ENOUGH))
                 continue
-            if parked_before:
-                key = pod.key
-                kept = parked_before.get(key)
-                if kept is not None and self._unchanged(pod, kept):
-                    self.parked[key] = kept
-                    not_served.append(kept.answer)
-                    continue
+            if refused_at_start(pod):
+                not_served.append(pod)  # its answer is made if it is read (``Waits``)
+                continue
             # The replicas of one workload ask the same: one decision each until a change. They
             # mostly come one after the other: the key is made again only for another shape
             # (nodes by identity: comparing two sets of thousands of names is what costs).
@@ -284,7 +277,6 @@ class _Planner:
             if known is not None and known[0] == state.version:
                 like = known[1]
                 answer = NotServed(pod.key, pod.queue, like.reason, like.limiting, like.shortfalls)
-                self._park(pod, answer)
                 not_served.append(answer)
                 continue
             decided = self._decide(pod, needed)
@@ -292,35 +284,9 @@ class _Planner:
                 reclaims.append(decided)
             else:
                 self.failed[shape] = (state.version, decided)
-                self._park(pod, decided)
                 not_served.append(decided)
-        return ReclaimPlan(tuple(reclaims), tuple(not_served), self.evictions, self.parked)
-
-    def _unchanged(self, pod: Waiting, parked: Parked) -> bool:
-        """Whether ``parked`` is P's answer now (``Parked``): O(the queues it names)."""
-        if pod.queue != parked.answer.queue or (
-            pod.request is not parked.request and pod.request != parked.request
-        ):
-            return False
-        queues, charged = self.round.queues, self.round.charged
-        for queue in parked.queues:
-            if queues.get(queue.name) is not queue or queue.name in charged:
-                return False
-        return True
-
-    def _park(self, pod: Waiting, answer: NotServed) -> None:
-        """Keep an ``AboveShare`` answer for the next round, when what it was decided on is as
-        the round started (``Parked``)."""
-        if answer.reason is not NotServedReason.ABOVE_SHARE:
-            return
-        path = self.round.path(pod.queue)  # empty for a queue not among the inputs
-        if answer.limiting not in path:
-            return
-        upto = path[: path.index(answer.limiting) + 1]
-        if not self.round.charged.keys().isdisjoint(upto):
-            return
-        states = tuple([self.round.queues[name] for name in upto])
-        self.parked[answer.reclaimer] = Parked(pod.request, states, answer)
+        waits = Waits(not_served, self._answer_at_start)
+        return ReclaimPlan(tuple(reclaims), waits, self.evictions)
 
     def _decide_gang(self, members: list[Waiting]) -> tuple[list[Reclaim], list[NotServed]]:
         """The waiting pods of one PodGroup, each decided as a pod alone, in order, and kept
@@ -351,9 +317,13 @@ class _Planner:
     def _decide(self, pod: Waiting, needed: tuple[str, ...]) -> Reclaim | NotServed:
         """P's reclaim (charged to the round), or why it waits; ``needed``: ``_needed`` of its
         request."""
-        refusal = self._above_share(pod, needed)
-        if refusal is not None:
-            return refusal
+        if self._refused_at_start(pod):
+            return self._answer_at_start(pod)
+        # Not refused at the start: only what the round charged or freed on its path can refuse it.
+        if not self.round.charged.keys().isdisjoint(self.round.path(pod.queue)):
+            refusal = self._above_share(pod, needed, self.round.allocated)
+            if refusal is not None:
+                return refusal
         reclaimer = self.reclaimer_of(pod, needed)
         if reclaimer is None:
             return _not_served(pod, NotServedReason.NO_VICTIMS)
@@ -381,15 +351,48 @@ class _Planner:
             self.failed.clear()  # a pod that found no victims would now wait for the bound
         return _not_served(pod, NotServedReason.ROUND_BOUND)
 
-    def _above_share(self, pod: Waiting, needed: tuple[str, ...]) -> NotServed | None:
-        """AboveShare when P would take its queue, or one above it, past its deserved."""
+    def _refused_at_start(self, pod: Waiting) -> bool:
+        """Whether P's share refuses it as the round started: P would take its queue, or one
+        above it, past its deserved in a dimension it requests (or its queue is unknown). Such
+        a pod waits this round whatever the round evicts or places before its turn, and its
+        answer is made only if read (``_answer_at_start``). Asked of every waiting pod: no
+        object is made for it."""
+        queues = self.round.queues
+        path = self.round.path(pod.queue)
+        if not path:
+            return True
+        request = pod.request.items()
+        for name in path:
+            queue = queues[name]
+            allocated, deserved = queue.allocated, queue.deserved
+            for dimension, amount in request:
+                if (
+                    amount > 0
+                    and dimension != PODS
+                    and allocated.get(dimension, 0) + amount > deserved.get(dimension, 0)
+                ):
+                    return True
+        return False
+
+    def _answer_at_start(self, pod: Waiting) -> NotServed:
+        """P's ``AboveShare`` as the round started (``_refused_at_start``)."""
+        queues = self.round.queues
+        refusal = self._above_share(pod, _needed(pod.request), lambda name: queues[name].allocated)
+        assert refusal is not None, "asked only of a pod refused at the start"
+        return refusal
+
+    def _above_share(
+        self, pod: Waiting, needed: tuple[str, ...], allocated_of: Callable[[str], Amounts]
+    ) -> NotServed | None:
+        """AboveShare when P would take its queue, or one above it, past its deserved, by
+        ``allocated_of`` each queue."""
         state = self.round
         request = pod.request
         if pod.queue not in state.queues:
             shortfalls = tuple(Shortfall(d, request[d], 0) for d in needed)
             return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, pod.queue, shortfalls)
         for name in state.path(pod.queue):
-            allocated, deserved = state.allocated(name), state.queues[name].deserved
+            allocated, deserved = allocated_of(name), state.queues[name].deserved
             short = [
                 Shortfall(d, request[d], deserved.get(d, 0) - allocated.get(d, 0))
                 for d in needed
@@ -947,20 +950,16 @@ class _Planner:
         return None
 
 
-def plan_reclaim(
-    inputs: ReclaimInputs, parked: Mapping[PodKey, Parked] = NOTHING_PARKED
-) -> ReclaimPlan:
-    """The round's reclaims, in admission order, and why the other waiting pods wait.
-    ``parked``: the last round's ``ReclaimPlan.parked``; an answer in it that still holds
-    (``Parked``) is given again without deciding, which changes nothing in the plan."""
-    return _Planner(inputs, parked).plan()
+def plan_reclaim(inputs: ReclaimInputs) -> ReclaimPlan:
+    """The round's reclaims, in admission order, and why the other waiting pods wait."""
+    return _Planner(inputs).plan()
 
 
 def spare_reason(inputs: ReclaimInputs, reclaimer: PodKey, pod: PodKey) -> SpareReason | None:
     """Why ``pod`` may not be evicted for the waiting pod ``reclaimer``, on the round's inputs
     as they are (before any reclaim of the round); None when it may (whether a plan needs it is
     ``ReclaimPlan.victims``). For ``explain``: O(inputs)."""
-    planner = _Planner(inputs, NOTHING_PARKED)
+    planner = _Planner(inputs)
     waiting = next((w for w in inputs.waiting if w.key == reclaimer), None)
     running = next((r for r in chain.from_iterable(inputs.running.values()) if r.key == pod), None)
     if waiting is None or running is None:

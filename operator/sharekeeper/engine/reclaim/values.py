@@ -9,8 +9,9 @@ bytes, other resources milli-units, ``pods`` a count.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from enum import Enum
 
 from sharekeeper.engine.keys import PodKey
@@ -31,8 +32,7 @@ are never checked in it."""
 class QueueState:
     """One queue of the round, leaf or inner. Not frozen (see ``Running``): the operator makes
     up to one per queue of a policy each round (10,000 at the top size), and a frozen dataclass
-    is built about five times slower. Not to be changed once made: a kept one is reused as the
-    same object (``Parked``)."""
+    is built about five times slower. Not to be changed once made."""
 
     name: str
     policy: str
@@ -268,34 +268,73 @@ class NotServed:
     """AboveShare: requested vs deserved - allocated of ``limiting``, where it does not fit."""
 
 
-@dataclass(slots=True)
-class Parked:
-    """An ``AboveShare`` answer with what it was decided on, for the next round to give again
-    without deciding (``plan_reclaim``'s ``parked``): the pod's request, and its queue path's
-    states from its own queue up to the one that refused, as the round started (none of them
-    charged or freed before the pod's turn). While the pod asks the same and those states are
-    the same objects, untouched before its turn, the answer is the same: the queues nearer than
-    the refusing one still take the pod, and the refusing one still refuses, by as much.
+class Waits:
+    """Why each waiting pod that is not served waits, in admission order. A pod refused by its
+    share as the round started (``AboveShare``, most of the waiting pods at the top size) is
+    kept as the pod itself and its answer made when first read: the operator's round only
+    counts the answers by reason (``counts``), and ``explain`` or ``simulate`` read a few."""
 
-    Not frozen, as ``NotServed``: a round parks one per pod refused (thousands). Not to be
-    changed once made."""
+    __slots__ = ("_answer_at_start", "_entries", "_made")
 
-    request: Amounts
-    queues: tuple[QueueState, ...]
-    answer: NotServed
+    def __init__(
+        self,
+        entries: Sequence[NotServed | Waiting] = (),
+        answer_at_start: Callable[[Waiting], NotServed] | None = None,
+    ) -> None:
+        self._entries = entries
+        """A ``Waiting`` stands for its answer at the round's start (``answer_at_start``)."""
+        self._answer_at_start = answer_at_start
+        self._made: tuple[NotServed, ...] | None = None
+
+    def answers(self) -> tuple[NotServed, ...]:
+        if self._made is None:
+            answer = self._answer_at_start
+            made: list[NotServed] = []
+            for entry in self._entries:
+                if isinstance(entry, NotServed):
+                    made.append(entry)
+                else:
+                    assert answer is not None, "a pod refused at the start needs its answer"
+                    made.append(answer(entry))
+            self._made = tuple(made)
+            self._entries = ()
+            self._answer_at_start = None  # what it read is no longer needed
+        return self._made
+
+    def counts(self) -> dict[NotServedReason, int]:
+        """How many wait for each reason, without making an answer."""
+        if self._made is not None:
+            return Counter(answer.reason for answer in self._made)
+        return Counter(
+            entry.reason if isinstance(entry, NotServed) else NotServedReason.ABOVE_SHARE
+            for entry in self._entries
+        )
+
+    def __len__(self) -> int:
+        return len(self._made) if self._made is not None else len(self._entries)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Waits) and self.answers() == other.answers()
+
+    def __hash__(self) -> int:
+        return hash(self.answers())
+
+    def __repr__(self) -> str:
+        return f"Waits({self.answers()!r})"
 
 
 @dataclass(frozen=True, slots=True)
 class ReclaimPlan:
     reclaims: tuple[Reclaim, ...]
     """In admission order (a PodGroup's waiting pods together, at its first one's place)."""
-    not_served: tuple[NotServed, ...]
-    """In admission order, likewise."""
+    waits: Waits
+    """Why the others wait, in admission order likewise."""
     evictions: int
     """How many pods ``reclaims`` evict."""
-    parked: Mapping[PodKey, Parked] = field(default_factory=dict, compare=False, repr=False)
-    """The round's ``AboveShare`` answers that the next round may give again (``Parked``): a
-    memo, not part of the plan."""
+
+    @property
+    def not_served(self) -> tuple[NotServed, ...]:
+        return self.waits.answers()
 
     def victims(self) -> Mapping[PodKey, PodKey]:
         """Victim -> the reclaimer it is evicted for."""
