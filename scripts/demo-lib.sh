@@ -28,26 +28,12 @@ start_operator() {
     OPERATOR_PID=$!
 }
 
-# wait_crds_established: every CRD Established, asked again for up to a minute in all, since
-# `kubectl wait` fails at once on a CRD whose status has no conditions yet (one just created);
-# the last answer's error is shown.
-wait_crds_established() {
-    local deadline=$((SECONDS + 60))
-    until kubectl wait --for=condition=Established --timeout=10s crd --all >/dev/null 2>&1; do
-        if ((SECONDS >= deadline)); then
-            kubectl wait --for=condition=Established --timeout=1s crd --all >/dev/null
-            return
-        fi
-        sleep 1
-    done
-}
-
 # install_sharekeeper: the CRDs, then the operator's RBAC and webhook configuration from
 # manifests/, its Deployment at 0 replicas: the demos run the operator as a process, and its
 # replicas would only take node room.
 install_sharekeeper() {
     kubectl apply -f crds/ >/dev/null
-    wait_crds_established
+    scripts/wait-crds-established.sh
     kubectl apply -k manifests/ >/dev/null
     kubectl scale deployment/sharekeeper -n sharekeeper --replicas=0 >/dev/null
 }

@@ -14,7 +14,7 @@ kubectl version 2>/dev/null | sed 's/^/   /'
 
 step "Installing the CRDs and the operator's namespace and RBAC"
 kubectl apply -f crds/
-wait_crds_established
+scripts/wait-crds-established.sh
 kubectl apply -k manifests/
 
 step "Applying the samples (queues, a SchedulerPolicy, a NodeQosEnsurancePolicy)"

@@ -22,7 +22,7 @@ up() {
     docker build -t "$IMAGE" .
     kind load docker-image "$IMAGE" --name "$CLUSTER"
     kubectl apply -f crds/
-    kubectl wait --for=condition=Established --timeout=60s crd --all
+    scripts/wait-crds-established.sh
     kubectl apply -k manifests/
     kubectl -n sharekeeper rollout status deployment/sharekeeper --timeout=180s
 }
