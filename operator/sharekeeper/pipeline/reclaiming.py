@@ -235,10 +235,38 @@ def _waiting(
     policy it could use: the held pods the gate keeps waiting for room, and the pods the
     scheduler finds Unschedulable (``_unschedulable``). A pod is listed once.
 
-    O(waiting pods), with a few look-ups each: at the top size, 10,000 of each kind wait."""
-    ordered: list[tuple[tuple[float, int, float, str], _Reclaimer]] = []
+    O(waiting pods), one pass with a few look-ups each, then a sort: at the top size, 10,000
+    of each kind wait. Each ``Waiting`` is made as its pod is found, and numbered once sorted."""
+    ordered: list[tuple[tuple[float, int, float, str], Waiting, PolicyName]] = []
     listed: set[PodKey] = set()
     gate_waiting = gates.waiting
+    per_policy: dict[PolicyName, tuple[Set[str], _Eligible]] = {}
+
+    def found(
+        queue: QueueName, share: QueueShare, pod: PodSnapshot, constraints: NodeConstraints,
+        since: float,
+    ) -> None:  # fmt: skip
+        policy = share.policy
+        assert policy is not None  # a governed queue's
+        facts_of = per_policy.get(policy)
+        if facts_of is None:
+            nodes = [
+                n for n in snapshot.nodes if (f := facts.nodes.get(n.name)) and f.policy == policy
+            ]
+            facts_of = per_policy[policy] = (shares.policies[policy].dimensions, _Eligible(nodes))
+        dimensions, eligible = facts_of
+        waiting = Waiting(
+            pod.namespace,
+            pod.name,
+            queue,
+            _within(pod.request, dimensions),
+            max(now - since, 0.0),
+            0,  # numbered once all are sorted
+            eligible.nodes_for(constraints),
+            pod.group_name,
+        )
+        ordered.append(((share.share, *queue_order(pod)), waiting, policy))
+
     # Most held pods wait for their own queue (QuotaExceeded): when none waits for room, the
     # held pods are not walked at all.
     if any(_waits_for_room(why, gate_waiting) for why in gate_waiting.values()):
@@ -247,62 +275,26 @@ def _waiting(
             why = gate_waiting.get(key)
             if why is None or key in listed or not _waits_for_room(why, gate_waiting):
                 continue
-            share = shares.queues.get(QueueName(why.queue))
+            queue = QueueName(why.queue)
+            share = shares.queues.get(queue)
             if share is None or share.policy is None or share.policy not in policies:
                 continue
             record = unscheduled.get(key)
             constraints = record.constraints if record is not None else ANY_NODE
-            order = (share.share, *queue_order(pod))
-            reclaimer = _Reclaimer(pod, why.queue, share.policy, constraints, pod.created_seconds)
-            ordered.append((order, reclaimer))
+            found(queue, share, pod, constraints, pod.created_seconds)
             listed.add(key)
-    for share, reclaimer in _unschedulable(snapshot, shares, unscheduled.values(), policies):
-        pod = reclaimer.pod
+    for share, queue, record in _unschedulable(snapshot, shares, unscheduled.values(), policies):
+        pod = record.share
         if listed and PodKey(pod.namespace, pod.name) in listed:
             continue
-        order = (share.share, *queue_order(pod))
-        ordered.append((order, reclaimer))
+        assert record.unschedulable_since is not None  # ``_unschedulable`` keeps no other
+        found(queue, share, pod, record.constraints, record.unschedulable_since)
     ordered.sort(key=itemgetter(0))
     by_policy: dict[PolicyName, list[Waiting]] = {}
-    per_policy: dict[PolicyName, tuple[list[Waiting], Set[str], _Eligible]] = {}
-    for index, (_, reclaimer) in enumerate(ordered):
-        pod, policy = reclaimer.pod, reclaimer.policy
-        facts_of = per_policy.get(policy)
-        if facts_of is None:
-            nodes = [
-                n for n in snapshot.nodes if (f := facts.nodes.get(n.name)) and f.policy == policy
-            ]
-            facts_of = per_policy[policy] = (
-                by_policy.setdefault(policy, []),
-                shares.policies[policy].dimensions,
-                _Eligible(nodes),
-            )
-        found, dimensions, eligible = facts_of
-        found.append(
-            Waiting(
-                pod.namespace,
-                pod.name,
-                reclaimer.queue,
-                _within(pod.request, dimensions),
-                max(now - reclaimer.since, 0.0),
-                index,
-                eligible.nodes_for(reclaimer.constraints),
-                pod.group_name,
-            )
-        )
+    for index, (_, waiting, policy) in enumerate(ordered):
+        waiting.order = index
+        by_policy.setdefault(policy, []).append(waiting)
     return by_policy
-
-
-@dataclass(slots=True)
-class _Reclaimer:
-    """Not frozen (see ``Running``): one per waiting pod, each round. Not to be changed."""
-
-    pod: PodSnapshot
-    queue: str
-    policy: PolicyName
-    constraints: NodeConstraints
-    since: float
-    """What it has waited since: its creation (held) or since it was found Unschedulable."""
 
 
 def _unschedulable(
@@ -310,18 +302,22 @@ def _unschedulable(
     shares: ShareResult,
     unscheduled: Iterable[WaitingPodRecord],
     policies: Collection[PolicyName],
-) -> Iterator[tuple[QueueShare, _Reclaimer]]:
+) -> Iterator[tuple[QueueShare, QueueName, WaitingPodRecord]]:
     """The pods the scheduler finds Unschedulable (outside the admission gate) that name a
     queue, by label, Volcano annotation or PodGroup (``accounting.pod_claim``: a PodGroup that
     names none charges the default queue), and that room could help: the queue exists, admits
     the pod's namespace, is an Open leaf governed by one of ``policies``, and its nodes offer
-    every resource the pod asks for. Each with its queue's share."""
+    every resource the pod asks for. Each with its queue's share and name."""
     groups: dict[tuple[str, str], str | None] | None = None
     queues, refused, offered = shares.queues, shares.refused, _offered(shares, policies)
     for record in unscheduled:
         pod = record.share
-        since = record.unschedulable_since
-        if since is None or pod.admission == "held" or pod.node_name is not None or pod.terminal:
+        if (
+            record.unschedulable_since is None
+            or pod.admission == "held"
+            or pod.node_name is not None
+            or pod.terminal
+        ):
             continue
         claim = pod_claim(pod)
         if claim[0] == "named":
@@ -344,7 +340,7 @@ def _unschedulable(
         names = offered[share.policy]
         if not pod.request.keys() <= names and not_offered(pod.request, names):
             continue
-        yield share, _Reclaimer(pod, queue, share.policy, record.constraints, since)
+        yield share, queue, record
 
 
 def _offered(shares: ShareResult, policies: Collection[PolicyName]) -> dict[PolicyName, Set[str]]:

@@ -111,7 +111,8 @@ class Running:
 @dataclass(slots=True)
 class Waiting:
     """A pod that waits for room: a possible reclaimer. Not frozen (see ``Running``): up to
-    every held pod is one, each round. Not to be changed once made."""
+    every held pod is one, each round. Its maker may number it (``order``) once it has them all
+    sorted; not to be changed once planned on."""
 
     namespace: str
     name: str
