@@ -92,6 +92,7 @@ from sharekeeper.engine.reclaim.values import (
     NotServed,
     NotServedReason,
     Overuse,
+    QueueState,
     Reclaim,
     ReclaimInputs,
     ReclaimPlan,
@@ -279,7 +280,7 @@ class _Planner:
                 answer = NotServed(pod.key, pod.queue, like.reason, like.limiting, like.shortfalls)
                 not_served.append(answer)
                 continue
-            decided = self._decide(pod, needed)
+            decided = self._serve(pod, needed)  # not refused at the start: checked above
             if isinstance(decided, Reclaim):
                 reclaims.append(decided)
             else:
@@ -319,6 +320,10 @@ class _Planner:
         request."""
         if self._refused_at_start(pod):
             return self._answer_at_start(pod)
+        return self._serve(pod, needed)
+
+    def _serve(self, pod: Waiting, needed: tuple[str, ...]) -> Reclaim | NotServed:
+        """``_decide`` for P not refused at the start."""
         # Not refused at the start: only what the round charged or freed on its path can refuse it.
         if not self.round.charged.keys().isdisjoint(self.round.path(pod.queue)):
             refusal = self._above_share(pod, needed, self.round.allocated)
@@ -358,21 +363,17 @@ class _Planner:
         answer is made only if read (``_answer_at_start``). Asked of every waiting pod: no
         object is made for it."""
         queues = self.round.queues
-        path = self.round.path(pod.queue)
-        if not path:
+        own = queues.get(pod.queue)
+        if own is None:
             return True
         request = pod.request.items()
-        for name in path:
-            queue = queues[name]
-            allocated, deserved = queue.allocated, queue.deserved
-            for dimension, amount in request:
-                if (
-                    amount > 0
-                    and dimension != PODS
-                    and allocated.get(dimension, 0) + amount > deserved.get(dimension, 0)
-                ):
-                    return True
-        return False
+        # Its own queue first, and the path above it only if that one takes it: most refused
+        # pods are refused there, and their path is never worked out.
+        if _refuses(own, request):
+            return True
+        if own.parent is None:
+            return False
+        return any(_refuses(queues[name], request) for name in self.round.path(pod.queue)[1:])
 
     def _answer_at_start(self, pod: Waiting) -> NotServed:
         """P's ``AboveShare`` as the round started (``_refused_at_start``)."""
@@ -973,6 +974,19 @@ def spare_reason(inputs: ReclaimInputs, reclaimer: PodKey, pod: PodKey) -> Spare
     if context is None:
         return SpareReason.OTHER_POLICY
     return planner.candidate_reason(context, candidate, planner.new_try(context, candidate.node))
+
+
+def _refuses(queue: QueueState, request: Iterable[tuple[str, int]]) -> bool:
+    """Whether ``queue``, as the round started, would pass its deserved with ``request``."""
+    allocated, deserved = queue.allocated, queue.deserved
+    for dimension, amount in request:
+        if (
+            allocated.get(dimension, 0) + amount > deserved.get(dimension, 0)
+            and amount > 0
+            and dimension != PODS
+        ):
+            return True
+    return False
 
 
 def _needed(request: Mapping[str, int]) -> tuple[str, ...]:
