@@ -75,6 +75,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import chain
 from operator import attrgetter
 
@@ -85,6 +86,7 @@ from sharekeeper.engine.reclaim.state import (
     INFINITE_OVERUSE,
     Candidate,
     Round,
+    queue_path,
 )
 from sharekeeper.engine.reclaim.values import (
     PODS,
@@ -286,7 +288,8 @@ class _Planner:
             else:
                 self.failed[shape] = (state.version, decided)
                 not_served.append(decided)
-        waits = Waits(not_served, self._answer_at_start)
+        # The answers are made from the queues alone: the plan keeps nothing else of the round.
+        waits = Waits(not_served, partial(_answer_at_start, state.queues))
         return ReclaimPlan(tuple(reclaims), waits, self.evictions)
 
     def _decide_gang(self, members: list[Waiting]) -> tuple[list[Reclaim], list[NotServed]]:
@@ -319,14 +322,15 @@ class _Planner:
         """P's reclaim (charged to the round), or why it waits; ``needed``: ``_needed`` of its
         request."""
         if self._refused_at_start(pod):
-            return self._answer_at_start(pod)
+            return _answer_at_start(self.round.queues, pod)
         return self._serve(pod, needed)
 
     def _serve(self, pod: Waiting, needed: tuple[str, ...]) -> Reclaim | NotServed:
         """``_decide`` for P not refused at the start."""
         # Not refused at the start: only what the round charged or freed on its path can refuse it.
         if not self.round.charged.keys().isdisjoint(self.round.path(pod.queue)):
-            refusal = self._above_share(pod, needed, self.round.allocated)
+            path = self.round.path(pod.queue)
+            refusal = _above_share(pod, needed, self.round.queues, path, self.round.allocated)
             if refusal is not None:
                 return refusal
         reclaimer = self.reclaimer_of(pod, needed)
@@ -374,35 +378,6 @@ class _Planner:
         if own.parent is None:
             return False
         return any(_refuses(queues[name], request) for name in self.round.path(pod.queue)[1:])
-
-    def _answer_at_start(self, pod: Waiting) -> NotServed:
-        """P's ``AboveShare`` as the round started (``_refused_at_start``)."""
-        queues = self.round.queues
-        refusal = self._above_share(pod, _needed(pod.request), lambda name: queues[name].allocated)
-        assert refusal is not None, "asked only of a pod refused at the start"
-        return refusal
-
-    def _above_share(
-        self, pod: Waiting, needed: tuple[str, ...], allocated_of: Callable[[str], Amounts]
-    ) -> NotServed | None:
-        """AboveShare when P would take its queue, or one above it, past its deserved, by
-        ``allocated_of`` each queue."""
-        state = self.round
-        request = pod.request
-        if pod.queue not in state.queues:
-            shortfalls = tuple(Shortfall(d, request[d], 0) for d in needed)
-            return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, pod.queue, shortfalls)
-        for name in state.path(pod.queue):
-            allocated, deserved = allocated_of(name), state.queues[name].deserved
-            short = [
-                Shortfall(d, request[d], deserved.get(d, 0) - allocated.get(d, 0))
-                for d in needed
-                if allocated.get(d, 0) + request[d] > deserved.get(d, 0)
-            ]
-            if short:
-                reason = NotServedReason.ABOVE_SHARE
-                return NotServed(pod.key, pod.queue, reason, name, tuple(short))
-        return None
 
     def reclaimer_of(self, pod: Waiting, needed: tuple[str, ...]) -> _Reclaimer | None:
         """None when no node of its policy offers what it requests."""
@@ -974,6 +949,42 @@ def spare_reason(inputs: ReclaimInputs, reclaimer: PodKey, pod: PodKey) -> Spare
     if context is None:
         return SpareReason.OTHER_POLICY
     return planner.candidate_reason(context, candidate, planner.new_try(context, candidate.node))
+
+
+def _answer_at_start(queues: Mapping[str, QueueState], pod: Waiting) -> NotServed:
+    """P's ``AboveShare`` as the round started (``_Planner._refused_at_start``), from the
+    round's ``queues`` as they came."""
+    path = queue_path(queues, pod.queue) if pod.queue in queues else ()
+    refusal = _above_share(
+        pod, _needed(pod.request), queues, path, lambda name: queues[name].allocated
+    )
+    assert refusal is not None, "asked only of a pod refused at the start"
+    return refusal
+
+
+def _above_share(
+    pod: Waiting,
+    needed: tuple[str, ...],
+    queues: Mapping[str, QueueState],
+    path: Sequence[str],
+    allocated_of: Callable[[str], Amounts],
+) -> NotServed | None:
+    """AboveShare when P would take its queue, or one above it (``path``, nearest first), past
+    its deserved, by ``allocated_of`` each queue; an unknown queue refuses everything."""
+    request = pod.request
+    if pod.queue not in queues:
+        shortfalls = tuple(Shortfall(d, request[d], 0) for d in needed)
+        return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, pod.queue, shortfalls)
+    for name in path:
+        allocated, deserved = allocated_of(name), queues[name].deserved
+        short = [
+            Shortfall(d, request[d], deserved.get(d, 0) - allocated.get(d, 0))
+            for d in needed
+            if allocated.get(d, 0) + request[d] > deserved.get(d, 0)
+        ]
+        if short:
+            return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, name, tuple(short))
+    return None
 
 
 def _refuses(queue: QueueState, request: Iterable[tuple[str, int]]) -> bool:
