@@ -283,12 +283,13 @@ def _waiting(
             constraints = record.constraints if record is not None else ANY_NODE
             found(queue, share, pod, constraints, pod.created_seconds)
             listed.add(key)
-    for share, queue, record in _unschedulable(snapshot, shares, unscheduled.values(), policies):
+    for share, queue, record, since in _unschedulable(
+        snapshot, shares, unscheduled.values(), policies
+    ):
         pod = record.share
         if listed and PodKey(pod.namespace, pod.name) in listed:
             continue
-        assert record.unschedulable_since is not None  # ``_unschedulable`` keeps no other
-        found(queue, share, pod, record.constraints, record.unschedulable_since)
+        found(queue, share, pod, record.constraints, since)
     ordered.sort(key=itemgetter(0))
     by_policy: dict[PolicyName, list[Waiting]] = {}
     for index, (_, waiting, policy) in enumerate(ordered):
@@ -302,22 +303,19 @@ def _unschedulable(
     shares: ShareResult,
     unscheduled: Iterable[WaitingPodRecord],
     policies: Collection[PolicyName],
-) -> Iterator[tuple[QueueShare, QueueName, WaitingPodRecord]]:
+) -> Iterator[tuple[QueueShare, QueueName, WaitingPodRecord, float]]:
     """The pods the scheduler finds Unschedulable (outside the admission gate) that name a
     queue, by label, Volcano annotation or PodGroup (``accounting.pod_claim``: a PodGroup that
     names none charges the default queue), and that room could help: the queue exists, admits
     the pod's namespace, is an Open leaf governed by one of ``policies``, and its nodes offer
-    every resource the pod asks for. Each with its queue's share and name."""
+    every resource the pod asks for. Each with its queue's share and name, and since when the
+    scheduler finds it Unschedulable."""
     groups: dict[tuple[str, str], str | None] | None = None
     queues, refused, offered = shares.queues, shares.refused, _offered(shares, policies)
     for record in unscheduled:
         pod = record.share
-        if (
-            record.unschedulable_since is None
-            or pod.admission == "held"
-            or pod.node_name is not None
-            or pod.terminal
-        ):
+        since = record.unschedulable_since
+        if since is None or pod.admission == "held" or pod.node_name is not None or pod.terminal:
             continue
         claim = pod_claim(pod)
         if claim[0] == "named":
@@ -340,7 +338,7 @@ def _unschedulable(
         names = offered[share.policy]
         if not pod.request.keys() <= names and not_offered(pod.request, names):
             continue
-        yield share, queue, record
+        yield share, queue, record, since
 
 
 def _offered(shares: ShareResult, policies: Collection[PolicyName]) -> dict[PolicyName, Set[str]]:

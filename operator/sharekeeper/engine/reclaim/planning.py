@@ -328,8 +328,8 @@ class _Planner:
     def _serve(self, pod: Waiting, needed: tuple[str, ...]) -> Reclaim | NotServed:
         """``_decide`` for P not refused at the start."""
         # Not refused at the start: only what the round charged or freed on its path can refuse it.
-        if not self.round.charged.keys().isdisjoint(self.round.path(pod.queue)):
-            path = self.round.path(pod.queue)
+        path = self.round.path(pod.queue)
+        if not self.round.charged.keys().isdisjoint(path):
             refusal = _above_share(pod, needed, self.round.queues, path, self.round.allocated)
             if refusal is not None:
                 return refusal

@@ -311,9 +311,6 @@ class Waits:
             for entry in self._entries
         )
 
-    def __len__(self) -> int:
-        return len(self._made) if self._made is not None else len(self._entries)
-
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Waits) and self.answers() == other.answers()
 
