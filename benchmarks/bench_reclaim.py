@@ -62,6 +62,8 @@ from sharekeeper.engine.reclaim import (
 
 GI = 2**30
 GPU = "nvidia.com/gpu"
+NOW = 1_000_000.0
+"""The rounds' time: a waiting pod has waited ``NOW`` - its ``since``."""
 
 PodSpec = tuple[str, str, dict[str, int], int, float, bool]
 """A running pod before it is made a ``Running``: name, node, request, priority, created,
@@ -114,7 +116,7 @@ def cluster(sizes: argparse.Namespace) -> ReclaimInputs:
         waited = 600.0 if rng.random() < 0.9 else 10.0
         for _ in range(min(sizes.job_size, sizes.waiting - len(reclaimers))):
             i = len(reclaimers)
-            reclaimers.append(Waiting("bench", f"w{i}", leaf, shape, waited, i, None, None))
+            reclaimers.append(Waiting("bench", f"w{i}", leaf, shape, NOW - waited, None, None))
     return ReclaimInputs(
         queues=tuple(queues),
         nodes=tuple(node_states),
@@ -123,6 +125,7 @@ def cluster(sizes: argparse.Namespace) -> ReclaimInputs:
         waiting=tuple(reclaimers),
         excluded=frozenset(),
         settings=ReclaimSettings(60.0, sizes.max_evictions),
+        now=NOW,
     )
 
 
@@ -203,8 +206,8 @@ def constrained(inputs: ReclaimInputs) -> ReclaimInputs:
     untainted = frozenset(name for i, name in enumerate(names) if i % 10)
     zones = [frozenset(n for i, n in enumerate(names) if i % 10 and i % 5 == z) for z in range(5)]
     waiting = tuple(
-        replace(w, nodes=zones[w.order // 40 % 5] if w.order // 20 % 2 else untainted)
-        for w in inputs.waiting
+        replace(w, nodes=zones[i // 40 % 5] if i // 20 % 2 else untainted)
+        for i, w in enumerate(inputs.waiting)
     )
     return replace(inputs, waiting=waiting)
 
@@ -226,7 +229,7 @@ def adversarial(inputs: ReclaimInputs, seed: int) -> ReclaimInputs:
     ]
     reclaimers = tuple(
         Waiting("bench", f"w{i}", rng.choice(under),
-                {"cpu": 1000 + i % 3000, "memory": GI + 4096 * i}, 600.0, i, None, None)
+                {"cpu": 1000 + i % 3000, "memory": GI + 4096 * i}, NOW - 600.0, None, None)
         for i in range(len(inputs.waiting))
     )  # fmt: skip
     return replace(inputs, waiting=reclaimers, settings=ReclaimSettings(60.0, len(inputs.waiting)))

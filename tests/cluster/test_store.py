@@ -631,6 +631,29 @@ def test_pods_that_wait_to_be_scheduled_are_indexed_until_they_are_bound_or_gone
     pods.event("DELETED", held)
     assert waiting() == []
     assert [p.name for p in pods.held()] == []
+    assert pods.unscheduled_claims() == {}
+
+
+def test_pods_that_wait_to_be_scheduled_are_indexed_by_claim_with_a_count_of_changes() -> None:
+    """Reclaim reads a claim's waiting pods again only once its count moved."""
+    pods = Recorder().store.pods
+    names = lambda claim: sorted(r.share.name for r in pods.unscheduled_claiming(claim))  # noqa: E731
+    pods.listed([pod("h", "a", held=True, cpu="1"), unschedulable(pod("u", "a", cpu="1"))])
+    pods.event("ADDED", unschedulable(pod("v", "b", cpu="1")))
+    first = pods.unscheduled_claims()
+    assert first.keys() == {("named", "a"), ("named", "b")}
+    assert names(("named", "a")) == ["h", "u"]
+    # Another claim's pod changes: a's count stays; a pod of a changes: a's count grows.
+    pods.event("MODIFIED", unschedulable(pod("v", "b", cpu="2")))
+    assert pods.unscheduled_claims()[("named", "a")] == first[("named", "a")]
+    assert pods.unscheduled_claims()[("named", "b")] > first[("named", "b")]
+    pods.event("MODIFIED", unschedulable(pod("u", "a", cpu="2")))
+    assert pods.unscheduled_claims()[("named", "a")] > first[("named", "a")]
+    # Moved to another queue, a pod leaves its claim; the last one gone, the claim goes.
+    pods.event("MODIFIED", unschedulable(pod("v", "a", cpu="2")))
+    assert names(("named", "a")) == ["h", "u", "v"]
+    assert ("named", "b") not in pods.unscheduled_claims()
+    assert names(("named", "b")) == []
 
 
 def test_a_pods_uid_is_known_while_it_is_bound_or_waits_and_not_once_it_is_gone() -> None:

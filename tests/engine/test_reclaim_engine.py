@@ -32,6 +32,8 @@ from sharekeeper.engine.reclaim import (
 )
 
 GI = 2**30
+NOW = 1_000_000.0
+"""The rounds' time: a pod made by ``waiting`` has waited ``NOW`` - its ``since``."""
 
 
 def queue(
@@ -94,7 +96,6 @@ def waiting(
     queue_name: str,
     *,
     waited: float = 600.0,
-    order: int = 0,
     nodes: Iterable[str] | None = None,
     namespace: str = "ns",
     group: str | None = None,
@@ -105,8 +106,7 @@ def waiting(
         name,
         queue_name,
         request,
-        waited,
-        order,
+        NOW - waited,
         None if nodes is None else frozenset(nodes),
         group,
     )
@@ -135,6 +135,7 @@ def inputs(
         tuple(reclaimers),
         frozenset(excluded),
         ReclaimSettings(after, max_evictions),
+        NOW,
     )
 
 
@@ -282,7 +283,7 @@ def test_a_pod_that_fits_somewhere_already_evicts_nothing() -> None:
             [queue("a", {"cpu": 4000}, {}), queue("b", {"cpu": 2000}, {"cpu": 4000})],
             [cpu_node("n2", 4000, 0), cpu_node("n1", 4000, 0), cpu_node("n0", 4000, 4000, 2)],
             [running("b0", "b", "n0", cpu=2000), running("b1", "b", "n0", cpu=2000)],
-            [waiting("w", "a", cpu=2000), waiting("v", "a", cpu=1000, order=1)],
+            [waiting("w", "a", cpu=2000), waiting("v", "a", cpu=1000)],
         )
     )
     # The first node by name that holds it; the second pod sees what the first took.
@@ -341,8 +342,8 @@ def test_the_victims_queue_stays_at_or_above_its_deserved() -> None:
     queues = [queue("a", {"cpu": 8000}, {}), queue("b", {"cpu": 4000}, {"cpu": 8000})]
     pods = [running(f"b{i}", "b", "n1", cpu=2000, created=i) for i in range(4)]
     data = inputs(queues, [cpu_node("n1", 8000, 8000, 4)], pods,
-                  [waiting("w", "a", cpu=2000), waiting("v", "a", cpu=2000, order=1),
-                   waiting("u", "a", cpu=2000, order=2)])  # fmt: skip
+                  [waiting("w", "a", cpu=2000), waiting("v", "a", cpu=2000),
+                   waiting("u", "a", cpu=2000)])  # fmt: skip
     plan = plan_reclaim(data)
     assert evicted(plan) == ["b3", "b2"]
     assert served(plan) == {"w": "n1", "v": "n1"}
@@ -368,7 +369,7 @@ def test_a_queue_that_is_not_reclaimable_keeps_its_subtree_from_outsiders_only()
         queue("outside", {"cpu": 2000}, {}),
     ]
     pods = [running(f"b{i}", "b", "n1", cpu=1000, created=i) for i in range(4)]
-    reclaimers = [waiting("o", "outside", cpu=1000), waiting("i", "inside", cpu=1000, order=1)]
+    reclaimers = [waiting("o", "outside", cpu=1000), waiting("i", "inside", cpu=1000)]
     data = inputs(queues, [cpu_node("n1", 4000, 4000, 4)], pods, reclaimers)
     plan = plan_reclaim(data)
     assert served(plan) == {"i": "n1"}
@@ -391,7 +392,7 @@ def test_a_broken_tree_still_gives_a_cycle_and_an_unknown_parent_ending_the_walk
         *(running(f"d{i}", "d", "n2", cpu=4000, created=i) for i in range(2)),
     ]
     nodes = [cpu_node("n1", 9000, 9000, 3), cpu_node("n2", 8000, 8000, 2)]
-    reclaimers = [waiting("w1", "a", cpu=3000), waiting("w2", "a", cpu=2000, order=1)]
+    reclaimers = [waiting("w1", "a", cpu=3000), waiting("w2", "a", cpu=2000)]
     plan = plan_reclaim(inputs(queues, nodes, pods, reclaimers))
     # d is the most overused (8x): w1 takes one of its pods; a second would take d below its
     # deserved, so w2 takes one of b's (c, above b, stays above its deserved too).
@@ -498,7 +499,7 @@ def test_pods_above_a_gangs_min_member_go_one_by_one() -> None:
 
 def test_a_gang_at_min_member_goes_whole_or_not_at_all() -> None:
     data = replace(gang_cluster(2), waiting=(waiting("w", "a", cpu=2000),
-                                             waiting("v", "a", cpu=2000, order=1)))  # fmt: skip
+                                             waiting("v", "a", cpu=2000)))  # fmt: skip
     plan = plan_reclaim(data)
     # w takes the one pod above minMember; v then needs the whole rest of the group.
     assert [[v.pod[1] for v in r.victims] for r in plan.reclaims] == [["g2"], ["g1", "g0"]]
@@ -587,7 +588,7 @@ def test_the_queues_are_ranked_by_their_overuse_at_the_start_of_the_round() -> N
     ]
     reclaimers = [
         waiting("w1", "a", nodes=["n1"], cpu=2000),
-        waiting("w2", "a", nodes=["n2"], order=1, cpu=2000, memory=1),
+        waiting("w2", "a", nodes=["n2"], cpu=2000, memory=1),
     ]
     plan = plan_reclaim(inputs(queues, nodes, pods, reclaimers))
     assert served(plan) == {"w1": "n1", "w2": "n2"}
@@ -724,8 +725,8 @@ def test_each_reclaimer_sees_what_the_ones_before_took() -> None:
     pods = [running(f"b{i}", "b", "n1", cpu=2000, created=i) for i in range(4)]
     plan = plan_reclaim(
         inputs(queues, [cpu_node("n1", 8000, 8000, 4)], pods,
-               [waiting("w1", "a", cpu=2000), waiting("w2", "a", cpu=2000, order=1),
-                waiting("w3", "a", cpu=2000, order=2), waiting("d1", "d", cpu=2000, order=3)])
+               [waiting("w1", "a", cpu=2000), waiting("w2", "a", cpu=2000),
+                waiting("w3", "a", cpu=2000), waiting("d1", "d", cpu=2000)])
     )  # fmt: skip
     assert evicted(plan) == ["b3", "b2", "b1"]
     assert served(plan) == {"w1": "n1", "w2": "n1", "d1": "n1"}
@@ -746,7 +747,7 @@ def test_a_queue_the_round_took_down_to_its_deserved_is_no_longer_overused() -> 
         running("c1", "c", "n2", cpu=1000),
     ]
     nodes = [cpu_node("n1", 1000, 1000, 1), cpu_node("n2", 2000, 2000, 2)]
-    reclaimers = [waiting("w1", "a", nodes=["n1"], cpu=1000), waiting("w2", "a", order=1, cpu=1000)]
+    reclaimers = [waiting("w1", "a", nodes=["n1"], cpu=1000), waiting("w2", "a", cpu=1000)]
     plan = plan_reclaim(inputs(queues, nodes, pods, reclaimers))
     assert served(plan) == {"w1": "n1", "w2": "n2"}
     assert evicted(plan) == ["b1", "c1"]
@@ -761,9 +762,9 @@ def test_the_round_bound_stops_evictions_in_admission_order() -> None:
     nodes = [cpu_node("n0", 4000, 4000, 2), cpu_node("n1", 4000, 4000, 2), cpu_node("n2", 1000, 0)]
     reclaimers = [
         waiting("one", "a", cpu=2000),
-        waiting("two", "a", cpu=4000, order=1),
-        waiting("after", "a", cpu=2000, order=2),
-        waiting("small", "a", cpu=1000, order=3),
+        waiting("two", "a", cpu=4000),
+        waiting("after", "a", cpu=2000),
+        waiting("small", "a", cpu=1000),
     ]
     plan = plan_reclaim(inputs(queues, nodes, pods, reclaimers, max_evictions=2))
     # "two" needs two more pods: past the bound; "after" would fit the bound but goes no sooner
@@ -787,9 +788,9 @@ def gang_waiting(bound: int = 100, a_deserved: int = 6000) -> ReclaimPlan:
     nodes = [cpu_node("n0", 4000, 4000, 2), cpu_node("n1", 4000, 4000, 2)]
     reclaimers = [
         waiting("j0", "a", group="job", cpu=2000),
-        waiting("other", "c", order=1, cpu=2000),
-        waiting("j1", "a", group="job", order=2, cpu=2000),
-        waiting("j2", "a", group="job", order=3, cpu=2000),
+        waiting("other", "c", cpu=2000),
+        waiting("j1", "a", group="job", cpu=2000),
+        waiting("j2", "a", group="job", cpu=2000),
     ]
     return plan_reclaim(inputs(queues, nodes, pods, reclaimers, max_evictions=bound))
 
@@ -828,10 +829,10 @@ def test_what_a_podgroup_not_served_took_is_given_back_to_the_round() -> None:
     nodes = [cpu_node("n0", 4000, 4000, 2), cpu_node("n1", 4000, 4000, 2)]
     reclaimers = [
         waiting("j0", "a", group="job", cpu=2000),
-        waiting("j1", "a", group="job", order=1, cpu=2000),
-        waiting("j2", "a", group="job", order=2, cpu=2000),  # a: 6000 of its 4000
-        waiting("a1", "a", order=3, cpu=2000),
-        waiting("d1", "d", order=4, cpu=2000),
+        waiting("j1", "a", group="job", cpu=2000),
+        waiting("j2", "a", group="job", cpu=2000),  # a: 6000 of its 4000
+        waiting("a1", "a", cpu=2000),
+        waiting("d1", "d", cpu=2000),
     ]
     plan = plan_reclaim(inputs(queues, nodes, pods, reclaimers))
     assert reasons(plan) == {"j0": "GangNotWhole", "j1": "GangNotWhole", "j2": "AboveShare"}
@@ -844,7 +845,7 @@ def test_a_podgroup_waits_until_every_pod_of_it_waited_long_enough() -> None:
     pods = [running(f"b{i}", "b", "n0", cpu=2000, created=i) for i in range(2)]
     reclaimers = [
         waiting("j0", "a", group="job", cpu=2000),
-        waiting("j1", "a", group="job", order=1, waited=5.0, cpu=2000),
+        waiting("j1", "a", group="job", waited=5.0, cpu=2000),
     ]
     plan = plan_reclaim(inputs(queues, [cpu_node("n0", 4000, 4000, 2)], pods, reclaimers))
     assert evicted(plan) == []
@@ -871,9 +872,9 @@ def test_a_pod_like_one_not_served_is_decided_again_once_the_round_changes() -> 
     nodes = [cpu_node("n1", 3000, 3000, 1), cpu_node("n2", 1000, 1000, 1)]
     reclaimers = [
         waiting("a1", "a", cpu=2000),
-        waiting("a1b", "a", cpu=2000, order=1),
-        waiting("b1", "b", cpu=1000, order=2),
-        waiting("a2", "a", cpu=2000, order=3),
+        waiting("a1b", "a", cpu=2000),
+        waiting("b1", "b", cpu=1000),
+        waiting("a2", "a", cpu=2000),
     ]
     plan = plan_reclaim(inputs(walled(4000, 1000), nodes, pods, reclaimers))
     assert reasons(plan) == {"a1": "NoVictims", "a1b": "NoVictims"}
@@ -888,8 +889,8 @@ def test_a_pod_like_one_that_found_no_victims_waits_for_the_bound_once_reached()
     nodes = [cpu_node("n1", 2000, 2000, 2)]
     reclaimers = [
         waiting("a1", "a", cpu=2000),
-        waiting("b1", "b", cpu=2000, order=1),
-        waiting("a2", "a", cpu=2000, order=2),
+        waiting("b1", "b", cpu=2000),
+        waiting("a2", "a", cpu=2000),
     ]
     plan = plan_reclaim(inputs(walled(2000, 0), nodes, pods, reclaimers, max_evictions=1))
     assert reasons(plan) == {"a1": "NoVictims", "b1": "RoundBound", "a2": "RoundBound"}
@@ -925,6 +926,7 @@ def test_replanning_shrinks_the_rounds_bound_and_the_gangs() -> None:
 
 
 def test_the_plan_does_not_depend_on_the_order_of_its_inputs() -> None:
+    """Save the waiting pods': theirs is the admission order."""
     queues = [
         queue("a", {"cpu": 6000}, {}),
         queue("e", {"cpu": 3000}, {}),
@@ -937,7 +939,7 @@ def test_the_plan_does_not_depend_on_the_order_of_its_inputs() -> None:
         for i in range(4)
     ]
     nodes = [cpu_node(f"n{i}", 4000, 4000, 3) for i in range(3)]
-    reclaimers = [waiting(f"w{i}", "ae"[i % 2], cpu=1000 + 500 * i, order=i) for i in range(5)]
+    reclaimers = [waiting(f"w{i}", "ae"[i % 2], cpu=1000 + 500 * i) for i in range(5)]
     data = inputs(queues, nodes, pods, reclaimers)
     expected = plan_reclaim(data)
     assert expected.evictions > 0
@@ -948,7 +950,6 @@ def test_the_plan_does_not_depend_on_the_order_of_its_inputs() -> None:
             queues=tuple(rng.sample(data.queues, len(data.queues))),
             nodes=tuple(rng.sample(data.nodes, len(data.nodes))),
             running=running_by_queue(rng.sample(pods, len(pods))),
-            waiting=tuple(rng.sample(data.waiting, len(data.waiting))),
         )
         assert plan_reclaim(shuffled) == expected
 
@@ -966,8 +967,8 @@ def test_a_pod_refused_at_the_start_waits_on_the_numbers_the_round_started_with(
     nodes = [cpu_node("n1", 8000, 5500, 2)]
     pods = [
         waiting("w1", "a", cpu=1000),
-        waiting("w2", "a", cpu=2000, order=1),
-        waiting("w3", "b", cpu=1000, order=2),
+        waiting("w2", "a", cpu=2000),
+        waiting("w3", "b", cpu=1000),
     ]
     plan = plan_reclaim(inputs([t, a, b], nodes, [], pods))
     assert plan.waits.counts() == {NotServedReason.ABOVE_SHARE: 2}
@@ -981,7 +982,7 @@ def test_a_pod_within_its_share_at_the_start_is_refused_once_its_queue_took_more
     """w1 and w2 each fit a's share at the start, not both: w1 is served, w2 is not."""
     a = queue("a", {"cpu": 4000}, {"cpu": 1000})
     nodes = [cpu_node("n1", 8000, 1000, 1)]
-    pods = [waiting("w1", "a", cpu=2000), waiting("w2", "a", cpu=2000, order=1)]
+    pods = [waiting("w1", "a", cpu=2000), waiting("w2", "a", cpu=2000)]
     plan = plan_reclaim(inputs([a], nodes, [], pods))
     assert served(plan) == {"w1": "n1"}
     assert reasons(plan) == {"w2": "AboveShare"}
@@ -1003,7 +1004,7 @@ def test_a_pod_refused_above_its_queue_at_the_start_passes_the_round_after_an_ev
         running("s0", "s", "n1", cpu=3000, memory=4 * GI),
         running("s1", "s", "n1", cpu=4000, memory=4 * GI, priority=1),
     ]
-    reclaimers = [waiting("v", "b", cpu=3000), waiting("w", "a", memory=2 * GI, order=1)]
+    reclaimers = [waiting("v", "b", cpu=3000), waiting("w", "a", memory=2 * GI)]
     plan = plan_reclaim(inputs([t, a, s, b], nodes, pods, reclaimers))
     assert evicted(plan) == ["s0"]
     assert served(plan) == {"v": "n1"}
@@ -1093,7 +1094,7 @@ def volcano_inputs(case_id: str, **deserved: dict[str, int]) -> ReclaimInputs:
         for pg in case["podgroups"]
     ]  # fmt: skip
     reclaimers = [
-        waiting(pod["name"], queue_of[pod["name"]], namespace=pod["namespace"], order=i,
+        waiting(pod["name"], queue_of[pod["name"]], namespace=pod["namespace"],
                 **units(pod["request"]))
         for i, pod in enumerate(p for p in case["pods"] if not p["node"])
     ]  # fmt: skip

@@ -54,6 +54,8 @@ STEP = {"cpu": 500, "memory": GI // 2, "nvidia.com/gpu": 1000}
 """Every request is a multiple of these: the unit evictions are counted in."""
 ROUNDS = 50
 AFTER = 60.0
+NOW = 1_000_000.0
+"""The rounds' time: a pod has waited ``NOW`` - its ``since``."""
 
 
 @dataclass(slots=True)
@@ -138,12 +140,13 @@ class Cluster:
             running=running_by_queue(running),
             gangs=tuple(Gang("ns", g, members.get(g, 0), m) for g, m in self.min_member.items()),
             waiting=tuple(
-                Waiting("ns", p.name, p.queue, p.request, p.waited, p.order, p.allowed, p.group)
-                for p in self.pods.values()
+                Waiting("ns", p.name, p.queue, p.request, NOW - p.waited, p.allowed, p.group)
+                for p in sorted(self.pods.values(), key=lambda p: (p.order, p.name))
                 if p.node is None
             ),
             excluded=frozenset(),
             settings=ReclaimSettings(AFTER, self.max_evictions),
+            now=NOW,
         )
 
     def overuse(self) -> int:
@@ -420,8 +423,9 @@ def test_the_simulation_does_reclaim() -> None:
 def test_the_plan_depends_neither_on_input_order_nor_on_how_nodes_are_screened(
     cluster: Cluster, rng: random.Random
 ) -> None:
-    """Shuffled inputs give the same plan; so does screening every node (as when too many
-    pods may give to list their nodes) instead of the nodes of the pods that may give."""
+    """Shuffled inputs (the waiting pods aside: theirs is the admission order) give the same
+    plan; so does screening every node (as when too many pods may give to list their nodes)
+    instead of the nodes of the pods that may give."""
     inputs = cluster.inputs()
     expected = plan_reclaim(inputs)
     flat = [pod for pods in inputs.running.values() for pod in pods]
@@ -431,7 +435,6 @@ def test_the_plan_depends_neither_on_input_order_nor_on_how_nodes_are_screened(
         nodes=tuple(rng.sample(inputs.nodes, len(inputs.nodes))),
         running=running_by_queue(rng.sample(flat, len(flat))),
         gangs=tuple(rng.sample(inputs.gangs, len(inputs.gangs))),
-        waiting=tuple(rng.sample(inputs.waiting, len(inputs.waiting))),
     )
     assert plan_reclaim(shuffled) == expected
     with pytest.MonkeyPatch.context() as patch:
@@ -455,7 +458,7 @@ def test_a_pod_refused_by_its_share_at_the_start_waits_with_that_answer(cluster:
         queues = {queue.name: queue for queue in inputs.queues}
         paths = cluster.paths()
         for pod in inputs.waiting:
-            if pod.group is not None or pod.waited_seconds < AFTER:
+            if pod.group is not None or inputs.now - pod.since < AFTER:
                 continue
             refusing = [
                 name

@@ -74,10 +74,8 @@ def test_inputs_come_from_the_overused_queues_and_the_held_pods() -> None:
     # Only queue a is overused: only its pods are candidates (c's pod is not looked at).
     assert sorted(r.name for r in candidates(inputs)) == ["a0", "a1", "a2", "a3"]
     assert {r.queue for r in candidates(inputs)} == {"a"}
-    assert [(w.namespace, w.name, w.queue, w.order) for w in inputs.waiting] == [
-        ("other", "b0", "b", 0)
-    ]
-    assert inputs.waiting[0].waited_seconds == 600
+    assert [(w.namespace, w.name, w.queue) for w in inputs.waiting] == [("other", "b0", "b")]
+    assert inputs.now - inputs.waiting[0].since == 600
     assert inputs.waiting[0].request == {"cpu": 4000, "memory": 2**30}
     assert {n.name: n.used["cpu"] for n in inputs.nodes} == {"n1": 8000, "n2": 8000}
     # The very string of the node (the engine's index by node finds it by identity).
@@ -377,9 +375,10 @@ def test_an_unschedulable_pod_outside_admission_reclaims_as_a_held_one_does() ->
     held, free = published(*full_cluster()), published(*outside())
     assert held.gates.waiting
     assert not free.gates.waiting  # the gate knows nothing of b0
-    [waiting] = inputs_of(free).waiting
+    inputs = inputs_of(free)
+    [waiting] = inputs.waiting
     assert (waiting.namespace, waiting.name, waiting.queue) == ("other", "b0", "b")
-    assert waiting.waited_seconds == 600  # since the condition's transition
+    assert inputs.now - waiting.since == 600  # since the condition's transition
     assert free.policies["p"]["reclaim"] == held.policies["p"]["reclaim"]
 
 
@@ -387,7 +386,8 @@ def test_it_waits_from_when_it_was_found_unschedulable_not_from_its_creation() -
     objects = outside()
     objects[-1] = unschedulable(objects[-1], since="2026-01-01T00:09:50Z")
     result = published(*objects)
-    assert inputs_of(result).waiting[0].waited_seconds == 10
+    inputs = inputs_of(result)
+    assert inputs.now - inputs.waiting[0].since == 10
     assert result.policies["p"]["reclaim"]["notServed"] == {"NotWaitedLongEnough": 1}
 
 
@@ -416,6 +416,43 @@ def test_a_podgroup_names_the_queue_of_its_unschedulable_pods() -> None:
     assert (waiting.name, waiting.queue) == ("m0", "b")
 
 
+def test_waiting_pods_are_read_again_only_once_they_or_what_they_were_read_with_changed() -> None:
+    later = outside_pod("b1", "b", cpu=1, memory="1Gi")
+    member = outside_pod("m0", group="job", cpu=1, memory="1Gi")
+    objects = outside(later, queue("c"), pod_group("job", "b", namespace="other"), member)
+    inputs, carried = parse_objects(objects), Carried()
+    first = carried_round(inputs, carried)
+    assert [(w.name, w.queue) for w in first.waiting] == [("b0", "b"), ("b1", "b"), ("m0", "b")]
+    again = carried_round(inputs, carried)
+    assert all(map(operator.is_, again.waiting, first.waiting))  # the very same
+    # b1 changes: b's pods are read again, and b1 is as it now is.
+    inputs.store.pods.event("MODIFIED", outside_pod("b1", "b", cpu=2, memory="1Gi"))
+    changed = carried_round(inputs, carried)
+    assert {w.name: w.request["cpu"] for w in changed.waiting} == {
+        "b0": 4000, "b1": 2000, "m0": 1000
+    }  # fmt: skip
+    assert changed.waiting[2] is first.waiting[2]  # the PodGroup's pods were not
+    # The PodGroup now names c: its pod waits for c, though the pod did not change.
+    inputs.store.pod_groups.event("MODIFIED", pod_group("job", "c", namespace="other"))
+    moved = carried_round(inputs, carried)
+    assert {w.name: w.queue for w in moved.waiting} == {"b0": "b", "b1": "b", "m0": "c"}
+
+
+def test_pods_of_queues_of_equal_share_wait_in_the_order_of_their_places() -> None:
+    """b and c hold nothing (share 0): their pods interleave by priority, then age."""
+    created = {"b0": "00:00:00", "c0": "00:00:01", "b1": "00:00:02", "c1": "00:00:03"}
+    waiting = []
+    for name, time in created.items():
+        found = outside_pod(name, name[0], cpu=1, memory="1Gi")
+        found["metadata"]["creationTimestamp"] = f"2026-01-01T{time}Z"
+        waiting.append(found)
+    waiting[-1]["spec"]["priority"] = 10
+    objects = outside(queue("c"), *waiting)
+    objects.remove(named(objects, "b0"))
+    result = published(*objects)
+    assert [w.name for w in inputs_of(result).waiting] == ["c1", "b0", "c0", "b1"]
+
+
 def b_outside_the_gate() -> tuple[dict[str, Any], dict[str, Any]]:
     """Two pods of b, 4 cpu each, that the gate does not hold and the scheduler found no node
     for: b1 never gated, created after b0; b2 released by the gate."""
@@ -434,7 +471,7 @@ def test_held_and_unschedulable_pods_wait_in_one_admission_order_each_once() -> 
     result = published(*objects)
     assert result.gates.waiting[PodKey("other", "b0")].reason == "OvercommitHeadroomExceeded"
     inputs = inputs_of(result)
-    assert [(w.name, w.order) for w in inputs.waiting] == [("b0", 0), ("b2", 1), ("b1", 2)]
+    assert [w.name for w in inputs.waiting] == ["b0", "b2", "b1"]
 
 
 def test_a_held_pod_whose_queue_has_its_share_by_the_gates_count_is_no_reclaimer() -> None:

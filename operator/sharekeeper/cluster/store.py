@@ -260,6 +260,12 @@ class PodStore(KindStore[PodKey, PodRecord]):
         self._unscheduled: dict[PodKey, WaitingPodRecord] = {}
         """The pods that wait to be scheduled (held, or Unschedulable): reclaim's reclaimers
         are among them."""
+        self._unscheduled_by_claim: dict[tuple[str, ...], dict[PodKey, WaitingPodRecord]] = {}
+        """``claim_key`` -> the pods of ``_unscheduled`` it names."""
+        self._unscheduled_changes = 0
+        self._unscheduled_changed: dict[tuple[str, ...], int] = {}
+        """A claim of ``_unscheduled_by_claim`` -> ``_unscheduled_changes`` at its last change:
+        reclaim reads a claim's waiting pods again only then."""
         self._claims: dict[str, set[PodKey]] = {}
         """DaemonSet UID -> the pods whose controller reference names it."""
 
@@ -288,6 +294,7 @@ class PodStore(KindStore[PodKey, PodRecord]):
             self._unbound.pop(old.key, None)
             if isinstance(old, WaitingPodRecord):
                 self._unscheduled.pop(old.key, None)
+                self._unschedule(old, add=False)
             self._unclaim(old)
         if new is not None:
             self._ledger.add(new.share)
@@ -298,9 +305,25 @@ class PodStore(KindStore[PodKey, PodRecord]):
                 self._unbound[new.key] = new.share
             if isinstance(new, WaitingPodRecord):
                 self._unscheduled[new.key] = new
+                self._unschedule(new, add=True)
             self._claim(new)
         if old is None or new is None or old.share != new.share or _waits(old) != _waits(new):
             self._on_change()
+
+    def _unschedule(self, record: WaitingPodRecord, *, add: bool) -> None:
+        """``record`` added to its claim's waiting pods, or taken out of them."""
+        claim = claim_key(record.share)
+        claiming = self._unscheduled_by_claim.setdefault(claim, {})
+        if add:
+            claiming[record.key] = record
+        else:
+            claiming.pop(record.key, None)
+        self._unscheduled_changes += 1
+        if claiming:
+            self._unscheduled_changed[claim] = self._unscheduled_changes
+        else:
+            del self._unscheduled_by_claim[claim]
+            self._unscheduled_changed.pop(claim, None)
 
     def _claim(self, record: PodRecord) -> None:
         if record.qos is not None and record.qos.claimed_daemonset is not None:
@@ -379,6 +402,16 @@ class PodStore(KindStore[PodKey, PodRecord]):
         Unschedulable, each with its node constraints. Called from the round's worker thread:
         one C-level copy."""
         return dict(self._unscheduled)
+
+    def unscheduled_claims(self) -> dict[tuple[str, ...], int]:
+        """The claims (``claim_key``) of the pods that wait to be scheduled, each with a count
+        that grows whenever those pods change (as ``bound_changed``). Called from the round's
+        worker thread: one C-level copy."""
+        return dict(self._unscheduled_changed)
+
+    def unscheduled_claiming(self, claim: tuple[str, ...]) -> list[WaitingPodRecord]:
+        """The pods that wait to be scheduled whose ``claim_key`` is ``claim``."""
+        return list(self._unscheduled_by_claim.get(claim, {}).values())
 
     def on_node(self, node: str) -> list[PodRecord]:
         """The non-terminal pods bound to ``node``."""

@@ -365,15 +365,12 @@ class Recompute:
 
     def _wake_when_waited(self, rounds: Mapping[PolicyName, PolicyReclaim]) -> None:
         """A round as soon as a held pod has waited long enough to reclaim."""
-        soonest = min(
-            (
-                round_.inputs.settings.after_seconds - waiting.waited_seconds
-                for round_ in rounds.values()
-                for waiting in round_.inputs.waiting
-                if waiting.waited_seconds < round_.inputs.settings.after_seconds
-            ),
-            default=None,
+        left = (
+            waiting.since + round_.inputs.settings.after_seconds - round_.inputs.now
+            for round_ in rounds.values()
+            for waiting in round_.inputs.waiting
         )
+        soonest = min((seconds for seconds in left if seconds > 0), default=None)
         self._reclaim_timer = self._wake_in(soonest, self._reclaim_timer)
 
     def _wake_in(

@@ -8,14 +8,15 @@ What the inputs come from:
 - nodes: the policy's governed nodes, their allocatable and the ledger's per-node totals (Σ
   requests, and ``pods``: how many are bound);
 - waiting: the pods the admission gate holds and keeps held this round for want of room
-  within their deserved share (``_waits_for_room``), each having waited ``now`` - its
-  creation; and the pods outside the gate that the scheduler finds Unschedulable (their
-  ``PodScheduled`` condition), that name a queue (label, Volcano annotation or PodGroup) which
-  admits their namespace and is an Open leaf of the policy, each having waited since the
-  condition's ``lastTransitionTime``. Together, in the admission order
-  (lowest queue share first, then priority, age, name), each with the nodes of its policy its
-  own node selector, required node affinity and tolerations let it use (``_Eligible``, once
-  per distinct constraints);
+  within their deserved share (``_waits_for_room``), each waiting since its creation; and the
+  pods outside the gate that the scheduler finds Unschedulable (their ``PodScheduled``
+  condition), that name a queue (label, Volcano annotation or PodGroup) which admits their
+  namespace and is an Open leaf of the policy, each waiting since the condition's
+  ``lastTransitionTime``. Together, in the admission order (lowest queue share first, then
+  priority, age, name), each with the nodes of its policy its own node selector, required node
+  affinity and tolerations let it use (``_Eligible``, once per distinct constraints). The
+  Unschedulable pods are read from the pod store's per-claim index, a claim's again only once
+  its pods, its queue or its policy's nodes changed (``ReclaimRead``);
 - running: the bound pods of the leaf queues that are overused (allocated > deserved in some
   dimension), read from the pod store's per-claim index: the cost is that of what is
   overused, never of every pod, and a queue's are read again only once they changed
@@ -34,8 +35,18 @@ Not built yet: pods of a PodGroup are placed one by one.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence, Set
+from collections.abc import (
+    Callable,
+    Collection,
+    Hashable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+    Set,
+)
 from dataclasses import dataclass
+from itertools import chain, groupby
 from operator import attrgetter, itemgetter
 from typing import Generic, Protocol, TypeVar
 
@@ -66,7 +77,6 @@ from sharekeeper.engine.shares import (
     ShareResult,
     ShareSnapshot,
 )
-from sharekeeper.engine.shares.accounting import pod_claim
 from sharekeeper.engine.shares.snapshot import (
     DEFAULT_QUEUE,
     PODS,
@@ -76,6 +86,7 @@ from sharekeeper.engine.shares.snapshot import (
 )
 from sharekeeper.model.records import PodRecord, WaitingPodRecord
 
+_K = TypeVar("_K", bound=Hashable)
 _T = TypeVar("_T")
 
 WAITING_FOR_ROOM = frozenset({"OvercommitHeadroomExceeded", "NoNodeFits"})
@@ -109,6 +120,10 @@ class BoundPods(Protocol):
 
     def unscheduled(self) -> Mapping[PodKey, WaitingPodRecord]: ...
 
+    def unscheduled_claims(self) -> Mapping[tuple[str, ...], int]: ...
+
+    def unscheduled_claiming(self, claim: tuple[str, ...]) -> list[WaitingPodRecord]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class _QueuePods:
@@ -122,21 +137,21 @@ class _QueuePods:
     """The PodGroups its candidates name."""
 
 
-class _Kept(Generic[_T]):
+class _Kept(Generic[_K, _T]):
     """What a round built, by key, with what each was built from: the last round's, which this
     one reuses where it is built from the same, and this round's, for the next."""
 
     def __init__(self) -> None:
-        self._last: dict[str, tuple[tuple[object, ...], _T]] = {}
-        self._now: dict[str, tuple[tuple[object, ...], _T]] = {}
+        self._last: dict[_K, tuple[tuple[object, ...], _T]] = {}
+        self._now: dict[_K, tuple[tuple[object, ...], _T]] = {}
 
-    def last(self, key: str, source: tuple[object, ...]) -> _T | None:
+    def last(self, key: _K, source: tuple[object, ...]) -> _T | None:
         """What the last round built for ``key``, if from the same ``source`` (identical parts
         compare at once)."""
         found = self._last.get(key)
         return found[1] if found is not None and found[0] == source else None
 
-    def keep(self, key: str, source: tuple[object, ...], built: _T) -> None:
+    def keep(self, key: _K, source: tuple[object, ...], built: _T) -> None:
         self._now[key] = (source, built)
 
     def round_done(self) -> None:
@@ -147,17 +162,24 @@ class _Kept(Generic[_T]):
 class ReclaimRead:
     """What reclaim's last round read and built from its inputs, for the next to reuse where
     they are the same (the share result is new every round, but its amounts mostly equal; the
-    ledger hands on an unchanged node's sums as the same object). At the top size, read again
-    every round: the bound pods of each overused queue (37,000 candidates of 5,000 queues, most
-    of building the engine's inputs), and 5,000 nodes' states (each node's proportional
-    reservation worked out again). The queues' states are made every round."""
+    ledger hands on an unchanged node's sums as the same object, the pod store an unchanged
+    pod's record). At the top size, read again every round: the bound pods of each overused
+    queue (37,000 candidates of 5,000 queues, most of building the engine's inputs), 5,000
+    nodes' states (each node's proportional reservation worked out again), and 10,000 waiting
+    pods' ``Waiting``s and places in their queues. The queues' states are made every round."""
 
     def __init__(self) -> None:
-        self.queue_pods: _Kept[_QueuePods] = _Kept()
-        self.nodes: _Kept[NodeState] = _Kept()
+        self.queue_pods: _Kept[str, _QueuePods] = _Kept()
+        self.nodes: _Kept[str, NodeState] = _Kept()
+        self.waiting: _Kept[tuple[str, ...], _Ranked] = _Kept()
+        """Per claim (``claim_key``), its Unschedulable pods that may reclaim, as the engine
+        reads them."""
+        self.eligible: dict[PolicyName, _Eligible] = {}
+        """Per policy, its nodes and which of them pods' constraints let them use: kept while
+        the policy's nodes are the same."""
 
     def round_done(self) -> None:
-        for kept in (self.queue_pods, self.nodes):
+        for kept in (self.queue_pods, self.nodes, self.waiting):
             kept.round_done()
 
 
@@ -193,23 +215,22 @@ def reclaim_rounds(
     }
     if pods is None or not wanted:
         return {}
-    waiting_by_policy = _waiting(
-        snapshot, shares, facts, gates, held=held, unscheduled=pods.unscheduled(), now=now,
-        policies=wanted.keys(),
-    )  # fmt: skip
     read = ReclaimRead() if read is None else read
+    waiting_by_policy = _waiting(
+        snapshot, shares, facts, gates, held=held, pods=pods, policies=wanted.keys(), read=read
+    )  # fmt: skip
     rounds = {}
     for policy, config in sorted(wanted.items()):
         waiting = waiting_by_policy.get(policy)
         if not waiting:
             # Nothing to decide, so nothing is read: no queue's or node's state (~20 ms a
             # round at the top size), and what ``read`` keeps stays for the next waiting pod.
-            idle = ReclaimInputs((), (), {}, (), (), frozenset(), config.settings)
+            idle = ReclaimInputs((), (), {}, (), (), frozenset(), config.settings, now)
             rounds[policy] = PolicyReclaim(policy, config.mode, idle, ReclaimPlan((), Waits(), 0))
             continue
         inputs = reclaim_inputs(
             policy, snapshot, shares, facts, waiting=waiting, pods=pods,
-            settings=config.settings, evicting=evicting,
+            settings=config.settings, now=now, evicting=evicting,
             proportions=node_policies[policy].proportions, read=read,
         )  # fmt: skip
         plan = plan_reclaim(inputs)
@@ -226,119 +247,181 @@ def _waiting(
     gates: GateDecisions,
     *,
     held: Iterable[PodSnapshot],
-    unscheduled: Mapping[PodKey, WaitingPodRecord],
-    now: float,
+    pods: BoundPods,
     policies: Collection[PolicyName],
+    read: ReclaimRead,
 ) -> dict[PolicyName, list[Waiting]]:
-    """The pods that wait for room under ``policies``, each with its place in the admission
-    order (numbered across policies: only the order within one matters) and the nodes of its
-    policy it could use: the held pods the gate keeps waiting for room, and the pods the
-    scheduler finds Unschedulable (``_unschedulable``). A pod is listed once.
+    """The pods that wait for room under ``policies``, in each policy's admission order (their
+    queue's share, then their place in it), each with the nodes of its policy it could use: the
+    held pods the gate keeps waiting for room, and the pods the scheduler finds Unschedulable
+    (``_unschedulable``).
 
-    O(waiting pods), one pass with a few look-ups each, then a sort: at the top size, 10,000
-    of each kind wait. Each ``Waiting`` is made as its pod is found, and numbered once sorted."""
-    ordered: list[tuple[tuple[float, int, float, str], Waiting, PolicyName]] = []
-    listed: set[PodKey] = set()
-    gate_waiting = gates.waiting
+    O(the claims with waiting pods) a round, plus the pods of those whose pods changed: at the
+    top size 10,000 pods of 5,000 queues are Unschedulable, and walking each pod every round
+    was half of reclaim's part of it. The held pods are walked only when one waits for room."""
+    runs: dict[PolicyName, list[tuple[float, _Ranked]]] = {}
     per_policy: dict[PolicyName, tuple[Set[str], _Eligible]] = {}
 
-    def found(
-        queue: QueueName, share: QueueShare, pod: PodSnapshot, constraints: NodeConstraints,
-        since: float,
-    ) -> None:  # fmt: skip
-        policy = share.policy
-        assert policy is not None  # a governed queue's
-        facts_of = per_policy.get(policy)
-        if facts_of is None:
-            nodes = [
-                n for n in snapshot.nodes if (f := facts.nodes.get(n.name)) and f.policy == policy
-            ]
-            facts_of = per_policy[policy] = (shares.policies[policy].dimensions, _Eligible(nodes))
-        dimensions, eligible = facts_of
-        waiting = Waiting(
-            pod.namespace,
-            pod.name,
-            queue,
-            _within(pod.request, dimensions),
-            max(now - since, 0.0),
-            0,  # numbered once all are sorted
-            eligible.nodes_for(constraints),
-            pod.group_name,
-        )
-        ordered.append(((share.share, *queue_order(pod)), waiting, policy))
+    def facts_of(policy: PolicyName) -> tuple[Set[str], _Eligible]:
+        found = per_policy.get(policy)
+        if found is None:
+            dimensions = shares.policies[policy].dimensions
+            found = per_policy[policy] = (dimensions, _eligible(policy, snapshot, facts, read))
+        return found
 
     # Most held pods wait for their own queue (QuotaExceeded): when none waits for room, the
-    # held pods are not walked at all.
-    if any(_waits_for_room(why, gate_waiting) for why in gate_waiting.values()):
+    # held pods are not walked at all. A held pod is never among the Unschedulable ones.
+    gate_waiting = gates.waiting
+    for_room = {key for key, why in gate_waiting.items() if _waits_for_room(why, gate_waiting)}
+    if for_room:
+        unscheduled = pods.unscheduled()
+        by_queue: dict[QueueName, _Ranked] = {}
         for pod in held:
-            key = PodKey(pod.namespace, pod.name)
-            why = gate_waiting.get(key)
-            if why is None or key in listed or not _waits_for_room(why, gate_waiting):
+            # A plain tuple finds its PodKey (a named tuple hashes and compares as one).
+            if (pod.namespace, pod.name) not in for_room:
                 continue
-            queue = QueueName(why.queue)
+            key = PodKey(pod.namespace, pod.name)
+            for_room.discard(key)  # listed once
+            queue = QueueName(gate_waiting[key].queue)
             share = shares.queues.get(queue)
             if share is None or share.policy is None or share.policy not in policies:
                 continue
+            dimensions, eligible = facts_of(share.policy)
             record = unscheduled.get(key)
-            constraints = record.constraints if record is not None else ANY_NODE
-            found(queue, share, pod, constraints, pod.created_seconds)
-            listed.add(key)
-    for share, queue, record, since in _unschedulable(
-        snapshot, shares, unscheduled.values(), policies
+            nodes = eligible.nodes_for(record.constraints if record is not None else ANY_NODE)
+            request = _within(pod.request, dimensions)
+            waiting = Waiting(
+                pod.namespace, pod.name, queue, request, pod.created_seconds, nodes, pod.group_name
+            )
+            by_queue.setdefault(queue, []).append((queue_order(pod), waiting))
+        for queue, ranked in by_queue.items():
+            share = shares.queues[queue]
+            assert share.policy is not None  # checked above
+            ranked.sort(key=itemgetter(0))
+            runs.setdefault(share.policy, []).append((share.share, ranked))
+    found = 0
+    for policy, queue_share, ranked in _unschedulable(
+        snapshot, shares, pods, policies, facts_of=facts_of, read=read
     ):
-        pod = record.share
-        if listed and PodKey(pod.namespace, pod.name) in listed:
-            continue
-        found(queue, share, pod, record.constraints, since)
-    ordered.sort(key=itemgetter(0))
-    by_policy: dict[PolicyName, list[Waiting]] = {}
-    for index, (_, waiting, policy) in enumerate(ordered):
-        waiting.order = index
-        by_policy.setdefault(policy, []).append(waiting)
-    return by_policy
+        runs.setdefault(policy, []).append((queue_share, ranked))
+        found += len(ranked)
+    for _, eligible in per_policy.values():
+        eligible.round_done(found)
+    return {policy: _in_order(of_policy) for policy, of_policy in runs.items()}
+
+
+_Ranked = list[tuple[tuple[int, float, str], Waiting]]
+"""Waiting pods of one queue, each with its place in it (``gates.queue_order``), in that
+order."""
+
+
+def _in_order(runs: list[tuple[float, _Ranked]]) -> list[Waiting]:
+    """The pods of ``runs`` (of one policy: each the share of a queue and pods of it in their
+    place) in the admission order: the lowest share first, pods of queues of the same share by
+    their places."""
+    runs.sort(key=itemgetter(0))
+    ordered: list[Waiting] = []
+    for _, group in groupby(runs, key=itemgetter(0)):
+        equal = [ranked for _, ranked in group]
+        merged = equal[0] if len(equal) == 1 else sorted(chain(*equal), key=itemgetter(0))
+        ordered += map(itemgetter(1), merged)
+    return ordered
+
+
+def _eligible(
+    policy: PolicyName, snapshot: ShareSnapshot, facts: AdmissionResult, read: ReclaimRead
+) -> _Eligible:
+    """``policy``'s ``_Eligible``: the last round's while its nodes are the same objects."""
+    nodes = [n for n in snapshot.nodes if (f := facts.nodes.get(n.name)) and f.policy == policy]
+    last = read.eligible.get(policy)
+    if last is None or last.nodes != nodes:
+        last = read.eligible[policy] = _Eligible(nodes)
+    return last
 
 
 def _unschedulable(
     snapshot: ShareSnapshot,
     shares: ShareResult,
-    unscheduled: Iterable[WaitingPodRecord],
+    pods: BoundPods,
     policies: Collection[PolicyName],
-) -> Iterator[tuple[QueueShare, QueueName, WaitingPodRecord, float]]:
+    *,
+    facts_of: Callable[[PolicyName], tuple[Set[str], _Eligible]],
+    read: ReclaimRead,
+) -> Iterator[tuple[PolicyName, float, _Ranked]]:
     """The pods the scheduler finds Unschedulable (outside the admission gate) that name a
-    queue, by label, Volcano annotation or PodGroup (``accounting.pod_claim``: a PodGroup that
-    names none charges the default queue), and that room could help: the queue exists, admits
-    the pod's namespace, is an Open leaf governed by one of ``policies``, and its nodes offer
-    every resource the pod asks for. Each with its queue's share and name, and since when the
-    scheduler finds it Unschedulable."""
+    queue, by label, Volcano annotation or PodGroup (a PodGroup that names none charges the
+    default queue), and that room could help: the queue exists, is an Open leaf governed by one
+    of ``policies``, admits the pod's namespace, and its nodes offer every resource the pod asks
+    for. By claim (``claim_key``), with the policy and share of the claim's queue; a claim's
+    pods are read again only when they, or what they were read with, changed
+    (``read.waiting``)."""
     groups: dict[tuple[str, str], str | None] | None = None
     queues, refused, offered = shares.queues, shares.refused, _offered(shares, policies)
-    for record in unscheduled:
+    kept = read.waiting
+    by_policy: dict[PolicyName, tuple[Set[str], _Eligible, Set[str]]] = {}
+    for claim, changed in pods.unscheduled_claims().items():
+        kind = claim[0]
+        if kind == "named":
+            queue = QueueName(claim[1])
+        elif kind == "grouped":
+            if groups is None:
+                groups = {(g.namespace, g.name): g.queue for g in snapshot.pod_groups}
+            queue = QueueName(groups.get((claim[1], claim[2])) or DEFAULT_QUEUE)
+        else:
+            continue
+        share = queues.get(queue)
+        if share is None or share.state != "Open" or not share.leaf:
+            continue
+        policy = share.policy
+        if policy is None:
+            continue
+        read_with = by_policy.get(policy)
+        if read_with is None:
+            if policy not in offered:
+                continue
+            read_with = by_policy[policy] = (*facts_of(policy), offered[policy])
+        refusing = refused.get(queue, NO_AMOUNTS) if refused else NO_AMOUNTS
+        source = (changed, queue, read_with, refusing)
+        ranked = kept.last(claim, source)
+        if ranked is None:
+            dimensions, eligible, names = read_with
+            ranked = _ranked(
+                pods.unscheduled_claiming(claim), queue, dimensions=dimensions,
+                eligible=eligible, offered=names, refusing=refusing,
+            )  # fmt: skip
+        kept.keep(claim, source, ranked)
+        if ranked:
+            yield policy, share.share, ranked
+
+
+def _ranked(
+    records: Iterable[WaitingPodRecord],
+    queue: QueueName,
+    *,
+    dimensions: Set[str],
+    eligible: _Eligible,
+    offered: Set[str],
+    refusing: Collection[str],
+) -> _Ranked:
+    """The Unschedulable pods of ``records`` (of one claim, charged to ``queue``) outside the
+    gate whose namespace ``queue`` admits (not in ``refusing``) and whose resources are all
+    ``offered``, as the engine reads them, each with its place in its queue, in that order."""
+    ranked: _Ranked = []
+    for record in records:
         pod = record.share
         since = record.unschedulable_since
         if since is None or pod.admission == "held" or pod.node_name is not None or pod.terminal:
             continue
-        claim = pod_claim(pod)
-        if claim[0] == "named":
-            queue = QueueName(claim[1])
-        elif claim[0] == "grouped":
-            if groups is None:
-                groups = {(g.namespace, g.name): g.queue for g in snapshot.pod_groups}
-            queue = QueueName(groups.get(claim[1]) or DEFAULT_QUEUE)
-        else:
+        if pod.namespace in refusing:
             continue
-        share = queues.get(queue)
-        if (
-            share is None
-            or share.state != "Open"
-            or not share.leaf
-            or share.policy not in offered
-            or (refused and pod.namespace in refused.get(queue, NO_AMOUNTS))
-        ):
+        if not pod.request.keys() <= offered and not_offered(pod.request, offered):
             continue
-        names = offered[share.policy]
-        if not pod.request.keys() <= names and not_offered(pod.request, names):
-            continue
-        yield share, queue, record, since
+        nodes = eligible.nodes_for(record.constraints)
+        request = _within(pod.request, dimensions)
+        waiting = Waiting(pod.namespace, pod.name, queue, request, since, nodes, pod.group_name)
+        ranked.append((queue_order(pod), waiting))
+    ranked.sort(key=itemgetter(0))
+    return ranked
 
 
 def _offered(shares: ShareResult, policies: Collection[PolicyName]) -> dict[PolicyName, Set[str]]:
@@ -355,6 +438,13 @@ class _Eligible:
         self.tainted = [node for node in nodes if node.taints]
         self.found: dict[NodeConstraints, frozenset[str] | None] = {}
         self._by_label: dict[tuple[str, str], list[ShareNode]] | None = None
+
+    def round_done(self, waiting: int) -> None:
+        """What it found is kept for the next round's new waiting pods, unless that is more
+        than twice as many constraints as ``waiting`` pods wait now: pods that come and go
+        with constraints of their own must not grow it without end."""
+        if len(self.found) > 2 * waiting:
+            self.found.clear()
 
     def nodes_for(self, constraints: NodeConstraints) -> frozenset[str] | None:
         """The names of the nodes it may use; None: every node of the policy."""
@@ -422,6 +512,7 @@ def reclaim_inputs(
     waiting: Sequence[Waiting],
     pods: BoundPods,
     settings: ReclaimSettings,
+    now: float,
     proportions: Mapping[str, Proportion],
     evicting: Collection[PodKey] = frozenset(),
     read: ReclaimRead,
@@ -525,6 +616,7 @@ def reclaim_inputs(
         waiting=tuple(waiting),
         excluded=frozenset(),
         settings=settings,
+        now=now,
     )
 
 

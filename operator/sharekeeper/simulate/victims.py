@@ -141,7 +141,7 @@ def _verdict(round_: PolicyReclaim, pod: Running) -> MutableObj:
                 "reason": spared.reason.value,
                 "why": f"spared for pod {reclaim.reclaimer}: {SPARED[spared.reason]}",
             }
-    first = min(inputs.waiting, key=lambda waiting: waiting.order, default=None)
+    first = inputs.waiting[0] if inputs.waiting else None
     if first is None:
         return facts | {
             "victim": False,

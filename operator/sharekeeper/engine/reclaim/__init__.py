@@ -16,7 +16,7 @@ Entry points:
 - ``spare_reason(inputs, reclaimer, pod) -> SpareReason | None``: for ``explain``, why a pod is
   not evicted for a waiting pod.
 
-Does not belong: Kubernetes objects, API calls, clocks (``waited_seconds`` is an input). Must
+Does not belong: Kubernetes objects, API calls, clocks (the round's ``now`` is an input). Must
 not import the other engines (the "Each engine stands alone" contract).
 """
 

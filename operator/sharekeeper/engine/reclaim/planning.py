@@ -1,9 +1,11 @@
-"""One reclaim round: for each waiting pod, in admission order, the fewest and least valuable
-evictions that let it run on one node, within the deserved shares.
+"""One reclaim round: for each waiting pod, in admission order (the order the caller lists
+them in), the fewest and least valuable evictions that let it run on one node, within the
+deserved shares.
 
 For a waiting pod P of queue A (*requested*: the dimensions P asks for, ``pods`` aside):
 
-1. P has waited at least ``after`` seconds (else ``NotWaitedLongEnough``).
+1. P has waited at least ``after`` seconds by the round's ``now`` (else
+   ``NotWaitedLongEnough``).
 2. A's allocated + P's request ≤ A's deserved in every requested dimension, and likewise for
    every queue above A (else ``AboveShare``, naming the first queue that refuses). Checked
    first against the queues as the round started: a pod refused there waits this round, with
@@ -77,7 +79,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain
-from operator import attrgetter
 
 import numpy as np
 
@@ -217,6 +218,8 @@ class _Planner:
     def __init__(self, inputs: ReclaimInputs) -> None:
         self.inputs = inputs
         self.round = Round(inputs)
+        self.latest = inputs.now - inputs.settings.after_seconds
+        """A pod that started waiting later has not waited long enough."""
         self.evictions = 0
         self.bounded = False
         """Whether the round's bound is reached: every later pod that needs victims waits."""
@@ -236,7 +239,7 @@ class _Planner:
     # --- the round -----------------------------------------------------------------------
 
     def plan(self) -> ReclaimPlan:
-        after = self.inputs.settings.after_seconds
+        latest = self.latest
         reclaims: list[Reclaim] = []
         not_served: list[NotServed | Waiting] = []
         state = self.round
@@ -244,7 +247,7 @@ class _Planner:
         last: Waiting | None = None
         shape: _Shape = ("", (), None)
         needed: tuple[str, ...] = ()
-        ordered = sorted(self.inputs.waiting, key=attrgetter("order", "namespace", "name"))
+        ordered = self.inputs.waiting
         gangs: dict[GroupKey, list[Waiting]] = {}
         for pod in ordered:
             if pod.group is not None:
@@ -257,7 +260,7 @@ class _Planner:
                     reclaims += served
                     not_served += missed
                 continue
-            if pod.waited_seconds < after:
+            if pod.since > latest:
                 not_served.append(_not_served(pod, NotServedReason.NOT_WAITED_LONG_ENOUGH))
                 continue
             if refused_at_start(pod):
@@ -296,11 +299,11 @@ class _Planner:
         """The waiting pods of one PodGroup, each decided as a pod alone, in order, and kept
         only if every one is served: the first that is not undoes the others' reclaims, and
         they wait with ``GangNotWhole``."""
-        after = self.inputs.settings.after_seconds
-        if any(pod.waited_seconds < after for pod in members):
+        latest = self.latest
+        if any(pod.since > latest for pod in members):
             return [], [
                 _not_served(pod, NotServedReason.NOT_WAITED_LONG_ENOUGH)
-                if pod.waited_seconds < after
+                if pod.since > latest
                 else _not_served(pod, NotServedReason.GANG_NOT_WHOLE)
                 for pod in members
             ]

@@ -111,17 +111,17 @@ class Running:
 @dataclass(slots=True)
 class Waiting:
     """A pod that waits for room: a possible reclaimer. Not frozen (see ``Running``): up to
-    every held pod is one, each round. Its maker may number it (``order``) once it has them all
-    sorted; not to be changed once planned on."""
+    every waiting pod is one, and its maker keeps it from round to round while the pod and what
+    it was made from stay the same (nothing in it depends on the round). Not to be changed
+    once made."""
 
     namespace: str
     name: str
     queue: str
     request: Amounts
     """The effective request, without ``pods``."""
-    waited_seconds: float
-    order: int
-    """Its place in the admission order (lower first); reclaimers are served in this order."""
+    since: float
+    """When it started waiting, in ``ReclaimInputs.now``'s seconds."""
     nodes: frozenset[str] | None
     """The nodes it could run on (node selector, affinity, taints: the caller's business);
     None: any node of its queue's policy."""
@@ -152,10 +152,13 @@ class ReclaimInputs:
     gangs: tuple[Gang, ...]
     """Every PodGroup a ``Running`` pod names; one not listed goes whole or not at all."""
     waiting: tuple[Waiting, ...]
+    """In the admission order: reclaimers are served in it."""
     excluded: frozenset[PodKey]
     """Pods whose eviction was refused (a PodDisruptionBudget): never chosen, so the plan
     picks the next victim instead (``replan_inputs``)."""
     settings: ReclaimSettings
+    now: float
+    """The round's time: a pod has waited ``now`` - ``Waiting.since``."""
 
 
 def running_by_queue(pods: Iterable[Running]) -> dict[str, tuple[Running, ...]]:
