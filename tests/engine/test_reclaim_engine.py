@@ -252,6 +252,28 @@ def test_every_queue_above_the_pods_queue_must_stay_within_its_deserved() -> Non
     assert evicted(plan) == ["b2"]
 
 
+def test_a_queue_two_levels_up_refuses_what_every_queue_below_it_takes() -> None:
+    """r is full; m, under it, and a, under m, have room: a pod of a waits for r, whatever
+    room the queues between have (two siblings of a's, one below m and one below r, hold the
+    room that is left)."""
+    queues = [
+        queue("r", {"cpu": 8000}, {"cpu": 8000}),
+        queue("m", {"cpu": 6000}, {"cpu": 2000}, parent="r"),
+        queue("a", {"cpu": 4000}, {}, parent="m"),
+        queue("c", {"cpu": 2000}, {"cpu": 2000}, parent="m"),
+        queue("b", {"cpu": 2000}, {"cpu": 6000}, parent="r"),
+    ]
+    pods = [running(f"b{i}", "b", "n1", cpu=2000, created=i) for i in range(3)]
+    pods.append(running("c0", "c", "n1", cpu=2000))
+    plan = plan_reclaim(
+        inputs(queues, [cpu_node("n1", 8000, 8000, 4)], pods, [waiting("w", "a", cpu=1000)])
+    )
+    (refusal,) = plan.not_served
+    assert (refusal.reason, refusal.limiting) == (NotServedReason.ABOVE_SHARE, "r")
+    assert refusal.shortfalls[0].available == 0
+    assert evicted(plan) == []
+
+
 def test_a_queue_not_in_the_inputs_deserves_nothing() -> None:
     plan = plan_reclaim(
         inputs([queue("b", {"cpu": 1000}, {"cpu": 2000})], [cpu_node("n1", 2000, 2000, 1)],

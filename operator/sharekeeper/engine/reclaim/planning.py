@@ -60,8 +60,10 @@ deserved)⁺ by what it frees in such a dimension, and nothing raises it, so a s
 stops being evicted (``tests/engine/test_reclaim_properties.py``).
 
 Cost per round, with W waiting pods, N nodes, Q queues, C candidates and D dimensions:
-O(Q + N · D) to set up; O(W · depth · D) for the share checks, with no object made for a pod
-refused at the start (``Waits`` makes its answer if it is read); per pod past them, O(N · D)
+O(Q + N · D) to set up; O(W · D) for the share checks as the round started (each pod against
+its own queue, then against the room of the path above it, worked out once per inner queue in
+O(depth · D)), with no object made for a pod refused there (``Waits`` makes its answer if it
+is read); per pod past them, O(N · D)
 in numpy for the free-fit screen (a pod of a shape seen before starts where the last one
 stopped, until something is evicted); per pod
 that needs victims, the giving queues are found by walking the queue tree, pruning subtrees
@@ -235,6 +237,8 @@ class _Planner:
         """Per reclaimer's queue: ``_Reclaimer.branches``."""
         self.trees: dict[str, dict[str | None, list[str]]] = {}
         self.allowed: dict[frozenset[str], np.ndarray] = {}
+        self.room_above: dict[str, dict[str, int]] = {}
+        """Per queue with a queue below it: ``_path_room`` of its path, as the round started."""
 
     # --- the round -----------------------------------------------------------------------
 
@@ -374,13 +378,20 @@ class _Planner:
         if own is None:
             return True
         request = pod.request.items()
-        # Its own queue first, and the path above it only if that one takes it: most refused
-        # pods are refused there, and their path is never worked out.
+        # Its own queue first, and the queues above it only if that one takes it: most refused
+        # pods are refused there. Above, the room of the whole path is worked out once per
+        # queue a round, not walked again for each pod below it.
         if _refuses(own, request):
             return True
-        if own.parent is None:
+        if own.parent is None or own.parent not in queues:
             return False
-        return any(_refuses(queues[name], request) for name in self.round.path(pod.queue)[1:])
+        room = self.room_above.get(own.parent)
+        if room is None:
+            room = self.room_above[own.parent] = _path_room(queues, self.round.path(own.parent))
+        for dimension, amount in request:
+            if amount > room.get(dimension, 0) and amount > 0 and dimension != PODS:
+                return True
+        return False
 
     def reclaimer_of(self, pod: Waiting, needed: tuple[str, ...]) -> _Reclaimer | None:
         """None when no node of its policy offers what it requests."""
@@ -980,14 +991,28 @@ def _above_share(
         return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, pod.queue, shortfalls)
     for name in path:
         allocated, deserved = allocated_of(name), queues[name].deserved
-        short = [
-            Shortfall(d, request[d], deserved.get(d, 0) - allocated.get(d, 0))
-            for d in needed
-            if allocated.get(d, 0) + request[d] > deserved.get(d, 0)
-        ]
-        if short:
-            return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, name, tuple(short))
+        for dimension in needed:
+            if allocated.get(dimension, 0) + request[dimension] > deserved.get(dimension, 0):
+                # Refused: its shortfalls are made now, and only now (most queues take it).
+                short = tuple(
+                    Shortfall(d, request[d], deserved.get(d, 0) - allocated.get(d, 0))
+                    for d in needed
+                    if allocated.get(d, 0) + request[d] > deserved.get(d, 0)
+                )
+                return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, name, short)
     return None
+
+
+def _path_room(queues: Mapping[str, QueueState], path: Sequence[str]) -> dict[str, int]:
+    """Per dimension, the least deserved - allocated over ``path``, as the round started: a
+    request fits the whole path where it fits this (a dimension not listed: 0)."""
+    names: set[str] = set()
+    for name in path:
+        names.update(queues[name].deserved, queues[name].allocated)
+    return {
+        d: min(queues[q].deserved.get(d, 0) - queues[q].allocated.get(d, 0) for q in path)
+        for d in names
+    }
 
 
 def _refuses(queue: QueueState, request: Iterable[tuple[str, int]]) -> bool:
