@@ -690,8 +690,11 @@ def _queue_pods(
 
 
 def _over(share: QueueShare) -> bool:
-    """Whether the queue holds more than it deserves in a dimension (``pods`` aside). A plain
-    loop: asked of every queue of the policy each round."""
+    """Whether the queue holds more than it deserves in a dimension (``pods`` aside): one the
+    share engine finds overused (as its status says), other than by its count of pods. Asked of
+    every queue of the policy each round: most are answered by the share engine's flag."""
+    if not share.overused:
+        return False
     deserved = share.deserved
     for name, amount in share.allocated.items():
         if amount > deserved.get(name, 0) and name != PODS:
