@@ -294,7 +294,7 @@ class PodStore(KindStore[PodKey, PodRecord]):
             self._unbound.pop(old.key, None)
             if isinstance(old, WaitingPodRecord):
                 self._unscheduled.pop(old.key, None)
-                self._unschedule(old, add=False)
+                self._index_waiting(old, add=False)
             self._unclaim(old)
         if new is not None:
             self._ledger.add(new.share)
@@ -305,12 +305,12 @@ class PodStore(KindStore[PodKey, PodRecord]):
                 self._unbound[new.key] = new.share
             if isinstance(new, WaitingPodRecord):
                 self._unscheduled[new.key] = new
-                self._unschedule(new, add=True)
+                self._index_waiting(new, add=True)
             self._claim(new)
         if old is None or new is None or old.share != new.share or _waits(old) != _waits(new):
             self._on_change()
 
-    def _unschedule(self, record: WaitingPodRecord, *, add: bool) -> None:
+    def _index_waiting(self, record: WaitingPodRecord, *, add: bool) -> None:
         """``record`` added to its claim's waiting pods, or taken out of them."""
         claim = claim_key(record.share)
         claiming = self._unscheduled_by_claim.setdefault(claim, {})

@@ -256,9 +256,10 @@ def _waiting(
     held pods the gate keeps waiting for room, and the pods the scheduler finds Unschedulable
     (``_unschedulable``).
 
-    O(the claims with waiting pods) a round, plus the pods of those whose pods changed: at the
-    top size 10,000 pods of 5,000 queues are Unschedulable, and walking each pod every round
-    was half of reclaim's part of it. The held pods are walked only when one waits for room."""
+    O(the claims with waiting pods) a round, plus the pods of those whose pods changed: walking
+    each of the top size's 10,000 Unschedulable pods every round, making each its ``Waiting``
+    again, was about a quarter of reclaim's part of the round. The held pods are walked only
+    when one waits for room."""
     runs: dict[PolicyName, list[tuple[float, _Ranked]]] = {}
     per_policy: dict[PolicyName, tuple[Set[str], _Eligible]] = {}
 
@@ -359,6 +360,7 @@ def _unschedulable(
     queues, refused, offered = shares.queues, shares.refused, _offered(shares, policies)
     kept = read.waiting
     by_policy: dict[PolicyName, tuple[Set[str], _Eligible, Set[str]]] = {}
+    # The counts before the pods: a claim whose pods change in between is read again next round.
     for claim, changed in pods.unscheduled_claims().items():
         kind = claim[0]
         if kind == "named":
