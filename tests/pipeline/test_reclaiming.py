@@ -15,6 +15,7 @@ from sharekeeper.engine.reclaim import (
     ReclaimPlan,
     Running,
 )
+from sharekeeper.engine.shares.snapshot import PolicyName
 from sharekeeper.pipeline.shares import Carried, Publication, publication
 from sharekeeper.pipeline.statuses import waiting_text
 from sharekeeper.simulate.reading import Inputs, parse_objects
@@ -436,6 +437,28 @@ def test_waiting_pods_are_read_again_only_once_they_or_what_they_were_read_with_
     inputs.store.pod_groups.event("MODIFIED", pod_group("job", "c", namespace="other"))
     moved = carried_round(inputs, carried)
     assert {w.name: w.queue for w in moved.waiting} == {"b0": "b", "b1": "b", "m0": "c"}
+
+
+def test_the_nodes_found_for_constraints_are_not_kept_for_pods_long_gone() -> None:
+    """Which nodes a node selector allows is kept from round to round for the next pods that
+    ask the same, but not for more constraints than twice the pods waiting: a tenant's pods
+    that come and go, each with a selector of its own, do not grow it without end."""
+    zoned = []
+    for i in range(5):
+        found = outside_pod(f"z{i}", "b", cpu=1, memory="1Gi")
+        found["spec"]["nodeSelector"] = {"zone": f"zone-{i}"}
+        zoned.append(found)
+    inputs, carried = parse_objects(outside(*zoned)), Carried()
+    carried_round(inputs, carried)
+    eligible = carried.reclaim.eligible[PolicyName("p")]
+    assert len(eligible.found) == 5  # b0 asks for any node: nothing to find
+    for gone in zoned[1:]:
+        inputs.store.pods.event("DELETED", gone)
+    left = carried_round(inputs, carried)
+    assert [w.name for w in left.waiting] == ["b0", "z0"]
+    assert carried.reclaim.eligible[PolicyName("p")] is eligible  # the same nodes
+    assert eligible.found == {}  # 5 constraints for 2 waiting pods: forgotten
+    assert left.waiting[1].nodes == frozenset()  # no node is in zone-0
 
 
 def test_pods_of_queues_of_equal_share_wait_in_the_order_of_their_places() -> None:
