@@ -48,7 +48,7 @@ from collections.abc import (
 from dataclasses import dataclass
 from itertools import chain, groupby
 from operator import attrgetter, itemgetter
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from sharekeeper.engine.admission import AdmissionResult, NodePolicy, ReclaimMode
 from sharekeeper.engine.gates import GateDecisions, not_offered, queue_order
@@ -261,13 +261,14 @@ def _waiting(
     again, was about a quarter of reclaim's part of the round. The held pods are walked only
     when one waits for room."""
     runs: dict[PolicyName, list[tuple[float, _Ranked]]] = {}
-    per_policy: dict[PolicyName, tuple[Set[str], _Eligible]] = {}
+    per_policy: dict[PolicyName, _ReadWith] = {}
 
-    def facts_of(policy: PolicyName) -> tuple[Set[str], _Eligible]:
+    def facts_of(policy: PolicyName) -> _ReadWith:
         found = per_policy.get(policy)
         if found is None:
-            dimensions = shares.policies[policy].dimensions
-            found = per_policy[policy] = (dimensions, _eligible(policy, snapshot, facts, read))
+            summary = shares.policies[policy]
+            eligible = _eligible(policy, snapshot, facts, read)
+            found = per_policy[policy] = _ReadWith(summary.dimensions, eligible, summary.offered)
         return found
 
     # Most held pods wait for their own queue (QuotaExceeded): when none waits for room, the
@@ -287,14 +288,10 @@ def _waiting(
             share = shares.queues.get(queue)
             if share is None or share.policy is None or share.policy not in policies:
                 continue
-            dimensions, eligible = facts_of(share.policy)
             record = unscheduled.get(key)
-            nodes = eligible.nodes_for(record.constraints if record is not None else ANY_NODE)
-            request = _within(pod.request, dimensions)
-            waiting = Waiting(
-                pod.namespace, pod.name, queue, request, pod.created_seconds, nodes, pod.group_name
-            )
-            by_queue.setdefault(queue, []).append((queue_order(pod), waiting))
+            constraints = record.constraints if record is not None else ANY_NODE
+            made = _made(pod, queue, pod.created_seconds, constraints, facts_of(share.policy))
+            by_queue.setdefault(queue, []).append(made)
         for queue, ranked in by_queue.items():
             share = shares.queues[queue]
             assert share.policy is not None  # checked above
@@ -306,14 +303,33 @@ def _waiting(
     ):
         runs.setdefault(policy, []).append((queue_share, ranked))
         found += len(ranked)
-    for _, eligible in per_policy.values():
-        eligible.round_done(found)
+    for read_with in per_policy.values():
+        read_with.eligible.round_done(found)
     return {policy: _in_order(of_policy) for policy, of_policy in runs.items()}
 
 
 _Ranked = list[tuple[tuple[int, float, str], Waiting]]
 """Waiting pods of one queue, each with its place in it (``gates.queue_order``), in that
 order."""
+
+
+class _ReadWith(NamedTuple):
+    """What a policy's waiting pods are read with: the dimensions its amounts are kept in,
+    which of its nodes pods' constraints allow, and what its nodes offer."""
+
+    dimensions: Set[str]
+    eligible: _Eligible
+    offered: Set[str]
+
+
+def _made(
+    pod: PodSnapshot, queue: QueueName, since: float, constraints: NodeConstraints, with_: _ReadWith
+) -> tuple[tuple[int, float, str], Waiting]:
+    """The pod as the engine reads it, with its place in its queue."""
+    nodes = with_.eligible.nodes_for(constraints)
+    request = _within(pod.request, with_.dimensions)
+    waiting = Waiting(pod.namespace, pod.name, queue, request, since, nodes, pod.group_name)
+    return queue_order(pod), waiting
 
 
 def _in_order(runs: list[tuple[float, _Ranked]]) -> list[Waiting]:
@@ -346,7 +362,7 @@ def _unschedulable(
     pods: BoundPods,
     policies: Collection[PolicyName],
     *,
-    facts_of: Callable[[PolicyName], tuple[Set[str], _Eligible]],
+    facts_of: Callable[[PolicyName], _ReadWith],
     read: ReclaimRead,
 ) -> Iterator[tuple[PolicyName, float, _Ranked]]:
     """The pods the scheduler finds Unschedulable (outside the admission gate) that name a
@@ -357,9 +373,8 @@ def _unschedulable(
     pods are read again only when they, or what they were read with, changed
     (``read.waiting``)."""
     groups: dict[tuple[str, str], str | None] | None = None
-    queues, refused, offered = shares.queues, shares.refused, _offered(shares, policies)
+    queues, refused = shares.queues, shares.refused
     kept = read.waiting
-    by_policy: dict[PolicyName, tuple[Set[str], _Eligible, Set[str]]] = {}
     # The counts before the pods: a claim whose pods change in between is read again next round.
     for claim, changed in pods.unscheduled_claims().items():
         kind = claim[0]
@@ -375,22 +390,14 @@ def _unschedulable(
         if share is None or share.state != "Open" or not share.leaf:
             continue
         policy = share.policy
-        if policy is None:
+        if policy is None or policy not in policies:
             continue
-        read_with = by_policy.get(policy)
-        if read_with is None:
-            if policy not in offered:
-                continue
-            read_with = by_policy[policy] = (*facts_of(policy), offered[policy])
+        read_with = facts_of(policy)
         refusing = refused.get(queue, NO_AMOUNTS) if refused else NO_AMOUNTS
         source = (changed, queue, read_with, refusing)
         ranked = kept.last(claim, source)
         if ranked is None:
-            dimensions, eligible, names = read_with
-            ranked = _ranked(
-                pods.unscheduled_claiming(claim), queue, dimensions=dimensions,
-                eligible=eligible, offered=names, refusing=refusing,
-            )  # fmt: skip
+            ranked = _ranked(pods.unscheduled_claiming(claim), queue, read_with, refusing)
         kept.keep(claim, source, ranked)
         if ranked:
             yield policy, share.share, ranked
@@ -399,15 +406,14 @@ def _unschedulable(
 def _ranked(
     records: Iterable[WaitingPodRecord],
     queue: QueueName,
-    *,
-    dimensions: Set[str],
-    eligible: _Eligible,
-    offered: Set[str],
+    read_with: _ReadWith,
     refusing: Collection[str],
 ) -> _Ranked:
     """The Unschedulable pods of ``records`` (of one claim, charged to ``queue``) outside the
-    gate whose namespace ``queue`` admits (not in ``refusing``) and whose resources are all
-    ``offered``, as the engine reads them, each with its place in its queue, in that order."""
+    gate whose namespace ``queue`` admits (not in ``refusing``) and whose resources its
+    policy's nodes all offer, as the engine reads them, each with its place in its queue, in
+    that order."""
+    offered = read_with.offered
     ranked: _Ranked = []
     for record in records:
         pod = record.share
@@ -418,17 +424,9 @@ def _ranked(
             continue
         if not pod.request.keys() <= offered and not_offered(pod.request, offered):
             continue
-        nodes = eligible.nodes_for(record.constraints)
-        request = _within(pod.request, dimensions)
-        waiting = Waiting(pod.namespace, pod.name, queue, request, since, nodes, pod.group_name)
-        ranked.append((queue_order(pod), waiting))
+        ranked.append(_made(pod, queue, since, record.constraints, read_with))
     ranked.sort(key=itemgetter(0))
     return ranked
-
-
-def _offered(shares: ShareResult, policies: Collection[PolicyName]) -> dict[PolicyName, Set[str]]:
-    """What the nodes of each of ``policies`` offer (``PolicyShare.offered``)."""
-    return {name: shares.policies[name].offered for name in policies if name in shares.policies}
 
 
 class _Eligible:
