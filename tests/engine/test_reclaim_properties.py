@@ -40,6 +40,7 @@ from sharekeeper.engine.reclaim import (
     NotServedReason,
     QueueState,
     ReclaimInputs,
+    ReclaimMemo,
     ReclaimPlan,
     ReclaimSettings,
     Running,
@@ -491,3 +492,47 @@ def test_screened_nodes_are_ranked_as_by_a_stable_sort(missing: list[float]) -> 
     of what each lacks (many nodes lack the same) would rank them."""
     values = np.array(missing, dtype=np.float64)
     assert list(planning._ascending(values)) == np.argsort(values, kind="stable").tolist()
+
+
+def kept(inputs: ReclaimInputs, last: ReclaimInputs | None) -> ReclaimInputs:
+    """``inputs`` with what equals ``last``'s as ``last``'s very objects (a node's state, a
+    queue's candidates), as the operator's gathering hands them on."""
+    if last is None:
+        return inputs
+    nodes = {node.name: node for node in last.nodes}
+    return replace(
+        inputs,
+        nodes=tuple(nodes[n.name] if nodes.get(n.name) == n else n for n in inputs.nodes),
+        running={
+            queue: last.running[queue] if last.running.get(queue) == pods else pods
+            for queue, pods in inputs.running.items()
+        },
+    )
+
+
+@given(clusters(("cpu", "memory", "nvidia.com/gpu")), st.randoms(use_true_random=False))
+def test_a_memo_from_the_round_before_changes_no_plan(cluster: Cluster, rng: random.Random) -> None:
+    """Round after round with one ``ReclaimMemo``, its unchanged nodes and candidates handed on
+    as the same objects, now and then a node that starts or stops offering a resource or
+    keeping something idle: each plan is the plan made without the memo."""
+    memo = ReclaimMemo()
+    last: ReclaimInputs | None = None
+    for _ in range(ROUNDS // 5):
+        for name, node in list(cluster.nodes.items()):
+            if rng.random() < 0.2:
+                extra = {} if "example.com/fpga" in node.allocatable else {"example.com/fpga": 2}
+                allocatable = {d: a for d, a in node.allocatable.items() if d != "example.com/fpga"}
+                cluster.nodes[name] = replace(node, allocatable={**allocatable, **extra})
+            elif rng.random() < 0.2:
+                idle = {} if node.reserved else {"cpu": STEP["cpu"]}
+                cluster.nodes[name] = replace(
+                    node, reserved=idle, reserved_for=frozenset(idle and {"nvidia.com/gpu"})
+                )
+        inputs = kept(cluster.inputs(), last)
+        plan = plan_reclaim(inputs, memo)
+        assert plan == plan_reclaim(inputs)
+        check_and_apply(cluster, inputs, plan)
+        for pod in cluster.pods.values():
+            if pod.node is None:
+                pod.waited += AFTER
+        last = inputs

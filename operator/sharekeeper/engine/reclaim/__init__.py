@@ -8,9 +8,10 @@ of a gang that must go whole. ``planning`` has the rules and their cost.
 
 Entry points:
 
-- ``plan_reclaim(inputs) -> ReclaimPlan``: the round's decisions. The caller decides what to do
-  with them (the mode Off | Preview | On is its business) and evicts through the Eviction API,
-  never by deleting.
+- ``plan_reclaim(inputs, memo=None) -> ReclaimPlan``: the round's decisions. The caller decides
+  what to do with them (the mode Off | Preview | On is its business) and evicts through the
+  Eviction API, never by deleting. A caller that plans round after round passes one
+  ``ReclaimMemo`` to each, so that a round reads only what is new since the last.
 - ``replan_inputs(inputs, accepted, refused) -> ReclaimInputs``: after a refused eviction, the
   inputs to plan again with (the next victim is then chosen by the same rules).
 - ``spare_reason(inputs, reclaimer, pod) -> SpareReason | None``: for ``explain``, why a pod is
@@ -22,6 +23,7 @@ not import the other engines (the "Each engine stands alone" contract).
 
 from sharekeeper.engine.reclaim.planning import plan_reclaim, spare_reason
 from sharekeeper.engine.reclaim.replanning import replan_inputs
+from sharekeeper.engine.reclaim.state import ReclaimMemo
 from sharekeeper.engine.reclaim.values import (
     Gang,
     GroupKey,
@@ -53,6 +55,7 @@ __all__ = [
     "QueueState",
     "Reclaim",
     "ReclaimInputs",
+    "ReclaimMemo",
     "ReclaimPlan",
     "ReclaimSettings",
     "Running",

@@ -88,6 +88,7 @@ from sharekeeper.engine.keys import PodKey
 from sharekeeper.engine.reclaim.state import (
     INFINITE_OVERUSE,
     Candidate,
+    ReclaimMemo,
     Round,
     queue_path,
 )
@@ -126,10 +127,11 @@ GIVERS_LISTED = 1024
 node with candidates is screened (in numpy)."""
 
 
-@dataclass(slots=True)
-class _Reclaimer:
-    pod: Waiting
-    queue: str
+@dataclass(frozen=True, slots=True, eq=False)
+class _Ask:
+    """What a waiting pod asks of a node, and where it may go: shared by the pods of one
+    policy that request the same and may use the same nodes (a workload's replicas)."""
+
     policy: str
     request: dict[str, int]
     """Positive amounts, without ``pods``."""
@@ -137,9 +139,20 @@ class _Reclaimer:
     columns: list[int]
     """Node dimensions P must find room in: ``needed`` then ``pods``."""
     want: list[int]
-    path: frozenset[str]
     held: np.ndarray | None
     """Per node: whether P is held to the node's reservation (None: no node reserves)."""
+    nodes: frozenset[str] | None
+    """The nodes its own constraints let it use (``Waiting.nodes``)."""
+
+
+@dataclass(slots=True)
+class _Reclaimer:
+    """A waiting pod that needs victims, with what is worked out for it while they are chosen."""
+
+    pod: Waiting
+    queue: str
+    ask: _Ask
+    path: frozenset[str]
     branches: dict[str, tuple[str, ...]]
     """Per queue, its branch (``Round.branch``): shared by the pods of P's queue."""
     gives: dict[str, bool] = field(default_factory=dict)
@@ -217,9 +230,9 @@ class _Places(dict[str, _Place | None]):
 
 
 class _Planner:
-    def __init__(self, inputs: ReclaimInputs) -> None:
+    def __init__(self, inputs: ReclaimInputs, memo: ReclaimMemo | None = None) -> None:
         self.inputs = inputs
-        self.round = Round(inputs)
+        self.round = Round(inputs, memo)
         self.latest = inputs.now - inputs.settings.after_seconds
         """A pod that started waiting later has not waited long enough."""
         self.evictions = 0
@@ -230,9 +243,10 @@ class _Planner:
         """The last pod of each shape not served, and ``Round.version`` then: until the round
         changes (or reaches its bound), a pod of that shape is not served either, and why is
         the same."""
-        self.fitting: dict[tuple[object, ...], _Fitting] = {}
-        """Per pod shape: the policy's nodes that may hold it (``_free_fit``)."""
-        self.held: dict[tuple[str, ...], np.ndarray | None] = {}
+        self.asks: dict[tuple[object, ...], _Ask] = {}
+        """Per policy, requested dimensions, request and nodes: ``_ask``."""
+        self.fitting: dict[_Ask, _Fitting] = {}
+        """Per ask: the policy's nodes that may hold it (``_free_fit``)."""
         self.branches: dict[str, dict[str, tuple[str, ...]]] = {}
         """Per reclaimer's queue: ``_Reclaimer.branches``."""
         self.trees: dict[str, dict[str | None, list[str]]] = {}
@@ -340,16 +354,17 @@ class _Planner:
             refusal = _above_share(pod, needed, self.round.queues, path, self.round.allocated)
             if refusal is not None:
                 return refusal
-        reclaimer = self.reclaimer_of(pod, needed)
-        if reclaimer is None:
+        ask = self._ask(pod, needed)
+        if ask is None:
             return _not_served(pod, NotServedReason.NO_VICTIMS)
-        free_fit = self._free_fit(reclaimer)
+        free_fit = self._free_fit(ask)
         if free_fit is not None:
-            self.round.place(reclaimer.queue, reclaimer.request, free_fit)
+            self.round.place(pod.queue, ask.request, free_fit)
             return Reclaim(pod.key, pod.queue, self.round.nodes[free_fit].name, (), {}, ())
         bound = self.inputs.settings.max_evictions
         if self.bounded or self.evictions >= bound:
             return self._bounded(pod)
+        reclaimer = self._reclaimer(pod, ask)
         found = self._victims(reclaimer)
         if found is None:
             return _not_served(pod, NotServedReason.NO_VICTIMS)
@@ -395,75 +410,77 @@ class _Planner:
 
     def reclaimer_of(self, pod: Waiting, needed: tuple[str, ...]) -> _Reclaimer | None:
         """None when no node of its policy offers what it requests."""
+        ask = self._ask(pod, needed)
+        return None if ask is None else self._reclaimer(pod, ask)
+
+    def _reclaimer(self, pod: Waiting, ask: _Ask) -> _Reclaimer:
+        path = frozenset(self.round.path(pod.queue))
+        return _Reclaimer(pod, pod.queue, ask, path, self.branches.setdefault(pod.queue, {}))
+
+    def _ask(self, pod: Waiting, needed: tuple[str, ...]) -> _Ask | None:
+        """What P asks of a node: made once per policy, request and nodes a round, since most
+        pods that wait are replicas that ask the same; None when no node of its policy offers
+        what it requests. ``needed``: ``_needed`` of P's request."""
         state = self.round
         policy = state.queues[pod.queue].policy
-        if policy not in state.slices:
-            return None
-        if any(d not in state.column for d in needed):
-            return None
-        if needed not in self.held:
+        request = pod.request
+        key = (policy, needed, tuple([request[d] for d in needed]), pod.nodes)
+        found = self.asks.get(key)
+        if found is None:
+            if policy not in state.slices or any(d not in state.column for d in needed):
+                return None
             held = None
             for reserved_for, mask in state.reserving.items():
                 if reserved_for.isdisjoint(needed):
                     held = mask if held is None else held | mask
-            self.held[needed] = held
-        return _Reclaimer(
-            pod,
-            pod.queue,
-            policy,
-            {d: pod.request[d] for d in needed},
-            needed,
-            [state.column[d] for d in (*needed, PODS)],
-            [*(pod.request[d] for d in needed), 1],
-            frozenset(state.path(pod.queue)),
-            self.held[needed],
-            self.branches.setdefault(pod.queue, {}),
-        )
+            found = self.asks[key] = _Ask(
+                policy,
+                {d: request[d] for d in needed},
+                needed,
+                [state.column[d] for d in (*needed, PODS)],
+                [*(request[d] for d in needed), 1],
+                held,
+                pod.nodes,
+            )
+        return found
 
-    def _screen(
-        self, reclaimer: _Reclaimer, room: np.ndarray, room_held: np.ndarray, start: int
-    ) -> np.ndarray:
-        """Over the policy's nodes from its ``start``-th on: whether ``room`` holds the pod
-        (and the pod may go there). O(nodes x its dimensions), in numpy."""
-        lo, hi = self.round.slices[reclaimer.policy]
-        lo += start
-        held = reclaimer.held
+    def _screen(self, ask: _Ask) -> np.ndarray:
+        """Over the policy's nodes: whether the room left holds the pod (and the pod may go
+        there). O(nodes x its dimensions), in numpy."""
+        lo, hi = self.round.slices[ask.policy]
+        room, room_held, held = self.round.free, self.round.free_held, ask.held
         fits = np.ones(hi - lo, dtype=bool)
-        for column, want in zip(reclaimer.columns, reclaimer.want, strict=True):
+        for column, want in zip(ask.columns, ask.want, strict=True):
             row = room[column, lo:hi]
             if held is not None:
                 row = np.where(held[lo:hi], room_held[column, lo:hi], row)
             fits &= row >= want
-        allowed = reclaimer.pod.nodes
-        if allowed is not None:
-            fits &= self._allowed(allowed)[lo:hi]
+        if ask.nodes is not None:
+            fits &= self._allowed(ask.nodes)[lo:hi]
         return fits
 
-    def _fits_at(self, reclaimer: _Reclaimer, node: int) -> bool:
-        held = reclaimer.held is not None and bool(reclaimer.held[node])
+    def _fits_at(self, ask: _Ask, node: int) -> bool:
+        held = ask.held is not None and bool(ask.held[node])
         room = (self.round.free_held if held else self.round.free)[:, node].tolist()
         return all(
-            room[column] >= want
-            for column, want in zip(reclaimer.columns, reclaimer.want, strict=True)
-        ) and (reclaimer.pod.nodes is None or self.round.nodes[node].name in reclaimer.pod.nodes)
+            room[column] >= want for column, want in zip(ask.columns, ask.want, strict=True)
+        ) and (ask.nodes is None or self.round.nodes[node].name in ask.nodes)
 
-    def _free_fit(self, reclaimer: _Reclaimer) -> int | None:
+    def _free_fit(self, ask: _Ask) -> int | None:
         """The first node (by name) of the policy where P fits as the round left it. Until
         something is evicted room only shrinks: a node that could not hold a shape cannot later
         on, so the policy's nodes are screened once per shape (until something is freed) and
         the pods of that shape walk the nodes that passed, each from where the last stopped."""
-        pod = reclaimer.pod
-        key = (reclaimer.policy, tuple(sorted(reclaimer.request.items())), pod.nodes)
-        fitting = self.fitting.get(key)
+        fitting = self.fitting.get(ask)
         if fitting is None or fitting.freed != self.round.freed:
-            screened = self._screen(reclaimer, self.round.free, self.round.free_held, 0)
-            fitting = self.fitting[key] = _Fitting(
+            screened = self._screen(ask)
+            fitting = self.fitting[ask] = _Fitting(
                 self.round.freed, np.flatnonzero(screened).tolist()
             )
-        lo = self.round.slices[reclaimer.policy][0]
+        lo = self.round.slices[ask.policy][0]
         nodes = fitting.nodes
         while fitting.at < len(nodes):
-            if self._fits_at(reclaimer, lo + nodes[fitting.at]):
+            if self._fits_at(ask, lo + nodes[fitting.at]):
                 return lo + nodes[fitting.at]
             fitting.at += 1
         return None
@@ -506,8 +523,8 @@ class _Planner:
         """The nodes of ``giving``'s pods where P would fit if they were gone, least room to
         make first."""
         state = self.round
-        lo, hi = state.slices[reclaimer.policy]
-        columns = reclaimer.columns
+        lo, hi = state.slices[reclaimer.ask.policy]
+        columns = reclaimer.ask.columns
         names = tuple(state.dimensions[column] for column in columns[:-1])
         parts = [state.freeable(name, names) for name in giving]
         at = np.concatenate([nodes for nodes, _ in parts])
@@ -519,12 +536,12 @@ class _Planner:
         freeable = np.zeros((len(columns), nodes.size), dtype=np.int64)
         np.add.at(freeable.T, of_node, amounts.T)
         room = state.free[columns][:, nodes]
-        if reclaimer.held is not None:
-            room = np.where(reclaimer.held[nodes], state.free_held[columns][:, nodes], room)
-        want = np.array(reclaimer.want, dtype=np.int64)[:, None]
+        if reclaimer.ask.held is not None:
+            room = np.where(reclaimer.ask.held[nodes], state.free_held[columns][:, nodes], room)
+        want = np.array(reclaimer.ask.want, dtype=np.int64)[:, None]
         fits = np.all(room + freeable >= want, axis=0)
-        if reclaimer.pod.nodes is not None:
-            fits &= self._allowed(reclaimer.pod.nodes)[nodes]
+        if reclaimer.ask.nodes is not None:
+            fits &= self._allowed(reclaimer.ask.nodes)[nodes]
         capacity = np.maximum(state.capacity[columns][:, nodes], 1)
         missing = (np.maximum(want - room, 0) / capacity).sum(axis=0)
         nodes, missing = nodes[fits], missing[fits]
@@ -534,11 +551,11 @@ class _Planner:
     def _promising_anywhere(self, reclaimer: _Reclaimer) -> Iterator[int]:
         """Every node of the policy that could hold P empty, least room to make first."""
         state = self.round
-        lo, hi = state.slices[reclaimer.policy]
-        held = reclaimer.held
+        lo, hi = state.slices[reclaimer.ask.policy]
+        held = reclaimer.ask.held
         fits = np.ones(hi - lo, dtype=bool)
         missing = np.zeros(hi - lo, dtype=np.float64)
-        for column, want in zip(reclaimer.columns, reclaimer.want, strict=True):
+        for column, want in zip(reclaimer.ask.columns, reclaimer.ask.want, strict=True):
             room = state.free[column, lo:hi]
             capacity = state.capacity[column, lo:hi]
             if held is not None:
@@ -547,7 +564,7 @@ class _Planner:
             fits &= capacity >= want
             short = np.maximum(want - room, 0)
             missing += short / np.maximum(state.capacity[column, lo:hi], 1)
-        allowed = reclaimer.pod.nodes
+        allowed = reclaimer.ask.nodes
         if allowed is not None:
             fits &= self._allowed(allowed)[lo:hi]
         nodes = np.flatnonzero(fits)
@@ -563,8 +580,8 @@ class _Planner:
         overused and reclaimable only: a queue that may not give keeps its whole subtree out.
         O(queues visited)."""
         state = self.round
-        tree = self._tree(reclaimer.policy)
-        places = self.order(reclaimer.policy, reclaimer.needed)
+        tree = self._tree(reclaimer.ask.policy)
+        places = self.order(reclaimer.ask.policy, reclaimer.ask.needed)
         path = state.path(reclaimer.queue)
         found: list[str] = []
         count = 0
@@ -580,7 +597,7 @@ class _Planner:
                     continue
                 if name == skip:  # P's own branch
                     continue
-                if not state.queues[name].reclaimable or not state.over(name, reclaimer.needed):
+                if not state.queues[name].reclaimable or not state.over(name, reclaimer.ask.needed):
                     continue
                 if places[name] is not None:
                     found.append(name)
@@ -633,10 +650,10 @@ class _Planner:
             own = state.queues.get(queue)
             found = reclaimer.gives[queue] = (
                 own is not None
-                and own.policy == reclaimer.policy
+                and own.policy == reclaimer.ask.policy
                 and bool(branch)
                 and all(
-                    state.queues[name].reclaimable and state.over(name, reclaimer.needed)
+                    state.queues[name].reclaimable and state.over(name, reclaimer.ask.needed)
                     for name in branch
                 )
             )
@@ -666,21 +683,23 @@ class _Planner:
         return found
 
     def new_try(self, reclaimer: _Reclaimer, node: int) -> _Try:
-        held = reclaimer.held is not None and bool(reclaimer.held[node])
-        room = (self.round.free_held if held else self.round.free)[reclaimer.columns, node]
-        need = [want - int(free) for want, free in zip(reclaimer.want, room.tolist(), strict=True)]
-        lacking = tuple(d for d, n in zip(reclaimer.needed, need, strict=False) if n > 0)
-        return _Try(node, held, need, lacking or reclaimer.needed)
+        held = reclaimer.ask.held is not None and bool(reclaimer.ask.held[node])
+        room = (self.round.free_held if held else self.round.free)[reclaimer.ask.columns, node]
+        need = [
+            want - int(free) for want, free in zip(reclaimer.ask.want, room.tolist(), strict=True)
+        ]
+        lacking = tuple(d for d, n in zip(reclaimer.ask.needed, need, strict=False) if n > 0)
+        return _Try(node, held, need, lacking or reclaimer.ask.needed)
 
     def _frees(self, reclaimer: _Reclaimer, attempt: _Try, candidate: Candidate) -> list[int]:
         """What evicting ``candidate`` frees of what P needs on ``attempt``'s node."""
         vector = self.round.vector(candidate)
-        frees = [vector[c] for c in reclaimer.columns]
+        frees = [vector[c] for c in reclaimer.ask.columns]
         if attempt.held:
             node = self.round.nodes[attempt.node]
             if any(candidate.request.get(r, 0) for r in node.reserved_for):
                 # Its idle accelerators would claim it back: count none of what they reserve.
-                for i, d in enumerate(reclaimer.needed):
+                for i, d in enumerate(reclaimer.ask.needed):
                     if d in node.reserved:
                         frees[i] = 0
         return frees
@@ -714,7 +733,7 @@ class _Planner:
         single pod, in the order their first member came. O(its candidates x dimensions)."""
         state = self.round
         attempt = self.new_try(reclaimer, node)
-        places = self.order(reclaimer.policy, reclaimer.needed)
+        places = self.order(reclaimer.ask.policy, reclaimer.ask.needed)
         ties: dict[_Position, list[Candidate]] = {}
         for candidate in state.on_node(node):
             if candidate.evicted or candidate.static is not None:
@@ -813,7 +832,7 @@ class _Planner:
                 return member.static
             queue = member.pod.queue
             branch = self._branch(reclaimer, queue)
-            reason = state.queue_reason(queue, reclaimer.policy, matter, branch)
+            reason = state.queue_reason(queue, reclaimer.ask.policy, matter, branch)
             if reason is not None:
                 return reason
         return None
@@ -854,7 +873,7 @@ class _Planner:
                 state.gang(unit.whole).spare = 0
             elif unit.members[0].gang is not None:
                 state.gang(unit.members[0].gang).spare -= 1
-        state.place(reclaimer.queue, reclaimer.request, node)
+        state.place(reclaimer.queue, reclaimer.ask.request, node)
         pod = reclaimer.pod
         return Reclaim(
             pod.key,
@@ -893,7 +912,7 @@ class _Planner:
         state = self.round
         chosen = {id(m) for unit in units for m in unit.members}
         last = max(unit.position for unit in units)
-        places = self.order(reclaimer.policy, reclaimer.needed)
+        places = self.order(reclaimer.ask.policy, reclaimer.ask.needed)
         attempt = self.new_try(reclaimer, node)
         found: list[Spared] = []
         for candidate in state.on_node(node):
@@ -916,7 +935,7 @@ class _Planner:
             return candidate.static
         queue = candidate.pod.queue
         branch = self._branch(reclaimer, queue)
-        reason = self.round.queue_reason(queue, reclaimer.policy, attempt.matter, branch)
+        reason = self.round.queue_reason(queue, reclaimer.ask.policy, attempt.matter, branch)
         if reason is not None:
             return reason
         if not _shares(candidate, attempt.matter):
@@ -940,9 +959,10 @@ class _Planner:
         return None
 
 
-def plan_reclaim(inputs: ReclaimInputs) -> ReclaimPlan:
-    """The round's reclaims, in admission order, and why the other waiting pods wait."""
-    return _Planner(inputs).plan()
+def plan_reclaim(inputs: ReclaimInputs, memo: ReclaimMemo | None = None) -> ReclaimPlan:
+    """The round's reclaims, in admission order, and why the other waiting pods wait. ``memo``:
+    what the last round of the same caller read (``ReclaimMemo``; updated), for speed only."""
+    return _Planner(inputs, memo).plan()
 
 
 def spare_reason(inputs: ReclaimInputs, reclaimer: PodKey, pod: PodKey) -> SpareReason | None:

@@ -8,7 +8,8 @@ planner and ``spare_reason``.
 Cost of building: O(queues + nodes · dimensions). A queue's path is walked, and its allocated
 copied, only when the round first needs them; the candidates are indexed (by queue and by node,
 O(candidates)) only when some pod needs victims, and a candidate's size and node vector are
-computed when first needed.
+computed when first needed. With a ``ReclaimMemo`` from the round before, the nodes' amounts and
+the candidates by node are read again only where they are new objects.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from sharekeeper.engine.reclaim.values import (
     Running,
     SpareReason,
 )
-from sharekeeper.engine.resources import UNLIMITED, Vectors, dense
+from sharekeeper.engine.resources import UNLIMITED, Amounts, DenseRows, Vectors, dense_again
 
 INFINITE_OVERUSE = float("inf")
 
@@ -77,6 +78,34 @@ class Savepoint:
     spares: dict[GroupKey, int]
 
 
+@dataclass(frozen=True, slots=True)
+class _ByNode:
+    """The candidates of each node (by its place in ``Round.nodes``), as read from ``running``."""
+
+    names: list[str]
+    """The nodes' names, in their places."""
+    running: Mapping[str, tuple[Running, ...]]
+    pods: list[list[Running]]
+    """Never changed once made: a later round's is made anew where its candidates differ."""
+
+
+class ReclaimMemo:
+    """What a round's set-up read that the next round may reuse: the nodes' amounts as dense
+    rows, and the candidates by node. A caller that plans round after round hands one memo to
+    each ``plan_reclaim`` of a policy, and keeps what did not change in its inputs as the very
+    same objects (a node's ``NodeState``, a queue's tuple of candidates): only the new ones are
+    read again. The plan is the same with or without it.
+
+    At the top size (5,000 nodes, 37,000 candidates) both were read afresh every round: about a
+    tenth of the engine's time, spent on objects that mostly had not changed."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, tuple[tuple[str, ...], DenseRows]] = {}
+        """Per kind of node amounts (allocatable, used, reserved): the dense rows of the last
+        round, and the dimensions they are over."""
+        self.by_node: _ByNode | None = None
+
+
 def queue_path(by_name: Mapping[str, QueueState], name: str) -> tuple[str, ...]:
     """``name`` (one of ``by_name``) with the queues above it, nearest first; a cycle or an
     unknown parent ends the walk (the share engine reports broken trees)."""
@@ -103,7 +132,8 @@ class Round:
     when a group is first met; a ``Candidate`` is made once per pod, on first use, and what a
     queue's pods may free once per queue (``freeable``)."""
 
-    def __init__(self, inputs: ReclaimInputs) -> None:
+    def __init__(self, inputs: ReclaimInputs, memo: ReclaimMemo | None = None) -> None:
+        self.memo = memo
         self.queues: dict[str, QueueState] = {queue.name: queue for queue in inputs.queues}
         """As the round started (``allocated``: the round's changes are in ``charged``)."""
         self._paths: dict[str, tuple[str, ...]] = {}
@@ -129,11 +159,10 @@ class Round:
                 reserving.append(i)
         self.dimensions: tuple[str, ...] = tuple(sorted(names))
         self.column: dict[str, int] = {name: i for i, name in enumerate(self.dimensions)}
-        allocatable = dense([node.allocatable for node in nodes], self.dimensions)
+        allocatable = self._dense("allocatable", [node.allocatable for node in nodes]).copy()
         allocatable[unlimited, self.column[PODS]] = UNLIMITED
-        used = dense([node.used for node in nodes], self.dimensions)
-        reserved = np.zeros_like(allocatable)
-        reserved[reserving] = dense([nodes[i].reserved for i in reserving], self.dimensions)
+        used = self._dense("used", [node.used for node in nodes])
+        reserved = self._dense("reserved", [node.reserved for node in nodes])
         self.capacity: Vectors = np.ascontiguousarray(allocatable.T)
         """Allocatable (dimension x node): a node too small for a pod even empty is never worth
         a walk."""
@@ -153,7 +182,7 @@ class Round:
         self.excluded = inputs.excluded
         self.gang_specs = {(g.namespace, g.name): g for g in inputs.gangs}
         self.made: dict[tuple[str, str], Candidate] = {}
-        self._by_node: list[list[Running]] | None = None
+        self._by_node: _ByNode | None = None
         self._on_node: dict[int, list[Candidate]] = {}
         self._freeable: dict[tuple[str, tuple[str, ...]], tuple[Vectors, Vectors]] = {}
         self._by_gang: dict[GroupKey, list[Running]] | None = None
@@ -165,6 +194,16 @@ class Round:
         with every rollback."""
         self.freed = 0
         """Changes with every eviction and rollback: until it does, room only shrinks."""
+
+    def _dense(self, kind: str, rows: list[Amounts]) -> Vectors:
+        """``rows`` (one per node) over the round's dimensions, read-only: with a memo, only
+        the rows that are not the very mappings of its last round's are read."""
+        last = self.memo.rows.get(kind) if self.memo is not None else None
+        same = last is not None and last[0] == self.dimensions
+        made = dense_again(rows, self.dimensions, last[1] if last is not None and same else None)
+        if self.memo is not None:
+            self.memo.rows[kind] = (self.dimensions, made)
+        return made[1]
 
     # --- the lazy index ------------------------------------------------------------------
 
@@ -233,13 +272,50 @@ class Round:
         found = self._on_node.get(node)
         if found is None:
             if self._by_node is None:
-                by_name: defaultdict[str, list[Running]] = defaultdict(list)
-                for pods in self.running.values():
-                    for pod in pods:
-                        by_name[pod.node].append(pod)
-                self._by_node = [by_name.get(node.name, []) for node in self.nodes]
-            found = self._on_node[node] = [self.candidate(p) for p in self._by_node[node]]
+                last = self.memo.by_node if self.memo is not None else None
+                self._by_node = self._index_by_node(last)
+                if self.memo is not None:
+                    self.memo.by_node = self._by_node
+            found = self._on_node[node] = [self.candidate(p) for p in self._by_node.pods[node]]
         return found
+
+    def _index_by_node(self, last: _ByNode | None) -> _ByNode:
+        """The candidates by node: ``last``'s, with the pods of the queues whose candidates are
+        new objects taken out and put in again, while its nodes are the round's and fewer than
+        half the queues' candidates changed; else read afresh. A node's candidates come in no
+        particular order: the planner orders them itself."""
+        names = [node.name for node in self.nodes]
+        running = self.running
+        if last is not None and last.names == names:
+            gone = [pods for queue, pods in last.running.items() if running.get(queue) is not pods]
+            new = [pods for queue, pods in running.items() if last.running.get(queue) is not pods]
+            if len(gone) + len(new) <= len(running):
+                index, by_node = self.node_index, list(last.pods)
+                copied: set[int] = set()
+
+                def of(node: str) -> list[Running] | None:
+                    at = index.get(node)
+                    if at is None:
+                        return None
+                    if at not in copied:
+                        copied.add(at)
+                        by_node[at] = list(by_node[at])
+                    return by_node[at]
+
+                for pods in gone:
+                    for pod in pods:
+                        if (listed := of(pod.node)) is not None:
+                            listed.remove(pod)
+                for pods in new:
+                    for pod in pods:
+                        if (listed := of(pod.node)) is not None:
+                            listed.append(pod)
+                return _ByNode(names, running, by_node)
+        by_name: defaultdict[str, list[Running]] = defaultdict(list)
+        for pods in running.values():
+            for pod in pods:
+                by_name[pod.node].append(pod)
+        return _ByNode(names, running, [by_name.get(name, []) for name in names])
 
     def gang(self, key: GroupKey) -> GangState:
         found = self.gangs.get(key)
