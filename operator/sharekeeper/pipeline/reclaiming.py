@@ -62,6 +62,7 @@ from sharekeeper.engine.reclaim import (
     NodeState,
     QueueState,
     ReclaimInputs,
+    ReclaimMemo,
     ReclaimPlan,
     ReclaimSettings,
     Running,
@@ -95,6 +96,10 @@ helped by evicting anyone: no queue, a closed queue, an incomplete gang, a resou
 offers, and QuotaExceeded, a queue that has its share by the gate's count (its pods not bound
 yet count, outside the gate or released): such a pod waits for its own queue's pods, and room
 made for it would go to them or to the victims' replacements, never to it."""
+
+
+_FOR_ROOM_OR_BEHIND = WAITING_FOR_ROOM | {"BehindOthers"}
+"""The reasons ``_waits_for_room`` may answer yes to: most held pods wait QuotaExceeded."""
 
 
 def _waits_for_room(why: GateWaiting, waiting: Mapping[PodKey, GateWaiting]) -> bool:
@@ -145,11 +150,14 @@ class _Kept(Generic[_K, _T]):
         self._last: dict[_K, tuple[tuple[object, ...], _T]] = {}
         self._now: dict[_K, tuple[tuple[object, ...], _T]] = {}
 
-    def last(self, key: _K, source: tuple[object, ...]) -> _T | None:
+    def reused(self, key: _K, source: tuple[object, ...]) -> _T | None:
         """What the last round built for ``key``, if from the same ``source`` (identical parts
-        compare at once)."""
+        compare at once): kept for the next round too. None: build it, and ``keep`` it."""
         found = self._last.get(key)
-        return found[1] if found is not None and found[0] == source else None
+        if found is not None and found[0] == source:
+            self._now[key] = found
+            return found[1]
+        return None
 
     def keep(self, key: _K, source: tuple[object, ...], built: _T) -> None:
         self._now[key] = (source, built)
@@ -177,6 +185,8 @@ class ReclaimRead:
         self.eligible: dict[PolicyName, _Eligible] = {}
         """Per policy, its nodes and which of them pods' constraints let them use: kept while
         the policy's nodes are the same."""
+        self.plans: dict[PolicyName, ReclaimMemo] = {}
+        """Per policy, what the engine's last round read of its nodes and candidates."""
 
     def round_done(self) -> None:
         for kept in (self.queue_pods, self.nodes, self.waiting):
@@ -233,10 +243,12 @@ def reclaim_rounds(
             settings=config.settings, now=now, evicting=evicting,
             proportions=node_policies[policy].proportions, read=read,
         )  # fmt: skip
-        plan = plan_reclaim(inputs)
+        plan = plan_reclaim(inputs, read.plans.setdefault(policy, ReclaimMemo()))
         rounds[policy] = PolicyReclaim(policy, config.mode, inputs, plan)
     if waiting_by_policy:
         read.round_done()
+    for gone in read.plans.keys() - wanted.keys():
+        del read.plans[gone]
     return rounds
 
 
@@ -274,7 +286,11 @@ def _waiting(
     # Most held pods wait for their own queue (QuotaExceeded): when none waits for room, the
     # held pods are not walked at all. A held pod is never among the Unschedulable ones.
     gate_waiting = gates.waiting
-    for_room = {key for key, why in gate_waiting.items() if _waits_for_room(why, gate_waiting)}
+    for_room = {
+        key
+        for key, why in gate_waiting.items()
+        if why.reason in _FOR_ROOM_OR_BEHIND and _waits_for_room(why, gate_waiting)
+    }
     if for_room:
         unscheduled = pods.unscheduled()
         by_queue: dict[QueueName, _Ranked] = {}
@@ -395,10 +411,10 @@ def _unschedulable(
         read_with = facts_of(policy)
         refusing = refused.get(queue, NO_AMOUNTS) if refused else NO_AMOUNTS
         source = (changed, queue, read_with, refusing)
-        ranked = kept.last(claim, source)
+        ranked = kept.reused(claim, source)
         if ranked is None:
             ranked = _ranked(pods.unscheduled_claiming(claim), queue, read_with, refusing)
-        kept.keep(claim, source, ranked)
+            kept.keep(claim, source, ranked)
         if ranked:
             yield policy, share.share, ranked
 
@@ -543,17 +559,20 @@ def reclaim_inputs(
         # The counts before the pods: a change in between is read again next round.
         changed = tuple([(claim, pods.bound_changed(claim)) for claim in claims])
         pods_from = (changed, dimensions, refused, evicting)
-        queue_pods = read.queue_pods.last(queue, pods_from) or _queue_pods(
-            queue, _bound_pods(claims, pods), dimensions=dimensions, refused=refused,
-            evicting=evicting, node_names=node_names,
-        )  # fmt: skip
-        read.queue_pods.keep(queue, pods_from, queue_pods)
+        queue_pods = read.queue_pods.reused(queue, pods_from)
+        if queue_pods is None:
+            queue_pods = _queue_pods(
+                queue, _bound_pods(claims, pods), dimensions=dimensions, refused=refused,
+                evicting=evicting, node_names=node_names,
+            )  # fmt: skip
+            read.queue_pods.keep(queue, pods_from, queue_pods)
         for on_node, request in queue_pods.gone:
             gone_by_queue[queue] = add(gone_by_queue.get(queue, {}), request)
             gone_by_node[on_node] = add(gone_by_node.get(on_node, {}), {**request, PODS: 1})
         if queue_pods.candidates:
             running[queue] = queue_pods.candidates
-        groups_named.update(queue_pods.groups)
+        if queue_pods.groups:
+            groups_named.update(queue_pods.groups)
     # What is gone from a leaf is gone from every queue above it too.
     gone_above: dict[str, dict[str, int]] = {}
     for leaf, amounts in gone_by_queue.items():
@@ -588,13 +607,13 @@ def reclaim_inputs(
             continue
         gone = gone_by_node.get(node.name)
         node_from = (node, used.get(node.name), counts.get(node.name, 0), policy, proportions, gone)
-        state = read.nodes.last(node.name, node_from)
+        state = read.nodes.reused(node.name, node_from)
         if state is None:
             # With ``pods``, their count: a node full by pod count has no room.
             in_use = {**used.get(node.name, {}), PODS: counts.get(node.name, 0)}
             in_use = exceeded_part(in_use, gone) if gone else in_use
             state = _node_state(node, policy, in_use, proportions)
-        read.nodes.keep(node.name, node_from, state)
+            read.nodes.keep(node.name, node_from, state)
         nodes.append(state)
     groups = {(g.namespace, g.name): g for g in snapshot.pod_groups} if groups_named else {}
     gangs = tuple(
