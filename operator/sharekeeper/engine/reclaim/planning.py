@@ -839,19 +839,23 @@ class _Planner:
 
     # --- the minimal set -----------------------------------------------------------------
 
-    def _replay(self, reclaimer: _Reclaimer, node: int, units: Sequence[_Unit]) -> _Try:
-        attempt = self.new_try(reclaimer, node)
-        for unit in units:
-            self._add(reclaimer, attempt, unit)
-        return attempt
-
     def _minimal(self, reclaimer: _Reclaimer, attempt: _Try) -> list[_Unit]:
-        """Spare each victim P can do without, the most valuable (latest in the order) first."""
+        """Spare each victim P can do without, the most valuable (latest in the order) first.
+        What is missing adds up: without a unit, it is what is missing with it plus what the
+        unit frees on the node, so each unit is weighed once, not the rest replayed for it."""
         units = list(attempt.units)
+        need = attempt.need
         for unit in reversed(attempt.units):
-            rest = [u for u in units if u is not unit]
-            if rest and self._replay(reclaimer, attempt.node, rest).fits:
-                units = rest
+            if len(units) == 1:
+                break
+            without = need
+            for member in unit.members:
+                if member.node == attempt.node:
+                    frees = self._frees(reclaimer, attempt, member)
+                    without = [n + f for n, f in zip(without, frees, strict=True)]
+            if all(missing <= 0 for missing in without):
+                units.remove(unit)
+                need = without
         return units
 
     # --- committing ----------------------------------------------------------------------
