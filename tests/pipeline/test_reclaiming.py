@@ -631,3 +631,17 @@ def test_a_reclaimer_without_accelerators_leaves_what_idle_ones_reserve() -> Non
     assert reclaim.node == "n2"
     assert len(reclaim.victims) == 1
     assert reclaim.frees["cpu"] == 4000
+
+
+def test_a_policy_whose_reclaim_is_turned_off_leaves_nothing_kept() -> None:
+    """What reclaim keeps per policy from round to round (its nodes as pods' constraints find
+    them, the engine's memo) goes once the policy's reclaim is Off."""
+    carried = Carried()
+    carried_round(parse_objects(full_cluster()), carried)
+    assert (set(carried.reclaim.eligible), set(carried.reclaim.plans)) == ({"p"}, {"p"})
+    off = parse_objects(full_cluster(mode="Off"))
+    publication(
+        snapshot_of(off, Context(NOW, 0)), off.node_policies,
+        held=off.store.pods.held(), pods=off.store.pods, now=NOW, carried=carried,
+    )  # fmt: skip
+    assert (carried.reclaim.eligible, carried.reclaim.plans) == ({}, {})

@@ -192,6 +192,12 @@ class ReclaimRead:
         for kept in (self.queue_pods, self.nodes, self.waiting):
             kept.round_done()
 
+    def policies_left(self, reclaiming: Collection[PolicyName]) -> None:
+        """Forget what was kept per policy for those no longer ``reclaiming``."""
+        for per_policy in (self.eligible, self.plans):
+            for gone in per_policy.keys() - set(reclaiming):
+                del per_policy[gone]
+
 
 @dataclass(frozen=True, slots=True)
 class PolicyReclaim:
@@ -223,9 +229,10 @@ def reclaim_rounds(
         for name, settings in node_policies.items()
         if settings.reclaim.mode != "Off" and name in shares.policies
     }
+    read = ReclaimRead() if read is None else read
+    read.policies_left(wanted.keys())
     if pods is None or not wanted:
         return {}
-    read = ReclaimRead() if read is None else read
     waiting_by_policy = _waiting(
         snapshot, shares, facts, gates, held=held, pods=pods, policies=wanted.keys(), read=read
     )  # fmt: skip
@@ -247,8 +254,6 @@ def reclaim_rounds(
         rounds[policy] = PolicyReclaim(policy, config.mode, inputs, plan)
     if waiting_by_policy:
         read.round_done()
-    for gone in read.plans.keys() - wanted.keys():
-        del read.plans[gone]
     return rounds
 
 
