@@ -199,8 +199,8 @@ class Round:
         """``rows`` (one per node) over the round's dimensions, read-only: with a memo, only
         the rows that are not the very mappings of its last round's are read."""
         last = self.memo.rows.get(kind) if self.memo is not None else None
-        same = last is not None and last[0] == self.dimensions
-        made = dense_again(rows, self.dimensions, last[1] if last is not None and same else None)
+        reusable = last[1] if last is not None and last[0] == self.dimensions else None
+        made = dense_again(rows, self.dimensions, reusable)
         if self.memo is not None:
             self.memo.rows[kind] = (self.dimensions, made)
         return made[1]
