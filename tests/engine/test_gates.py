@@ -137,6 +137,20 @@ def test_a_gang_goes_whole_or_not_at_all() -> None:
     assert {too_big.gates.waiting[("ns", f"w{i}")].reason for i in range(3)} == {"QuotaExceeded"}
 
 
+def test_a_podgroup_that_names_no_queue_is_admitted_into_the_default_queue() -> None:
+    unnamed = pod_group("job", "a")
+    del unnamed["spec"]["queue"]
+    common = (policy("p"), node("n", cpu=8, memory="64Gi"), queue("b"), unnamed)
+    members = [pod(f"w{i}", held=True, group="job", cpu=1) for i in range(2)]
+    result = decide(*common, queue("default"), *members)
+    assert sorted(names(result.gates)) == ["w0", "w1"]
+    assert result.queues["default"]["gated"] == 2
+    without = decide(*common, *members)
+    assert without.gates.released == ()
+    waiting = without.gates.waiting[("ns", "w0")]
+    assert (waiting.reason, waiting.queue) == ("QueueNotFound", "default")
+
+
 def test_a_gangs_min_resources_must_fit_in_the_headroom_as_volcanos_enqueue_asks() -> None:
     def gang(min_cpu: int) -> Publication:
         exact = policy("p")

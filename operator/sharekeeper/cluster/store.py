@@ -764,6 +764,8 @@ class ClusterStore:
             if claim[0] == "named":
                 queue: str | None = claim[1]
             elif claim[0] == "grouped":
+                # What the PodGroup names, not ``group_queue``: one that names none goes to the
+                # default queue, which is no misdirection of the pod's.
                 group = self.pod_groups.records.get(claim[1])
                 queue = group.queue if group is not None else None
             else:

@@ -60,12 +60,12 @@ from sharekeeper.engine.resources import (
 from sharekeeper.engine.shares import PodSnapshot, QueueShare, ShareResult, ShareSnapshot
 from sharekeeper.engine.shares.accounting import pod_claim
 from sharekeeper.engine.shares.snapshot import (
-    DEFAULT_QUEUE,
     PODS,
     GroupKey,
     PodGroupSnapshot,
     PolicyName,
     QueueName,
+    group_queue,
 )
 
 WaitReason = Literal[
@@ -500,8 +500,7 @@ def _queue_of(pod: PodSnapshot, groups: Mapping[GroupKey, PodGroupSnapshot]) -> 
     if claim[0] == "named":
         return QueueName(claim[1])
     if claim[0] == "grouped":
-        group = groups.get(claim[1])
-        return QueueName(group.queue) if group is not None and group.queue else DEFAULT_QUEUE
+        return group_queue(groups.get(claim[1]))
     return None
 
 

@@ -82,8 +82,10 @@ from sharekeeper.engine.shares.snapshot import (
     DEFAULT_QUEUE,
     PODS,
     GroupKey,
+    PodGroupSnapshot,
     PolicyName,
     QueueName,
+    group_queue,
 )
 from sharekeeper.model.records import PodRecord, WaitingPodRecord
 
@@ -393,7 +395,7 @@ def _unschedulable(
     for. By claim (``claim_key``), with the policy and share of the claim's queue; a claim's
     pods are read again only when they, or what they were read with, changed
     (``read.waiting``)."""
-    groups: dict[tuple[str, str], str | None] | None = None
+    groups: dict[GroupKey, PodGroupSnapshot] | None = None
     queues, refused = shares.queues, shares.refused
     kept = read.waiting
     # The counts before the pods: a claim whose pods change in between is read again next round.
@@ -403,8 +405,8 @@ def _unschedulable(
             queue = QueueName(claim[1])
         elif kind == "grouped":
             if groups is None:
-                groups = {(g.namespace, g.name): g.queue for g in snapshot.pod_groups}
-            queue = QueueName(groups.get((claim[1], claim[2])) or DEFAULT_QUEUE)
+                groups = {(g.namespace, g.name): g for g in snapshot.pod_groups}
+            queue = group_queue(groups.get((claim[1], claim[2])))
         else:
             continue
         share = queues.get(queue)
@@ -552,8 +554,7 @@ def reclaim_inputs(
     # PodGroups by the queue they charge: once per round, and only when some queue is overused.
     groups_of: dict[str, list[GroupKey]] = {}
     for group in snapshot.pod_groups if overused else ():
-        charged = group.queue or DEFAULT_QUEUE
-        groups_of.setdefault(charged, []).append((group.namespace, group.name))
+        groups_of.setdefault(group_queue(group), []).append((group.namespace, group.name))
     # A candidate names its node with the node's own string, not the pod's copy of it: the
     # engine indexes the candidates by node, and a dict finds a key by identity before it
     # compares strings (68,000 candidates: ~19 ms with a string per pod, ~7 ms shared).

@@ -54,6 +54,7 @@ from sharekeeper.engine.shares.snapshot import (
     QueueName,
     QueueSnapshot,
     Reason,
+    group_queue,
 )
 
 Claim = (
@@ -292,7 +293,7 @@ def queue_usage(
                 charge(default, namespace, charges, False)
     # 2. PodGroups: inqueue and elastic, charged to the PodGroup's own queue.
     for key, group in sorted(groups.items()):
-        queue = QueueName(group.queue or DEFAULT_QUEUE)
+        queue = group_queue(group)
         entry = entry_of(queue) if admits(queue, group.namespace) else None
         if entry is None:
             continue

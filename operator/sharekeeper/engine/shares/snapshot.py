@@ -164,6 +164,12 @@ GroupKey = tuple[str, str]
 """A PodGroup's ``(namespace, name)``."""
 
 
+def group_queue(group: PodGroupSnapshot | None) -> QueueName:
+    """The queue a PodGroup (and each pod of it that names no queue itself) is charged to: the
+    one it names, else the default queue, as for a PodGroup that is not known."""
+    return QueueName(group.queue) if group is not None and group.queue else DEFAULT_QUEUE
+
+
 @dataclass(frozen=True, slots=True)
 class Charges:
     """What some pods hold and want, as a queue's allocated and request count them."""
