@@ -4,6 +4,7 @@ plan as the SchedulerPolicy's status.reclaim (what ``simulate`` prints too)."""
 from __future__ import annotations
 
 import operator
+from dataclasses import replace
 from typing import Any
 
 from builders import node, pod, pod_group, policy, queue, unschedulable
@@ -437,6 +438,10 @@ def test_waiting_pods_are_read_again_only_once_they_or_what_they_were_read_with_
     inputs.store.pod_groups.event("MODIFIED", pod_group("job", "c", namespace="other"))
     moved = carried_round(inputs, carried)
     assert {w.name: w.queue for w in moved.waiting} == {"b0": "b", "b1": "b", "m0": "c"}
+    # c closes, its pods unchanged: they no longer wait for room; open again, they do.
+    closed = replace(inputs, queues=tuple(replace(q, state="Closed") for q in inputs.queues))
+    assert carried_round(closed, carried).waiting == ()
+    assert [w.name for w in carried_round(inputs, carried).waiting] == ["b0", "b1", "m0"]
 
 
 def test_the_nodes_found_for_constraints_are_not_kept_for_pods_long_gone() -> None:
