@@ -246,12 +246,12 @@ class PodStore(KindStore[PodKey, PodRecord]):
         # (the collector never stops tracking a tuple subclass's instance; 150,000 at the top
         # size).
         self._by_node: dict[str, dict[PodKey, PodRecord]] = {}
-        self._by_claim: dict[Hashable, set[PodKey]] = {}
+        self._by_claim: dict[tuple[str, ...], set[PodKey]] = {}
         """``pod_claim`` of a bound, non-terminal pod (named queue, PodGroup, or unnamed and
         its scheduler name) -> the keys of those pods: reclaim reads the pods of the queues
         that are overused, and only those (keys only, the records are in ``records``)."""
         self._bound_changes = 0
-        self._bound_changed: dict[Hashable, int] = {}
+        self._bound_changed: dict[tuple[str, ...], int] = {}
         """A claim of ``_by_claim`` -> ``_bound_changes`` at its last change (a pod placed,
         unplaced, or its record replaced): reclaim reads a queue's pods again only then."""
         self._held: dict[PodKey, PodSnapshot] = {}
@@ -417,7 +417,7 @@ class PodStore(KindStore[PodKey, PodRecord]):
         """The non-terminal pods bound to ``node``."""
         return list(self._by_node.get(node, {}).values())
 
-    def bound_claiming(self, claim: Hashable) -> list[PodRecord]:
+    def bound_claiming(self, claim: tuple[str, ...]) -> list[PodRecord]:
         """The bound, non-terminal pods whose ``claim_key`` is ``claim``, by namespace and name.
         Called from the round's worker thread: the keys are copied and sorted at once (one
         C-level call under the GIL), and a pod gone since is skipped."""
@@ -425,12 +425,17 @@ class PodStore(KindStore[PodKey, PodRecord]):
         found = (self.records.get(key) for key in keys)
         return [record for record in found if record is not None and record.share.allocated]
 
-    def bound_changed(self, claim: Hashable) -> int:
+    def bound_changed(self, claim: tuple[str, ...]) -> int:
         """A count that grows whenever the bound pods of ``claim`` change; 0 while it has none
         (a claim that comes back counts on from the store's count, never from an old one)."""
         return self._bound_changed.get(claim, 0)
 
-    def _bound_change(self, claim: Hashable) -> None:
+    def bound_claims(self) -> dict[tuple[str, ...], int]:
+        """Every claim with bound pods, with its ``bound_changed`` count. Called from the
+        round's worker thread: one C-level copy."""
+        return dict(self._bound_changed)
+
+    def _bound_change(self, claim: tuple[str, ...]) -> None:
         self._bound_changes += 1
         self._bound_changed[claim] = self._bound_changes
 

@@ -121,9 +121,11 @@ class BoundPods(Protocol):
     """The pod store's indexes reclaim reads (``cluster.store.PodStore``): the bound pods per
     claim and when they last changed, and the pods that wait to be scheduled."""
 
-    def bound_claiming(self, claim: Hashable) -> list[PodRecord]: ...
+    def bound_claiming(self, claim: tuple[str, ...]) -> list[PodRecord]: ...
 
-    def bound_changed(self, claim: Hashable) -> int: ...
+    def bound_changed(self, claim: tuple[str, ...]) -> int: ...
+
+    def bound_claims(self) -> Mapping[tuple[str, ...], int]: ...
 
     def unscheduled(self) -> Mapping[PodKey, WaitingPodRecord]: ...
 
@@ -161,6 +163,11 @@ class _Kept(Generic[_K, _T]):
             return found[1]
         return None
 
+    def source(self, key: _K) -> tuple[object, ...] | None:
+        """What the last round built ``key``'s from (None: it built none)."""
+        found = self._last.get(key)
+        return None if found is None else found[0]
+
     def keep(self, key: _K, source: tuple[object, ...], built: _T) -> None:
         self._now[key] = (source, built)
 
@@ -195,10 +202,46 @@ class ReclaimRead:
         the policy's nodes are the same."""
         self.plans: dict[PolicyName, ReclaimMemo] = {}
         """Per policy, what the engine's last round read of its nodes and candidates."""
+        self.bound: Mapping[tuple[str, ...], int] | None = None
+        self._groups: tuple[PodGroupSnapshot, ...] = ()
+        """The store's claims with bound pods and their counts when ``queue_pods`` was built."""
+        self._touched: tuple[Mapping[tuple[str, ...], int], tuple[PodGroupSnapshot, ...]] | None
+        self._touched = None
+        self._touched_queues: set[str] | None = None
+
+    def touched(
+        self, bound: Mapping[tuple[str, ...], int], pod_groups: tuple[PodGroupSnapshot, ...]
+    ) -> set[str] | None:
+        """The queues charged by a claim whose bound pods changed since ``queue_pods`` was
+        built (``bound``: the store's claims and counts now); None: every queue, for want of a
+        last round, or PodGroups that changed (a claim's queue may have). Worked out once a
+        round: O(claims), in C while none changed."""
+        if self._touched is not None and self._touched[0] is bound:
+            return self._touched_queues
+        last = self.bound
+        found: set[str] | None = None
+        if last is not None and self._groups == pod_groups:
+            found = set()
+            if last != bound:
+                changed = [claim for claim, count in bound.items() if last.get(claim) != count]
+                changed += last.keys() - bound.keys()
+                groups = {(g.namespace, g.name): g for g in pod_groups}
+                for claim in changed:
+                    if claim[0] == "named":
+                        found.add(claim[1])
+                    elif claim[0] == "grouped":
+                        found.add(group_queue(groups.get((claim[1], claim[2]))))
+                    else:
+                        found.add(DEFAULT_QUEUE)
+        self._touched, self._touched_queues = (bound, pod_groups), found
+        return found
 
     def round_done(self) -> None:
         for kept in (self.queue_pods, self.nodes, self.waiting):
             kept.round_done()
+        if self._touched is not None:
+            self.bound, self._groups = self._touched
+        self._touched = self._touched_queues = None
 
     def policies_left(self, reclaiming: Collection[PolicyName]) -> None:
         """Forget what was kept per policy for those no longer ``reclaiming``."""
@@ -630,19 +673,26 @@ def reclaim_inputs(
     # engine indexes the candidates by node, and a dict finds a key by identity before it
     # compares strings (68,000 candidates: ~19 ms with a string per pod, ~7 ms shared).
     node_names: dict[str, str] = {n.name: n.name for n in snapshot.nodes} if overused else {}
+    # The counts before the pods: a change in between is read again next round.
+    touched = read.touched(pods.bound_claims(), snapshot.pod_groups) if overused else None
+    kept = read.queue_pods
     for queue in overused:
-        claims = _claims(queue, policy, snapshot, groups_of.get(queue, ()))
         refused = shares.refused.get(queue, {})
-        # The counts before the pods: a change in between is read again next round.
-        changed = tuple([(claim, pods.bound_changed(claim)) for claim in claims])
-        pods_from = (changed, dimensions, refused, evicting)
-        queue_pods = read.queue_pods.reused(queue, pods_from)
+        queue_pods = None
+        # A queue none of whose claims changed: its pods are as read, if from the same.
+        if touched is not None and queue not in touched and (last := kept.source(queue)):
+            queue_pods = kept.reused(queue, (last[0], dimensions, refused, evicting))
         if queue_pods is None:
-            queue_pods = _queue_pods(
-                queue, _bound_pods(claims, pods), dimensions=dimensions, refused=refused,
-                evicting=evicting, node_names=node_names,
-            )  # fmt: skip
-            read.queue_pods.keep(queue, pods_from, queue_pods)
+            claims = _claims(queue, policy, snapshot, groups_of.get(queue, ()))
+            changed = tuple([(claim, pods.bound_changed(claim)) for claim in claims])
+            pods_from = (changed, dimensions, refused, evicting)
+            queue_pods = kept.reused(queue, pods_from)
+            if queue_pods is None:
+                queue_pods = _queue_pods(
+                    queue, _bound_pods(claims, pods), dimensions=dimensions, refused=refused,
+                    evicting=evicting, node_names=node_names,
+                )  # fmt: skip
+                kept.keep(queue, pods_from, queue_pods)
         for on_node, request in queue_pods.gone:
             gone_by_queue[queue] = add(gone_by_queue.get(queue, {}), request)
             gone_by_node[on_node] = add(gone_by_node.get(on_node, {}), {**request, PODS: 1})
@@ -718,11 +768,11 @@ def reclaim_inputs(
 
 def _claims(
     queue: str, policy: PolicyName, snapshot: ShareSnapshot, groups: Iterable[GroupKey]
-) -> list[Hashable]:
+) -> list[tuple[str, ...]]:
     """The claims (``claim_key``) of the pods charged to ``queue``: those naming it, those of its
     PodGroups (``groups``) that name no queue themselves, and for the default queue the pods
     naming nothing whose scheduler the policy manages."""
-    claims: list[Hashable] = [("named", queue)]
+    claims: list[tuple[str, ...]] = [("named", queue)]
     claims += [("grouped", namespace, name) for namespace, name in groups]
     if queue == DEFAULT_QUEUE:
         spec = next((p for p in snapshot.policies if p.name == policy), None)
@@ -731,7 +781,7 @@ def _claims(
     return claims
 
 
-def _bound_pods(claims: Sequence[Hashable], pods: BoundPods) -> list[PodRecord]:
+def _bound_pods(claims: Sequence[tuple[str, ...]], pods: BoundPods) -> list[PodRecord]:
     """The bound pods of ``claims``, by namespace and name."""
     first, *others = claims
     found = pods.bound_claiming(first)
