@@ -657,10 +657,11 @@ def reclaim_inputs(
     """One policy's ``ReclaimInputs``. O(the policy's queues and nodes + the pods of its
     overused leaf queues whose pods ``read`` does not have as they are)."""
     dimensions = shares.policies[policy].dimensions
-    specs = {queue.name: queue for queue in snapshot.queues}
+    kept_back = {queue.name for queue in snapshot.queues if not queue.reclaimable}
     by_name = sorted(item for item in shares.queues.items() if item[1].policy == policy)
     governed = dict(by_name)
-    overused = [name for name, share in by_name if share.leaf and _over(share)]
+    # The share engine's flag first: it answers for half the queues at the top size.
+    overused = [name for name, share in by_name if share.overused and share.leaf and _over(share)]
     running: dict[str, tuple[Running, ...]] = {}
     gone_by_queue: dict[str, dict[str, int]] = {}
     gone_by_node: dict[str, dict[str, int]] = {}
@@ -722,7 +723,7 @@ def reclaim_inputs(
             if (gone := gone_above.get(name))
             else share.allocated,
             share.guarantee,
-            specs[name].reclaimable if name in specs else True,
+            name not in kept_back,
         )
         for name, share in by_name
     ]
@@ -836,11 +837,8 @@ def _queue_pods(
 
 
 def _over(share: QueueShare) -> bool:
-    """Whether the queue holds more than it deserves in a dimension (``pods`` aside): one the
-    share engine finds overused (as its status says), other than by its count of pods. Asked of
-    every queue of the policy each round: most are answered by the share engine's flag."""
-    if not share.overused:
-        return False
+    """Whether a queue the share engine finds overused (as its status says) holds more than
+    it deserves other than by its count of pods."""
     deserved = share.deserved
     for name, amount in share.allocated.items():
         if amount > deserved.get(name, 0) and name != PODS:
