@@ -175,7 +175,7 @@ def timings(
     """The policy alone is timed flat: over a tree it runs inside ``deserved_shares`` only."""
     bench = policy("bench", kind)
     whole = replace(snapshot, policies=(bench,))
-    usage = queue_usage([q.name for q in snapshot.queues], snapshot.totals, ()).usage
+    usage = queue_usage([q.name for q in snapshot.queues], snapshot.totals, {}).usage
     allocatable = sum_amounts(node.allocatable for node in snapshot.nodes)
     rows = spec_rows(bench, sorted(snapshot.queues, key=lambda q: q.name), allocatable)
     problem = share_problem(rows, allocatable, usage)

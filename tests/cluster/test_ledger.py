@@ -712,7 +712,9 @@ def check(world: World, store: ClusterStore, counted: Counted) -> int:
 
     for queues in QUEUE_SETS:
         accounting = queue_usage(
-            [QueueName(name) for name in queues], totals, store.pod_groups.snapshots()
+            [QueueName(name) for name in queues],
+            totals,
+            {(g.namespace, g.name): g for g in store.pod_groups.snapshots()},
         )
         usage, unknown = per_queue(queues, pods, groups)
         assert set(accounting.usage) <= set(queues)

@@ -188,7 +188,7 @@ def test_a_bound_pod_with_a_malformed_qos_field_counts_in_its_queue_but_is_never
     # It still counts: in its queue, on its node ...
     assert store.totals().named == {"q": {"ns": bound_charges(3000, 2)}}
     assert store.totals().node_used == {"n": {"cpu": 3000}}
-    usage = queue_usage([QueueName("q")], store.totals(), ()).usage.get(QueueName("q"))
+    usage = queue_usage([QueueName("q")], store.totals(), {}).usage.get(QueueName("q"))
     assert usage is not None
     assert usage.allocated == {"cpu": 3000, "pods": 2}
     # ... but the QoS engine sees only the other pod, which it can still act on.
@@ -568,7 +568,7 @@ def test_no_usage_stays_behind_once_every_pod_is_gone() -> None:
     totals = store.totals()
     assert (totals.named, totals.grouped, totals.groups, totals.node_used) == ({}, {}, {}, {})
     assert totals.unnamed == {}
-    usage = queue_usage([QueueName("default"), QueueName("q")], totals, ()).usage
+    usage = queue_usage([QueueName("default"), QueueName("q")], totals, {}).usage
     assert all(entry == QueueUsage() for entry in usage.values())
 
 

@@ -58,7 +58,7 @@ def test_a_queue_charged_from_two_namespaces_sums_them_and_leaves_the_totals_as_
     bound = Charges({"cpu": 1000, "pods": 1}, {"cpu": 1000, "pods": 1}, 1, 1)
     pending = Charges({}, {"memory": 5, "pods": 2}, 2)
     totals = PodTotals(named={"q": {"a": bound, "b": pending}})
-    usage = queue_usage([QueueName("q")], totals, ()).usage[QueueName("q")]
+    usage = queue_usage([QueueName("q")], totals, {}).usage[QueueName("q")]
     assert usage.allocated == {"cpu": 1000, "pods": 1}
     assert usage.request == {"cpu": 1000, "memory": 5, "pods": 3}
     assert bound == Charges({"cpu": 1000, "pods": 1}, {"cpu": 1000, "pods": 1}, 1, 1)

@@ -252,7 +252,7 @@ def gate_decisions(
     they are counted as admitted, never decided again. ``unbound``: the pods released that are
     not bound yet, timed out against their policy's ``bindTimeoutSeconds`` at ``now`` (the
     round's clock; default the snapshot's)."""
-    groups = {(group.namespace, group.name): group for group in snapshot.pod_groups}
+    groups = snapshot.groups
     queues = shares.queues
     not_bound, stuck, unbound_held, next_timeout = _timed_out(
         unbound, groups, shares, node_policies, snapshot.now_seconds if now is None else now

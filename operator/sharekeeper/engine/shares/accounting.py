@@ -193,7 +193,7 @@ bucket's charges, its namespace and the usage made of them (``queue_usage``'s ``
 def queue_usage(
     queues: Iterable[QueueName],
     totals: PodTotals,
-    pod_groups: Iterable[PodGroupSnapshot],
+    groups: Mapping[GroupKey, PodGroupSnapshot],
     admits: Admits = admit_all,
     manages: Manages = DEFAULT_SCHEDULER_NAMES.__contains__,
     *,
@@ -209,7 +209,6 @@ def queue_usage(
     the same object (``computing``)."""
     known = set(queues)
     usage: dict[QueueName, QueueUsage] = {}
-    groups = {(group.namespace, group.name): group for group in pod_groups}
     unknown: dict[str, int] = {}
     refused: dict[QueueName, dict[str, int]] = {}
     last = kept if kept is not None else {}

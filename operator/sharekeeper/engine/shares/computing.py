@@ -362,7 +362,7 @@ def deserved_shares(snapshot: ShareSnapshot, memo: ShareMemo | None = None) -> S
     queues = reading.queues
     # 2. Accounting.
     accounting = queue_usage(
-        queues, snapshot.totals, snapshot.pod_groups, reading.admits, reading.managed.__contains__,
+        queues, snapshot.totals, snapshot.groups, reading.admits, reading.managed.__contains__,
         kept=reading.kept_usage,
     )  # fmt: skip
     results: dict[QueueName, QueueShare] = {}

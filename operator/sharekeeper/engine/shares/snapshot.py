@@ -242,6 +242,12 @@ class ShareSnapshot:
     volcano_queues: Mapping[QueueName, str] = field(default_factory=dict)
     """The Volcano Queues being mirrored (while a policy's ``queueSource`` is Volcano): name ->
     UID. A Queue of the same name that is not their mirror shadows one (``sources``)."""
+    groups: Mapping[GroupKey, PodGroupSnapshot] = field(init=False, repr=False, compare=False)
+    """``pod_groups`` by namespace and name: made once with the snapshot, for the accounting,
+    the gate and reclaim alike."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "groups", {(g.namespace, g.name): g for g in self.pod_groups})
 
 
 ReasonKind = Literal[
