@@ -369,12 +369,11 @@ def _waiting(
             assert share.policy is not None  # checked above
             ranked.sort(key=itemgetter(0))
             runs.setdefault(share.policy, []).append((share.share, ranked))
-    found = 0
-    for policy, queue_share, ranked in _unschedulable(
+    unscheduled_runs, found = _unschedulable(
         snapshot, shares, pods, policies, facts_of=facts_of, read=read
-    ):
-        runs.setdefault(policy, []).append((queue_share, ranked))
-        found += len(ranked)
+    )  # fmt: skip
+    for policy, of_policy in unscheduled_runs.items():
+        runs[policy] = runs[policy] + of_policy if policy in runs else of_policy
     for read_with in per_policy.values():
         read_with.eligible.round_done(found)
     return {policy: _in_order(of_policy) for policy, of_policy in runs.items()}
@@ -436,14 +435,14 @@ def _unschedulable(
     *,
     facts_of: Callable[[PolicyName], _ReadWith],
     read: ReclaimRead,
-) -> list[tuple[PolicyName, float, _Ranked]]:
+) -> tuple[dict[PolicyName, list[tuple[float, _Ranked]]], int]:
     """The pods the scheduler finds Unschedulable (outside the admission gate) that name a
     queue, by label, Volcano annotation or PodGroup (a PodGroup that names none charges the
     default queue), and that room could help: the queue exists, is an Open leaf governed by one
     of ``policies``, admits the pod's namespace, and its nodes offer every resource the pod asks
-    for. By claim (``claim_key``), with the policy and share of the claim's queue; a claim's
-    pods are read again only when they, or what they were read with, changed
-    (``read.waiting``), and the claims are walked again only when one of them did
+    for. Per policy, by claim (``claim_key``), each with the share of the claim's queue, and how
+    many pods in all; a claim's pods are read again only when they, or what they were read
+    with, changed (``read.waiting``), and the claims are walked again only when one of them did
     (``read.claims``)."""
     queues, refused = shares.queues, shares.refused
     counts = pods.unscheduled_claims()
@@ -464,7 +463,7 @@ def _unschedulable(
             return again
     groups = snapshot.groups
     kept = read.waiting
-    claims: list[tuple[QueueName, PolicyName | None, _Ranked]] = []
+    claims: dict[PolicyName | None, list[tuple[QueueName, _Ranked]]] = {}
     read_with_of: dict[PolicyName, _ReadWith] = {}
     # The counts before the pods: a claim whose pods change in between is read again next round.
     for claim, changed in counts.items():
@@ -478,7 +477,7 @@ def _unschedulable(
         share = queues.get(queue)
         policy = _reclaiming(share, policies)
         if policy is None:
-            claims.append((queue, None, []))
+            claims.setdefault(None, []).append((queue, []))
             continue
         read_with = read_with_of[policy] = facts_of(policy)
         refusing = refused.get(queue, NO_AMOUNTS) if refused else NO_AMOUNTS
@@ -487,7 +486,7 @@ def _unschedulable(
         if ranked is None:
             ranked = _ranked(pods.unscheduled_claiming(claim), queue, read_with, refusing)
             kept.keep(claim, source, ranked)
-        claims.append((queue, policy, ranked))
+        claims.setdefault(policy, []).append((queue, ranked))
     read.claims = _ClaimsRead(counts, read_with_of, refused, snapshot.pod_groups, claims)
     found = _shares_of(claims, queues, policies)
     assert found is not None  # each claim's policy is the one just read
@@ -504,21 +503,35 @@ def _reclaiming(share: QueueShare | None, policies: Collection[PolicyName]) -> P
 
 
 def _shares_of(
-    claims: Sequence[tuple[QueueName, PolicyName | None, _Ranked]],
+    claims: Mapping[PolicyName | None, Sequence[tuple[QueueName, _Ranked]]],
     queues: Mapping[QueueName, QueueShare],
     policies: Collection[PolicyName],
-) -> list[tuple[PolicyName, float, _Ranked]] | None:
-    """``claims`` with pods (each its queue, the policy it was read for, its pods) with their
-    queue's share this round; None when a queue's policy is not the one its pods were read
-    for (or it no longer may reclaim, or now may)."""
-    found: list[tuple[PolicyName, float, _Ranked]] = []
-    for queue, policy, ranked in claims:
-        share = queues.get(queue)
-        if _reclaiming(share, policies) != policy:
+) -> tuple[dict[PolicyName, list[tuple[float, _Ranked]]], int] | None:
+    """Per policy its ``claims`` with pods (each the claim's queue and pods, by the policy they
+    were read for), each with its queue's share this round, and how many pods in all; None when
+    a queue's policy is not the one its pods were read for (or it no longer may reclaim, or now
+    may)."""
+    runs: dict[PolicyName, list[tuple[float, _Ranked]]] = {}
+    found = 0
+    for policy, entries in claims.items():
+        if policy is None:
+            if any(_reclaiming(queues.get(queue), policies) for queue, _ in entries):
+                return None
+            continue
+        if policy not in policies:
             return None
-        if ranked and share is not None and policy is not None:  # the last two by _reclaiming
-            found.append((policy, share.share, ranked))
-    return found
+        run: list[tuple[float, _Ranked]] = []
+        for queue, ranked in entries:
+            share = queues.get(queue)
+            # ``_reclaiming``, inline: asked of every claim a round.
+            if share is None or share.policy != policy or share.state != "Open" or not share.leaf:
+                return None
+            if ranked:
+                run.append((share.share, ranked))
+                found += len(ranked)
+        if run:
+            runs[policy] = run
+    return runs, found
 
 
 @dataclass(frozen=True, slots=True)
@@ -533,9 +546,9 @@ class _ClaimsRead:
     read_with: Mapping[PolicyName, _ReadWith]
     refused: Mapping[QueueName, Mapping[str, int]]
     groups: tuple[PodGroupSnapshot, ...]
-    claims: Sequence[tuple[QueueName, PolicyName | None, _Ranked]]
-    """Per claim naming a queue: the queue, the policy its pods were read for (None: not read,
-    the queue may not reclaim), its pods that may."""
+    claims: Mapping[PolicyName | None, Sequence[tuple[QueueName, _Ranked]]]
+    """Per policy its pods were read for (None: not read, their queue may not reclaim), each
+    claim naming a queue: the queue, its pods that may reclaim."""
 
 
 def _ranked(
