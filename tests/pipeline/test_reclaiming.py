@@ -3,7 +3,9 @@ plan as the SchedulerPolicy's status.reclaim (what ``simulate`` prints too)."""
 
 from __future__ import annotations
 
+import itertools
 import operator
+import random
 from dataclasses import replace
 from typing import Any
 
@@ -15,8 +17,10 @@ from sharekeeper.engine.reclaim import (
     ReclaimInputs,
     ReclaimPlan,
     Running,
+    Waiting,
 )
 from sharekeeper.engine.shares.snapshot import PolicyName
+from sharekeeper.pipeline.reclaiming import _in_order, _Order
 from sharekeeper.pipeline.shares import Carried, Publication, publication
 from sharekeeper.pipeline.statuses import waiting_text
 from sharekeeper.simulate.reading import Inputs, parse_objects
@@ -650,3 +654,38 @@ def test_a_policy_whose_reclaim_is_turned_off_leaves_nothing_kept() -> None:
         held=off.store.pods.held(), pods=off.store.pods, now=NOW, carried=carried,
     )  # fmt: skip
     assert (carried.reclaim.eligible, carried.reclaim.plans) == ({}, {})
+
+
+def test_waiting_pods_come_by_their_queues_share_then_their_place_held_ones_among_them() -> None:
+    """The admission order over runs of Unschedulable pods (kept ranked by place between rounds)
+    and the gate's held ones: a plain sort by share, then place, of every pod (random runs,
+    shares and places, equal shares and priorities frequent; a place names its pod)."""
+    rng = random.Random(24)
+    made = itertools.count()
+
+    def run() -> list[tuple[tuple[int, float, str], Waiting]]:
+        places = [
+            (
+                -rng.randint(0, 2),
+                float(rng.randint(0, 5)),
+                f"ns/p{rng.randint(0, 999)}-{next(made)}",
+            )
+            for _ in range(rng.randint(1, 3))
+        ]
+        return sorted((place, waiting_pod(place[2])) for place in places)
+
+    for _ in range(2000):
+        shares = [rng.choice([0.0, 0.25, 0.5, 1.0]) for _ in range(rng.randint(0, 6))]
+        runs = [run() for _ in shares]
+        held = [(rng.choice([0.0, 0.5, 1.0]), run()) for _ in range(rng.randint(0, 3))]
+        everything = [
+            (share, *item)
+            for share, ranked in (*zip(shares, runs, strict=True), *held)
+            for item in ranked
+        ]
+        expected = [pod for _, _, pod in sorted(everything, key=lambda entry: entry[:2])]
+        assert _in_order(_Order.of(runs), shares, held) == expected
+
+
+def waiting_pod(name: str) -> Waiting:
+    return Waiting("ns", name, "q", {"cpu": 1000}, 0.0, None, None)

@@ -36,6 +36,7 @@ Not built yet: pods of a PodGroup are placed one by one.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import (
     Callable,
     Collection,
@@ -46,9 +47,11 @@ from collections.abc import (
     Set,
 )
 from dataclasses import dataclass
-from itertools import chain, groupby
 from operator import attrgetter, itemgetter
 from typing import Generic, NamedTuple, Protocol, TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from sharekeeper.engine.admission import AdmissionResult, NodePolicy, ReclaimMode
 from sharekeeper.engine.gates import GateDecisions, not_offered, queue_order
@@ -328,7 +331,6 @@ def _waiting(
     each of the top size's 10,000 Unschedulable pods every round, making each its ``Waiting``
     again, was about a quarter of reclaim's part of the round. The held pods are walked only
     when one waits for room."""
-    runs: dict[PolicyName, list[tuple[float, _Ranked]]] = {}
     per_policy: dict[PolicyName, _ReadWith] = {}
 
     def facts_of(policy: PolicyName) -> _ReadWith:
@@ -347,6 +349,7 @@ def _waiting(
         for key, why in gate_waiting.items()
         if why.reason in _FOR_ROOM_OR_BEHIND and _waits_for_room(why, gate_waiting)
     }
+    held_runs: dict[PolicyName, list[tuple[float, _Ranked]]] = {}
     if for_room:
         unscheduled = pods.unscheduled()
         by_queue: dict[QueueName, _Ranked] = {}
@@ -368,15 +371,16 @@ def _waiting(
             share = shares.queues[queue]
             assert share.policy is not None  # checked above
             ranked.sort(key=itemgetter(0))
-            runs.setdefault(share.policy, []).append((share.share, ranked))
+            held_runs.setdefault(share.policy, []).append((share.share, ranked))
     unscheduled_runs, found = _unschedulable(
         snapshot, shares, pods, policies, facts_of=facts_of, read=read
     )  # fmt: skip
-    for policy, of_policy in unscheduled_runs.items():
-        runs[policy] = runs[policy] + of_policy if policy in runs else of_policy
     for read_with in per_policy.values():
         read_with.eligible.round_done(found)
-    return {policy: _in_order(of_policy) for policy, of_policy in runs.items()}
+    return {
+        policy: _in_order(*unscheduled_runs.get(policy, (_NO_ORDER, [])), held_runs.get(policy, []))
+        for policy in unscheduled_runs.keys() | held_runs.keys()
+    }
 
 
 _Ranked = list[tuple[tuple[int, float, str], Waiting]]
@@ -403,17 +407,55 @@ def _made(
     return queue_order(pod), waiting
 
 
-def _in_order(runs: list[tuple[float, _Ranked]]) -> list[Waiting]:
-    """The pods of ``runs`` (of one policy: each the share of a queue and pods of it in their
-    place) in the admission order: the lowest share first, pods of queues of the same share by
-    their places."""
-    runs.sort(key=itemgetter(0))
-    ordered: list[Waiting] = []
-    for _, group in groupby(runs, key=itemgetter(0)):
-        equal = [ranked for _, ranked in group]
-        merged = equal[0] if len(equal) == 1 else sorted(chain(*equal), key=itemgetter(0))
-        ordered += map(itemgetter(1), merged)
-    return ordered
+@dataclass(frozen=True, slots=True, eq=False)
+class _Order:
+    """One policy's Unschedulable pods that may reclaim, claim by claim, with each pod's rank
+    by its place (``gates.queue_order``) among them all: made when the claims are walked, kept
+    while they are the same (``_ClaimsRead``), so that a round orders them by their queues'
+    shares and these ranks in numpy rather than by comparing places."""
+
+    pods: list[Waiting]
+    counts: list[int]
+    """Per claim with pods, how many."""
+    ranks: npt.NDArray[np.float64]
+    places: list[tuple[int, float, str]]
+    """Every pod's place, in rank order."""
+
+    @staticmethod
+    def of(runs: Sequence[_Ranked]) -> _Order:
+        flat = [item for ranked in runs for item in ranked]
+        by_place = sorted(range(len(flat)), key=lambda i: flat[i][0])
+        ranks = np.empty(len(flat), np.float64)
+        ranks[by_place] = np.arange(len(flat), dtype=np.float64)
+        ranks.setflags(write=False)
+        places = [flat[i][0] for i in by_place]
+        return _Order([pod for _, pod in flat], [len(ranked) for ranked in runs], ranks, places)
+
+
+_NO_ORDER = _Order([], [], np.empty(0, np.float64), [])
+
+
+def _in_order(
+    order: _Order, shares: Sequence[float], held: Sequence[tuple[float, _Ranked]]
+) -> list[Waiting]:
+    """One policy's waiting pods in the admission order, the lowest share first, pods of queues
+    of the same share by their places: the Unschedulable ones of ``order``, each claim's with
+    its queue's share (``shares``, claim by claim), and the ``held`` ones (runs of the gate's,
+    each with its queue's share), ranked among the others by their places."""
+    pods, ranks = order.pods, order.ranks
+    of_pods = np.repeat(np.asarray(shares, np.float64), order.counts)
+    if held:
+        # A held pod ranks just before the first Unschedulable one placed after it; held ones
+        # of one such rank come by their places (the sort is stable; a place names its pod).
+        extra = sorted(
+            ((share, place, pod) for share, ranked in held for place, pod in ranked),
+            key=itemgetter(1),
+        )
+        pods = [pod for _, _, pod in extra] + pods
+        at = [bisect_left(order.places, place) - 0.5 for _, place, _ in extra]
+        ranks = np.concatenate([np.array(at, np.float64), ranks])
+        of_pods = np.concatenate([np.array([share for share, _, _ in extra]), of_pods])
+    return [pods[i] for i in np.lexsort((ranks, of_pods)).tolist()]
 
 
 def _eligible(
@@ -435,15 +477,15 @@ def _unschedulable(
     *,
     facts_of: Callable[[PolicyName], _ReadWith],
     read: ReclaimRead,
-) -> tuple[dict[PolicyName, list[tuple[float, _Ranked]]], int]:
+) -> tuple[dict[PolicyName, tuple[_Order, list[float]]], int]:
     """The pods the scheduler finds Unschedulable (outside the admission gate) that name a
     queue, by label, Volcano annotation or PodGroup (a PodGroup that names none charges the
     default queue), and that room could help: the queue exists, is an Open leaf governed by one
     of ``policies``, admits the pod's namespace, and its nodes offer every resource the pod asks
-    for. Per policy, by claim (``claim_key``), each with the share of the claim's queue, and how
-    many pods in all; a claim's pods are read again only when they, or what they were read
-    with, changed (``read.waiting``), and the claims are walked again only when one of them did
-    (``read.claims``)."""
+    for. Per policy, by claim (``claim_key``, an ``_Order``), with the shares of the claims'
+    queues, and how many pods in all; a claim's pods are read again only when they, or what
+    they were read with, changed (``read.waiting``), and the claims are walked again only when
+    one of them did (``read.claims``)."""
     queues, refused = shares.queues, shares.refused
     counts = pods.unscheduled_claims()
     last = read.claims
@@ -460,7 +502,9 @@ def _unschedulable(
         again = _shares_of(last.claims, queues, policies)
         if again is not None:
             read.waiting.carry()
-            return again
+            return {policy: (last.orders[policy], found) for policy, found in again.items()}, (
+                last.found
+            )
     groups = snapshot.groups
     kept = read.waiting
     claims: dict[PolicyName | None, list[tuple[QueueName, _Ranked]]] = {}
@@ -487,10 +531,18 @@ def _unschedulable(
             ranked = _ranked(pods.unscheduled_claiming(claim), queue, read_with, refusing)
             kept.keep(claim, source, ranked)
         claims.setdefault(policy, []).append((queue, ranked))
-    read.claims = _ClaimsRead(counts, read_with_of, refused, snapshot.pod_groups, claims)
-    found = _shares_of(claims, queues, policies)
-    assert found is not None  # each claim's policy is the one just read
-    return found
+    orders = {
+        policy: _Order.of([ranked for _, ranked in entries if ranked])
+        for policy, entries in claims.items()
+        if policy is not None
+    }
+    found = sum(len(order.pods) for order in orders.values())
+    read.claims = _ClaimsRead(
+        counts, read_with_of, refused, snapshot.pod_groups, claims, orders, found
+    )  # fmt: skip
+    now = _shares_of(claims, queues, policies)
+    assert now is not None  # each claim's policy is the one just read
+    return {policy: (orders[policy], shares_now) for policy, shares_now in now.items()}, found
 
 
 def _reclaiming(share: QueueShare | None, policies: Collection[PolicyName]) -> PolicyName | None:
@@ -506,13 +558,12 @@ def _shares_of(
     claims: Mapping[PolicyName | None, Sequence[tuple[QueueName, _Ranked]]],
     queues: Mapping[QueueName, QueueShare],
     policies: Collection[PolicyName],
-) -> tuple[dict[PolicyName, list[tuple[float, _Ranked]]], int] | None:
-    """Per policy its ``claims`` with pods (each the claim's queue and pods, by the policy they
-    were read for), each with its queue's share this round, and how many pods in all; None when
-    a queue's policy is not the one its pods were read for (or it no longer may reclaim, or now
+) -> dict[PolicyName, list[float]] | None:
+    """Per policy, the shares this round of the queues of its ``claims`` with pods (each the
+    claim's queue and pods, by the policy they were read for), claim by claim; None when a
+    queue's policy is not the one its pods were read for (or it no longer may reclaim, or now
     may)."""
-    runs: dict[PolicyName, list[tuple[float, _Ranked]]] = {}
-    found = 0
+    runs: dict[PolicyName, list[float]] = {}
     for policy, entries in claims.items():
         if policy is None:
             if any(_reclaiming(queues.get(queue), policies) for queue, _ in entries):
@@ -520,18 +571,17 @@ def _shares_of(
             continue
         if policy not in policies:
             return None
-        run: list[tuple[float, _Ranked]] = []
+        run: list[float] = []
         for queue, ranked in entries:
             share = queues.get(queue)
             # ``_reclaiming``, inline: asked of every claim a round.
             if share is None or share.policy != policy or share.state != "Open" or not share.leaf:
                 return None
             if ranked:
-                run.append((share.share, ranked))
-                found += len(ranked)
+                run.append(share.share)
         if run:
             runs[policy] = run
-    return runs, found
+    return runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -549,6 +599,10 @@ class _ClaimsRead:
     claims: Mapping[PolicyName | None, Sequence[tuple[QueueName, _Ranked]]]
     """Per policy its pods were read for (None: not read, their queue may not reclaim), each
     claim naming a queue: the queue, its pods that may reclaim."""
+    orders: Mapping[PolicyName, _Order]
+    """Per policy, its claims' pods (those with any) as ``_in_order`` reads them."""
+    found: int
+    """How many pods in all."""
 
 
 def _ranked(
