@@ -190,7 +190,9 @@ class ReclaimRead:
     pod's record). At the top size, read again every round: the bound pods of each overused
     queue (37,000 candidates of 5,000 queues, most of building the engine's inputs), 5,000
     nodes' states (each node's proportional reservation worked out again), and 10,000 waiting
-    pods' ``Waiting``s and places in their queues. The queues' states are made every round."""
+    pods' ``Waiting``s and places in their queues. Walked again only when something changed:
+    the claims with waiting pods (``claims``) and the overused queues' claims (``touched``).
+    The queues' states are made every round."""
 
     def __init__(self) -> None:
         self.queue_pods: _Kept[str, _QueuePods] = _Kept()
@@ -206,10 +208,13 @@ class ReclaimRead:
         self.plans: dict[PolicyName, ReclaimMemo] = {}
         """Per policy, what the engine's last round read of its nodes and candidates."""
         self.bound: Mapping[tuple[str, ...], int] | None = None
-        self._groups: tuple[PodGroupSnapshot, ...] = ()
         """The store's claims with bound pods and their counts when ``queue_pods`` was built."""
+        self._groups: tuple[PodGroupSnapshot, ...] = ()
+        """The PodGroups then (a grouped claim's queue is its PodGroup's)."""
         self._touched: tuple[Mapping[tuple[str, ...], int], tuple[PodGroupSnapshot, ...]] | None
         self._touched = None
+        """This round's claims and PodGroups, once ``touched`` has been asked: ``bound`` and
+        ``_groups`` when the round is done."""
         self._touched_queues: set[str] | None = None
 
     def touched(
