@@ -126,6 +126,7 @@ def cluster(sizes: argparse.Namespace) -> ReclaimInputs:
         excluded=frozenset(),
         settings=ReclaimSettings(60.0, sizes.max_evictions),
         now=NOW,
+        rows=None,
     )
 
 

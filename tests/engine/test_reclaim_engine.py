@@ -136,6 +136,7 @@ def inputs(
         frozenset(excluded),
         ReclaimSettings(after, max_evictions),
         NOW,
+        None,
     )
 
 

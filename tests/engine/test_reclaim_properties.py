@@ -148,6 +148,7 @@ class Cluster:
             excluded=frozenset(),
             settings=ReclaimSettings(AFTER, self.max_evictions),
             now=NOW,
+            rows=None,
         )
 
     def overuse(self) -> int:

@@ -54,11 +54,13 @@ def full_cluster(*extra: dict[str, Any], mode: str = "Preview") -> list[dict[str
     ]
 
 
-def published(*objects: dict[str, Any], now: float = NOW) -> Publication:
+def published(
+    *objects: dict[str, Any], now: float = NOW, evicting: frozenset[PodKey] = frozenset()
+) -> Publication:
     inputs = parse_objects(objects)
     return publication(
         snapshot_of(inputs, Context(now, 0)), inputs.node_policies,
-        held=inputs.store.pods.held(), pods=inputs.store.pods, now=now,
+        held=inputs.store.pods.held(), pods=inputs.store.pods, now=now, evicting=evicting,
     )  # fmt: skip
 
 
@@ -138,12 +140,7 @@ def test_terminating_pods_are_gone_for_reclaim() -> None:
 
 
 def test_a_pod_whose_eviction_is_in_flight_is_neither_a_candidate_nor_counted() -> None:
-    inputs = parse_objects(full_cluster())
-    result = publication(
-        snapshot_of(inputs, Context(NOW, 0)), inputs.node_policies,
-        held=inputs.store.pods.held(), pods=inputs.store.pods, now=NOW,
-        evicting=frozenset({("ns", "a0")}),
-    )  # fmt: skip
+    result = published(*full_cluster(), evicting=frozenset({PodKey("ns", "a0")}))
     planned = inputs_of(result)
     assert "a0" not in {r.name for r in candidates(planned)}
     assert {q.name: q.allocated.get("cpu") for q in planned.queues}["a"] == 12000
@@ -689,3 +686,27 @@ def test_waiting_pods_come_by_their_queues_share_then_their_place_held_ones_amon
 
 def waiting_pod(name: str) -> Waiting:
     return Waiting("ns", name, "q", {"cpu": 1000}, 0.0, None, None)
+
+
+def test_the_share_engines_rows_say_what_the_queues_states_say_with_the_gone_pods_taken_off() -> (
+    None
+):
+    """The start check reads the share engine's dense rows rather than 10,000 queues' mappings:
+    they must hold the states' numbers, a pod being evicted taken off its queue and the queues
+    above it, flat and over a tree."""
+    flat = outside()  # b0 Unschedulable: it waits under the tree too
+    tree = [*flat, queue("top")]
+    tree[3], tree[4] = queue("a", parent="top"), queue("b", parent="top")
+    for objects in (flat, tree):
+        planned = inputs_of(published(*objects, evicting=frozenset({PodKey("ns", "a0")})))
+        rows = planned.rows
+        assert rows is not None
+        assert rows.queues == tuple(q.name for q in planned.queues)
+        for state in planned.queues:
+            at = rows.index[state.name]
+            for column, name in enumerate(rows.dimensions):
+                assert rows.deserved[at, column] == state.deserved.get(name, 0), (state, name)
+                assert rows.allocated[at, column] == state.allocated.get(name, 0), (state, name)
+        cpu = rows.dimensions.index("cpu")
+        assert rows.allocated[rows.index["a"], cpu] == 12000  # 16 cpu, a0's 4 being evicted
+    assert rows.allocated[rows.index["top"], cpu] == 12000  # above a, the same taken off

@@ -140,6 +140,20 @@ def dense(rows: Sequence[Amounts], names: Sequence[str], *, missing: int = 0) ->
     return matrix
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class QueueRows:
+    """Queues' deserved and allocated as dense rows, one per queue, over ``dimensions`` (a
+    dimension not listed is 0): what the share engine computes, for reclaim to screen every
+    waiting pod at once. Read-only arrays."""
+
+    queues: tuple[str, ...]
+    index: Mapping[str, int]
+    """Queue -> its row."""
+    dimensions: tuple[str, ...]
+    deserved: Vectors
+    allocated: Vectors
+
+
 DenseRows = tuple[list[Amounts], Vectors]
 """Sparse rows and the read-only matrix ``dense`` made of them (``dense_again``)."""
 

@@ -46,7 +46,7 @@ from collections.abc import (
     Sequence,
     Set,
 )
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import attrgetter, itemgetter
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
@@ -73,7 +73,7 @@ from sharekeeper.engine.reclaim import (
     Waits,
     plan_reclaim,
 )
-from sharekeeper.engine.resources import NO_AMOUNTS, Amounts, add, exceeded_part
+from sharekeeper.engine.resources import NO_AMOUNTS, Amounts, QueueRows, add, exceeded_part
 from sharekeeper.engine.shares import (
     PodSnapshot,
     QueueShare,
@@ -301,7 +301,7 @@ def reclaim_rounds(
         if not waiting:
             # Nothing to decide, so nothing is read: no queue's or node's state (~20 ms a
             # round at the top size), and what ``read`` keeps stays for the next waiting pod.
-            idle = ReclaimInputs((), (), {}, (), (), frozenset(), config.settings, now)
+            idle = ReclaimInputs((), (), {}, (), (), frozenset(), config.settings, now, None)
             rounds[policy] = PolicyReclaim(policy, config.mode, idle, ReclaimPlan((), Waits(), 0))
             continue
         inputs = reclaim_inputs(
@@ -834,7 +834,30 @@ def reclaim_inputs(
         excluded=frozenset(),
         settings=settings,
         now=now,
+        rows=_rows(shares.policies[policy].rows, by_name, gone_above),
     )
+
+
+def _rows(
+    computed: QueueRows | None,
+    by_name: Sequence[tuple[QueueName, QueueShare]],
+    gone: Mapping[str, Amounts],
+) -> QueueRows | None:
+    """The share engine's dense rows as the queues' states read: what is gone taken off their
+    allocated, as ``exceeded_part`` does. None (the engine reads the states instead) when its
+    rows are not the states' queues in their order (queues a broken tree leaves out)."""
+    if computed is None or computed.queues != tuple(map(itemgetter(0), by_name)):
+        return None
+    if not gone:
+        return computed
+    allocated = computed.allocated.copy()
+    column = {name: at for at, name in enumerate(computed.dimensions)}
+    for name, amounts in gone.items():
+        row = computed.index[name]
+        for dimension, amount in amounts.items():
+            if (at := column.get(dimension)) is not None:
+                allocated[row, at] = max(int(allocated[row, at]) - amount, 0)
+    return replace(computed, allocated=allocated)
 
 
 def _claims(

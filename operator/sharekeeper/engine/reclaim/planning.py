@@ -60,12 +60,10 @@ deserved)⁺ by what it frees in such a dimension, and nothing raises it, so a s
 stops being evicted (``tests/engine/test_reclaim_properties.py``).
 
 Cost per round, with W waiting pods, N nodes, Q queues, C candidates and D dimensions:
-O(Q + N · D) to set up; O(W · D) for the share checks as the round started (each pod against
-its own queue, then against the room of the path above it, worked out once per inner queue in
-O(depth · D)), with no object made for a pod refused there (``Waits`` makes its answer if it
-is read); per pod past them, O(N · D)
-in numpy for the free-fit screen (a pod of a shape seen before starts where the last one
-stopped, until something is evicted); per pod
+O(Q + N · D) to set up; O((W + Q · depth) · D) in numpy for rules 1 and 2 over every waiting
+pod at once (``screening``), with no object made for a pod refused there (``Waits`` makes its
+answer if it is read); per pod past them, O(N · D) in numpy for the free-fit screen (a pod of
+a shape seen before starts where the last one stopped, until something is evicted); per pod
 that needs victims, the giving queues are found by walking the queue tree, pruning subtrees
 that cannot give (O(queues visited); a queue's place in the eviction order is worked out when
 first looked at, never all ranked), the candidate nodes from their pods (O(their pods) in
@@ -85,6 +83,7 @@ from itertools import chain
 import numpy as np
 
 from sharekeeper.engine.keys import PodKey
+from sharekeeper.engine.reclaim.screening import ABOVE_SHARE, TOO_SOON, screen
 from sharekeeper.engine.reclaim.state import (
     INFINITE_OVERUSE,
     Candidate,
@@ -251,26 +250,23 @@ class _Planner:
         """Per reclaimer's queue: ``_Reclaimer.branches``."""
         self.trees: dict[str, dict[str | None, list[str]]] = {}
         self.allowed: dict[frozenset[str], np.ndarray] = {}
-        self.room_above: dict[str, dict[str, int]] = {}
-        """Per queue with a queue below it: ``_path_room`` of its path, as the round started."""
 
     # --- the round -----------------------------------------------------------------------
 
     def plan(self) -> ReclaimPlan:
-        latest = self.latest
         reclaims: list[Reclaim] = []
         not_served: list[NotServed | Waiting] = []
         state = self.round
-        refused_at_start = self._refused_at_start
         last: Waiting | None = None
         shape: _Shape = ("", (), None)
         needed: tuple[str, ...] = ()
         ordered = self.inputs.waiting
-        gangs: dict[GroupKey, list[Waiting]] = {}
-        for pod in ordered:
+        screened = screen(ordered, self.inputs.queues, self.inputs.rows, self.latest)
+        gangs: dict[GroupKey, list[tuple[Waiting, int]]] = {}
+        for pod, found in zip(ordered, screened, strict=True):
             if pod.group is not None:
-                gangs.setdefault((pod.namespace, pod.group), []).append(pod)
-        for pod in ordered:
+                gangs.setdefault((pod.namespace, pod.group), []).append((pod, found))
+        for pod, found in zip(ordered, screened, strict=True):
             if pod.group is not None:
                 members = gangs.pop((pod.namespace, pod.group), None)
                 if members is not None:  # else decided with its first member
@@ -278,11 +274,11 @@ class _Planner:
                     reclaims += served
                     not_served += missed
                 continue
-            if pod.since > latest:
-                not_served.append(_not_served(pod, NotServedReason.NOT_WAITED_LONG_ENOUGH))
-                continue
-            if refused_at_start(pod):
+            if found == ABOVE_SHARE:
                 not_served.append(pod)  # its answer is made if it is read (``Waits``)
+                continue
+            if found == TOO_SOON:
+                not_served.append(_not_served(pod, NotServedReason.NOT_WAITED_LONG_ENOUGH))
                 continue
             # The replicas of one workload ask the same: one decision each until a change. They
             # mostly come one after the other: the key is made again only for another shape
@@ -313,38 +309,36 @@ class _Planner:
         waits = Waits(not_served, partial(_answer_at_start, state.queues))
         return ReclaimPlan(tuple(reclaims), waits, self.evictions)
 
-    def _decide_gang(self, members: list[Waiting]) -> tuple[list[Reclaim], list[NotServed]]:
-        """The waiting pods of one PodGroup, each decided as a pod alone, in order, and kept
-        only if every one is served: the first that is not undoes the others' reclaims, and
-        they wait with ``GangNotWhole``."""
-        latest = self.latest
-        if any(pod.since > latest for pod in members):
+    def _decide_gang(
+        self, members: list[tuple[Waiting, int]]
+    ) -> tuple[list[Reclaim], list[NotServed]]:
+        """The waiting pods of one PodGroup (each with what the screen found of it), each
+        decided as a pod alone, in order, and kept only if every one is served: the first that
+        is not undoes the others' reclaims, and they wait with ``GangNotWhole``."""
+        if any(found == TOO_SOON for _, found in members):
             return [], [
                 _not_served(pod, NotServedReason.NOT_WAITED_LONG_ENOUGH)
-                if pod.since > latest
+                if found == TOO_SOON
                 else _not_served(pod, NotServedReason.GANG_NOT_WHOLE)
-                for pod in members
+                for pod, found in members
             ]
         savepoint, evictions = self.round.savepoint(), self.evictions
         served: list[Reclaim] = []
-        for pod in members:
-            decided = self._decide(pod, _needed(pod.request))
+        for pod, found in members:
+            decided = (
+                _answer_at_start(self.round.queues, pod)
+                if found == ABOVE_SHARE
+                else self._serve(pod, _needed(pod.request))
+            )
             if isinstance(decided, NotServed):
                 self.round.rollback(savepoint)
                 self.evictions = evictions
                 return [], [
                     decided if other is pod else _not_served(other, NotServedReason.GANG_NOT_WHOLE)
-                    for other in members
+                    for other, _ in members
                 ]
             served.append(decided)
         return served, []
-
-    def _decide(self, pod: Waiting, needed: tuple[str, ...]) -> Reclaim | NotServed:
-        """P's reclaim (charged to the round), or why it waits; ``needed``: ``_needed`` of its
-        request."""
-        if self._refused_at_start(pod):
-            return _answer_at_start(self.round.queues, pod)
-        return self._serve(pod, needed)
 
     def _serve(self, pod: Waiting, needed: tuple[str, ...]) -> Reclaim | NotServed:
         """``_decide`` for P not refused at the start."""
@@ -381,32 +375,6 @@ class _Planner:
             self.bounded = True
             self.failed.clear()  # a pod that found no victims would now wait for the bound
         return _not_served(pod, NotServedReason.ROUND_BOUND)
-
-    def _refused_at_start(self, pod: Waiting) -> bool:
-        """Whether P's share refuses it as the round started: P would take its queue, or one
-        above it, past its deserved in a dimension it requests (or its queue is unknown). Such
-        a pod waits this round whatever the round evicts or places before its turn, and its
-        answer is made only if read (``_answer_at_start``). Asked of every waiting pod: no
-        object is made for it."""
-        queues = self.round.queues
-        own = queues.get(pod.queue)
-        if own is None:
-            return True
-        request = pod.request.items()
-        # Its own queue first, and the queues above it only if that one takes it: most refused
-        # pods are refused there. Above, the room of the whole path is worked out once per
-        # queue a round, not walked again for each pod below it.
-        if _refuses(own, request):
-            return True
-        if own.parent is None or own.parent not in queues:
-            return False
-        room = self.room_above.get(own.parent)
-        if room is None:
-            room = self.room_above[own.parent] = _path_room(queues, self.round.path(own.parent))
-        for dimension, amount in request:
-            if amount > room.get(dimension, 0) and amount > 0 and dimension != PODS:
-                return True
-        return False
 
     def reclaimer_of(self, pod: Waiting, needed: tuple[str, ...]) -> _Reclaimer | None:
         """None when no node of its policy offers what it requests."""
@@ -990,7 +958,7 @@ def spare_reason(inputs: ReclaimInputs, reclaimer: PodKey, pod: PodKey) -> Spare
 
 
 def _answer_at_start(queues: Mapping[str, QueueState], pod: Waiting) -> NotServed:
-    """P's ``AboveShare`` as the round started (``_Planner._refused_at_start``), from the
+    """P's ``AboveShare`` as the round started (``screening.screen``), from the
     round's ``queues`` as they came."""
     path = queue_path(queues, pod.queue) if pod.queue in queues else ()
     refusal = _above_share(
@@ -1025,31 +993,6 @@ def _above_share(
                 )
                 return NotServed(pod.key, pod.queue, NotServedReason.ABOVE_SHARE, name, short)
     return None
-
-
-def _path_room(queues: Mapping[str, QueueState], path: Sequence[str]) -> dict[str, int]:
-    """Per dimension, the least deserved - allocated over ``path``, as the round started: a
-    request fits the whole path where it fits this (a dimension not listed: 0)."""
-    names: set[str] = set()
-    for name in path:
-        names.update(queues[name].deserved, queues[name].allocated)
-    return {
-        d: min(queues[q].deserved.get(d, 0) - queues[q].allocated.get(d, 0) for q in path)
-        for d in names
-    }
-
-
-def _refuses(queue: QueueState, request: Iterable[tuple[str, int]]) -> bool:
-    """Whether ``queue``, as the round started, would pass its deserved with ``request``."""
-    allocated, deserved = queue.allocated, queue.deserved
-    for dimension, amount in request:
-        if (
-            allocated.get(dimension, 0) + amount > deserved.get(dimension, 0)
-            and amount > 0
-            and dimension != PODS
-        ):
-            return True
-    return False
 
 
 def _needed(request: Mapping[str, int]) -> tuple[str, ...]:

@@ -61,6 +61,7 @@ def replan_inputs(
             for g in inputs.gangs
         ),
         excluded=inputs.excluded | frozenset(refused),
+        rows=None,  # the queues' allocated moved: read from them
         settings=replace(
             inputs.settings, max_evictions=max(inputs.settings.max_evictions - len(gone), 0)
         ),

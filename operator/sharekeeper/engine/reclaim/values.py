@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from sharekeeper.engine.keys import PodKey
-from sharekeeper.engine.resources import Amounts, Shortfall
+from sharekeeper.engine.resources import Amounts, QueueRows, Shortfall
 
 GroupKey = tuple[str, str]
 """A PodGroup's ``(namespace, name)``."""
@@ -159,6 +159,11 @@ class ReclaimInputs:
     settings: ReclaimSettings
     now: float
     """The round's time: a pod has waited ``now`` - ``Waiting.since``."""
+    rows: QueueRows | None = field(compare=False)
+    """``queues``' deserved and allocated as dense rows, in ``queues``' order, when the caller
+    has them so (the share engine's): the start check over every waiting pod reads them
+    instead of the queues' mappings (``screening``). None: it reads the mappings. Left out of
+    comparisons: they are ``queues``' numbers again."""
 
 
 def running_by_queue(pods: Iterable[Running]) -> dict[str, tuple[Running, ...]]:

@@ -29,6 +29,7 @@ import numpy.typing as npt
 from sharekeeper.engine.resources import (
     NO_AMOUNTS,
     DenseRows,
+    QueueRows,
     Vectors,
     capability_bounds,
     column_sums,
@@ -97,6 +98,14 @@ class _PolicyCarry:
     covered: Sequence[QueueUsage] = ()
     """The last call's usages, when none held a name beyond the policy's dimensions
     (``bounded_usages``)."""
+    index: tuple[tuple[QueueName, ...], dict[str, int]] | None = None
+    """The rows' queues and each one's row (``index_of``)."""
+
+    def index_of(self, queues: tuple[QueueName, ...]) -> dict[str, int]:
+        """Each of ``queues``' row: made again only for another tuple of queues."""
+        if self.index is None or self.index[0] is not queues:
+            self.index = (queues, {queue: row for row, queue in enumerate(queues)})
+        return self.index[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -649,6 +658,9 @@ def _policy_shares(
         allocatable=nonzero(allocatable),
         offered=frozenset(allocatable),
         dimensions=kept,
+        rows=QueueRows(
+            specs.rows.queues, carry.index_of(specs.rows.queues), names, deserved, problem.allocated
+        ),
     )
     return results, summary
 

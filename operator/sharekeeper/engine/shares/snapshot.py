@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal, NewType
 
 from sharekeeper.engine.node_constraints import Taint
-from sharekeeper.engine.resources import Amounts
+from sharekeeper.engine.resources import Amounts, QueueRows
 from sharekeeper.engine.selectors import LabelSelector
 
 QueueName = NewType("QueueName", str)
@@ -322,6 +322,10 @@ class PolicyShare:
     the names its queues' specs use (capability, guarantee, deserved) and ``pods``. What pods
     request (or PodGroups reserve) beyond them is left out: resource names come from the
     cluster's nodes and the platform team's specs, never from what a tenant writes in a pod."""
+    rows: QueueRows | None = field(default=None, compare=False, repr=False)
+    """The governed queues' deserved and allocated as the round computed them, dense (rows by
+    queue name), for reclaim's start check; the same numbers as their ``QueueShare``s (left out
+    of comparisons: they are those numbers again)."""
 
 
 @dataclass(frozen=True, slots=True)
