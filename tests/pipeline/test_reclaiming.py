@@ -19,8 +19,8 @@ from sharekeeper.engine.reclaim import (
     Running,
     Waiting,
 )
-from sharekeeper.engine.shares.snapshot import PolicyName
-from sharekeeper.pipeline.reclaiming import _in_order, _Order
+from sharekeeper.engine.shares.snapshot import PolicyName, ShareSnapshot
+from sharekeeper.pipeline.reclaiming import ReclaimRead, _in_order, _Order
 from sharekeeper.pipeline.shares import Carried, Publication, publication
 from sharekeeper.pipeline.statuses import waiting_text
 from sharekeeper.simulate.reading import Inputs, parse_objects
@@ -710,3 +710,26 @@ def test_the_share_engines_rows_say_what_the_queues_states_say_with_the_gone_pod
         cpu = rows.dimensions.index("cpu")
         assert rows.allocated[rows.index["a"], cpu] == 12000  # 16 cpu, a0's 4 being evicted
     assert rows.allocated[rows.index["top"], cpu] == 12000  # above a, the same taken off
+
+
+def test_the_stores_claim_counts_are_copied_once_a_round_whichever_policy_reads_first() -> None:
+    """A pod that changes while a round reads its policies' queues one after the other shows
+    as a change next round: the counts every policy's reading is judged against are the copy
+    taken before the first policy read anything. (A stand-in store: the race cannot be timed
+    with the real one.)"""
+
+    class Counts:
+        def __init__(self) -> None:
+            self.now = {("named", "a"): 1, ("named", "b"): 1}
+
+        def bound_claims(self) -> dict[tuple[str, ...], int]:
+            return dict(self.now)
+
+    store, snapshot, read = Counts(), ShareSnapshot(), ReclaimRead()
+    assert read.touched(store, snapshot) is None  # no round before: every queue
+    read.round_done()
+    assert read.touched(store, snapshot) == set()
+    store.now[("named", "a")] = 2  # while the round's second policy reads
+    assert read.touched(store, snapshot) == set()  # the round's copy, not a new one
+    read.round_done()
+    assert read.touched(store, snapshot) == {"a"}  # so the change shows now

@@ -213,34 +213,27 @@ class ReclaimRead:
         """The PodGroups then (a grouped claim's queue is its PodGroup's)."""
         self._touched: tuple[Mapping[tuple[str, ...], int], tuple[PodGroupSnapshot, ...]] | None
         self._touched = None
-        """This round's claims and PodGroups, once ``touched`` has been asked: ``bound`` and
-        ``_groups`` when the round is done."""
+        """This round's claims and counts and PodGroups, once ``touched`` has been asked:
+        ``bound`` and ``_groups`` when the round is done."""
         self._touched_queues: set[str] | None = None
 
-    def touched(
-        self, bound: Mapping[tuple[str, ...], int], snapshot: ShareSnapshot
-    ) -> set[str] | None:
+    def touched(self, pods: BoundPods, snapshot: ShareSnapshot) -> set[str] | None:
         """The queues charged by a claim whose bound pods changed since ``queue_pods`` was
-        built (``bound``: the store's claims and counts now); None: every queue, for want of a
-        last round, or PodGroups that changed (a claim's queue may have). Worked out once a
-        round: O(claims), in C while none changed."""
-        if self._touched is not None and self._touched[0] is bound:
+        built; None: every queue, for want of a last round, or PodGroups that changed (a
+        claim's queue may have). The store's counts are copied once a round, before any
+        policy's pods are read: a change after the copy shows next round, whichever policy
+        read first. O(claims), in C while none changed."""
+        if self._touched is not None:
             return self._touched_queues
-        last = self.bound
+        bound, last = pods.bound_claims(), self.bound
         found: set[str] | None = None
         if last is not None and self._groups == snapshot.pod_groups:
             found = set()
             if last != bound:
                 changed = [claim for claim, count in bound.items() if last.get(claim) != count]
                 changed += last.keys() - bound.keys()
-                groups = snapshot.groups
-                for claim in changed:
-                    if claim[0] == "named":
-                        found.add(claim[1])
-                    elif claim[0] == "grouped":
-                        found.add(group_queue(groups.get((claim[1], claim[2]))))
-                    else:
-                        found.add(DEFAULT_QUEUE)
+                # A pod naming no queue may be the default queue's.
+                found.update(_claimed(claim, snapshot) or DEFAULT_QUEUE for claim in changed)
         self._touched, self._touched_queues = (bound, snapshot.pod_groups), found
         return found
 
@@ -507,21 +500,14 @@ def _unschedulable(
         again = _shares_of(last.claims, queues, policies)
         if again is not None:
             read.waiting.carry()
-            return {policy: (last.orders[policy], found) for policy, found in again.items()}, (
-                last.found
-            )
-    groups = snapshot.groups
+            return _with_shares(last.orders, again)
     kept = read.waiting
     claims: dict[PolicyName | None, list[tuple[QueueName, _Ranked]]] = {}
     read_with_of: dict[PolicyName, _ReadWith] = {}
     # The counts before the pods: a claim whose pods change in between is read again next round.
     for claim, changed in counts.items():
-        kind = claim[0]
-        if kind == "named":
-            queue = QueueName(claim[1])
-        elif kind == "grouped":
-            queue = group_queue(groups.get((claim[1], claim[2])))
-        else:
+        queue = _claimed(claim, snapshot)
+        if queue is None:
             continue
         share = queues.get(queue)
         policy = _reclaiming(share, policies)
@@ -541,13 +527,30 @@ def _unschedulable(
         for policy, entries in claims.items()
         if policy is not None
     }
-    found = sum(len(order.pods) for order in orders.values())
-    read.claims = _ClaimsRead(
-        counts, read_with_of, refused, snapshot.pod_groups, claims, orders, found
-    )  # fmt: skip
+    read.claims = _ClaimsRead(counts, read_with_of, refused, snapshot.pod_groups, claims, orders)
     now = _shares_of(claims, queues, policies)
     assert now is not None  # each claim's policy is the one just read
-    return {policy: (orders[policy], shares_now) for policy, shares_now in now.items()}, found
+    return _with_shares(orders, now)
+
+
+def _with_shares(
+    orders: Mapping[PolicyName, _Order], shares: Mapping[PolicyName, list[float]]
+) -> tuple[dict[PolicyName, tuple[_Order, list[float]]], int]:
+    """Each policy's ``_Order`` with its claims' queue shares this round, and how many pods
+    the orders hold in all."""
+    with_shares = {policy: (orders[policy], of_claims) for policy, of_claims in shares.items()}
+    return with_shares, sum(len(order.pods) for order in orders.values())
+
+
+def _claimed(claim: tuple[str, ...], snapshot: ShareSnapshot) -> QueueName | None:
+    """The queue a claim (``claim_key``) names: its own, or its PodGroup's (``group_queue``);
+    None for pods that name none (the default queue's only if the policy manages their
+    scheduler)."""
+    if claim[0] == "named":
+        return QueueName(claim[1])
+    if claim[0] == "grouped":
+        return group_queue(snapshot.groups.get((claim[1], claim[2])))
+    return None
 
 
 def _reclaiming(share: QueueShare | None, policies: Collection[PolicyName]) -> PolicyName | None:
@@ -606,8 +609,6 @@ class _ClaimsRead:
     claim naming a queue: the queue, its pods that may reclaim."""
     orders: Mapping[PolicyName, _Order]
     """Per policy, its claims' pods (those with any) as ``_in_order`` reads them."""
-    found: int
-    """How many pods in all."""
 
 
 def _ranked(
@@ -745,7 +746,7 @@ def reclaim_inputs(
     # compares strings (68,000 candidates: ~19 ms with a string per pod, ~7 ms shared).
     node_names: dict[str, str] = {n.name: n.name for n in snapshot.nodes} if overused else {}
     # The counts before the pods: a change in between is read again next round.
-    touched = read.touched(pods.bound_claims(), snapshot) if overused else None
+    touched = read.touched(pods, snapshot) if overused else None
     kept = read.queue_pods
     for queue in overused:
         refused = shares.refused.get(queue, {})

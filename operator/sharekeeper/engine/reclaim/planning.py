@@ -341,7 +341,8 @@ class _Planner:
         return served, []
 
     def _serve(self, pod: Waiting, needed: tuple[str, ...]) -> Reclaim | NotServed:
-        """``_decide`` for P not refused at the start."""
+        """P's reclaim (charged to the round), or why it waits, for P the screen lets through
+        (``screening``); ``needed``: ``_needed`` of its request."""
         # Not refused at the start: only what the round charged or freed on its path can refuse it.
         path = self.round.path(pod.queue)
         if not self.round.charged.keys().isdisjoint(path):
