@@ -201,6 +201,31 @@ class _Fitting:
     at: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class _Crowded:
+    """The queues a walk of ``_giving`` found giving until their candidates passed
+    ``GIVERS_LISTED``, each with the queues it walked down through to it, itself last, and its
+    count of candidates. Another reclaimer's walk from beside the same queues above meets each
+    of them again, unless one of those it walked through is the reclaimer's own queue (its walk
+    skips that) or has been charged since (the round's changes may have ended its overuse); a
+    queue's other gates (reclaimable, its place in the order, its candidates) hold for the
+    round. So while the ones left still pass the bound, so would the walk: O(1) mostly, where
+    the walk is O(queues visited). Queues are only added to the charged between rollbacks, and
+    a rollback forgets every ``_Crowded``."""
+
+    passed: list[tuple[tuple[str, ...], int]]
+
+    def still(self, skipped: str, charged: Mapping[str, object]) -> bool:
+        count = 0
+        for walked, pods in self.passed:
+            if skipped in walked or not charged.keys().isdisjoint(walked):
+                continue
+            count += pods
+            if count > GIVERS_LISTED:
+                return True
+        return False
+
+
 _Shape = tuple[str, tuple[tuple[str, int], ...], frozenset[str] | None]
 """A waiting pod's queue, request and nodes: what its outcome depends on besides the round."""
 
@@ -249,6 +274,10 @@ class _Planner:
         self.branches: dict[str, dict[str, tuple[str, ...]]] = {}
         """Per reclaimer's queue: ``_Reclaimer.branches``."""
         self.trees: dict[str, dict[str | None, list[str]]] = {}
+        self.crowded: dict[tuple[str, tuple[str, ...], tuple[str, ...]], _Crowded] = {}
+        """Per policy, needed dimensions and queues above a reclaimer's queue: the queues an
+        earlier walk from beside them found giving past ``GIVERS_LISTED`` (``_giving``).
+        Forgotten on a rollback, which may take a queue out of ``Round.charged``."""
         self.allowed: dict[frozenset[str], np.ndarray] = {}
 
     # --- the round -----------------------------------------------------------------------
@@ -332,6 +361,7 @@ class _Planner:
             )
             if isinstance(decided, NotServed):
                 self.round.rollback(savepoint)
+                self.crowded.clear()
                 self.evictions = evictions
                 return [], [
                     decided if other is pod else _not_served(other, NotServedReason.GANG_NOT_WHOLE)
@@ -547,20 +577,29 @@ class _Planner:
         Walks the tree of the policy's queues with candidates (and those above them), from the
         queues beside P's queue and beside each queue above it, down through queues still
         overused and reclaimable only: a queue that may not give keeps its whole subtree out.
-        O(queues visited)."""
+        O(queues visited); O(1) mostly when an earlier walk from beside the same queues above
+        passed the bound (``_Crowded``)."""
         state = self.round
+        path = state.path(reclaimer.queue)
+        key = (reclaimer.ask.policy, reclaimer.ask.needed, path[1:])
+        crowded = self.crowded.get(key)
+        if crowded is not None and crowded.still(path[0], state.charged):
+            return None
         tree = self._tree(reclaimer.ask.policy)
         places = self.order(reclaimer.ask.policy, reclaimer.ask.needed)
-        path = state.path(reclaimer.queue)
         found: list[str] = []
+        passed: list[tuple[tuple[str, ...], int]] = []
         count = 0
         for i, skip in enumerate(path):
             parent = path[i + 1] if i + 1 < len(path) else None
             # Children are walked through, not copied: at the top they are every overused
             # queue, and the walk mostly stops after a few hundred (``GIVERS_LISTED``).
-            stack = [reversed(tree.get(parent, ()))]
+            stack: list[tuple[Iterator[str], tuple[str, ...]]] = [
+                (reversed(tree.get(parent, ())), ())
+            ]
             while stack:
-                name = next(stack[-1], None)
+                children, above = stack[-1]
+                name = next(children, None)
                 if name is None:
                     stack.pop()
                     continue
@@ -568,14 +607,18 @@ class _Planner:
                     continue
                 if not state.queues[name].reclaimable or not state.over(name, reclaimer.ask.needed):
                     continue
+                walked = (*above, name)
                 if places[name] is not None:
                     found.append(name)
-                    count += len(state.queue_pods(name))
+                    pods = len(state.queue_pods(name))
+                    passed.append((walked, pods))
+                    count += pods
                     if count > GIVERS_LISTED:
+                        self.crowded[key] = _Crowded(passed)
                         return None
-                children = tree.get(name)
-                if children:
-                    stack.append(reversed(children))
+                children_of = tree.get(name)
+                if children_of:
+                    stack.append((reversed(children_of), walked))
         return found
 
     def _tree(self, policy: str) -> dict[str | None, list[str]]:
