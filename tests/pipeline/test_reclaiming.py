@@ -19,8 +19,8 @@ from sharekeeper.engine.reclaim import (
     Running,
     Waiting,
 )
-from sharekeeper.engine.shares.snapshot import PolicyName, ShareSnapshot
-from sharekeeper.pipeline.reclaiming import ReclaimRead, _in_order, _Order
+from sharekeeper.engine.shares.snapshot import PolicyName, QueueName, ShareSnapshot
+from sharekeeper.pipeline.reclaiming import ReclaimRead, _in_order, _Order, _overused
 from sharekeeper.pipeline.shares import Carried, Publication, publication
 from sharekeeper.pipeline.statuses import waiting_text
 from sharekeeper.simulate.reading import Inputs, parse_objects
@@ -194,6 +194,47 @@ def test_a_round_reads_and_builds_again_only_what_changed_and_as_afresh() -> Non
         snapshot_of(fresh, Context(NOW, 0)), fresh.node_policies,
         held=fresh.store.pods.held(), pods=fresh.store.pods, now=NOW,
     ))  # fmt: skip
+
+
+def test_a_changed_node_object_walks_the_nodes_and_reads_as_afresh() -> None:
+    """The nodes' states are patched where their sums, counts or gone pods changed while the
+    nodes are the same objects; a node object changed (or added, gone, moved to another
+    policy) walks them all again, reusing the others' states."""
+    objects = full_cluster()
+    inputs, carried = parse_objects(objects), Carried()
+    first = carried_round(inputs, carried)
+    labelled = node("n2", {"zone": "b"}, cpu=8, memory="64Gi")
+    inputs.store.nodes.event("MODIFIED", labelled)
+    walked = carried_round(inputs, carried)
+    assert walked.nodes[0] is first.nodes[0]
+    assert walked.nodes[1] is not first.nodes[1]
+    expected = [
+        labelled if o.get("kind") == "Node" and o["metadata"]["name"] == "n2" else o
+        for o in objects
+    ]
+    assert walked == inputs_of(published(*expected))
+    assert all(map(operator.is_, carried_round(inputs, carried).nodes, walked.nodes))
+
+
+def test_the_overused_leaf_queues_are_the_same_from_the_rows_or_the_mappings() -> None:
+    """Overused, for reclaim: a leaf above its deserved in something other than its count of
+    pods. Read from the share engine's rows, or from the queues' mappings without them."""
+    objects = full_cluster(
+        queue("team"),
+        queue("c", parent="team"),
+        queue("d"),
+        pod("c0", "c", node="n2", cpu=8, memory="1Gi"),
+        pod("d0", "d", node="n2", cpu=0, memory="1Gi"),
+        node("n3", cpu=0, memory="1Gi", pods=1),  # the policy now shares pods: 1 in all
+    )
+    shares = published(*objects).shares
+    governed = {name: share for name, share in shares.queues.items() if share.policy == "p"}
+    rows = shares.policies[PolicyName("p")].rows
+    assert rows is not None
+    # team is above its deserved cpu too, but not a leaf; d holds more pods than it deserves,
+    # and nothing else.
+    assert {name for name, share in governed.items() if share.overused} == {"a", "c", "d", "team"}
+    assert _overused(governed, rows) == _overused(governed, None) == ["a", "c"]
 
 
 def test_with_nothing_waiting_nothing_is_read_and_what_was_read_is_kept() -> None:
