@@ -19,7 +19,7 @@ from sharekeeper.engine.reclaim import (
     Running,
     Waiting,
 )
-from sharekeeper.engine.shares.snapshot import PolicyName, QueueName, ShareSnapshot
+from sharekeeper.engine.shares.snapshot import PolicyName, ShareSnapshot
 from sharekeeper.pipeline.reclaiming import ReclaimRead, _in_order, _Order, _overused
 from sharekeeper.pipeline.shares import Carried, Publication, publication
 from sharekeeper.pipeline.statuses import waiting_text
