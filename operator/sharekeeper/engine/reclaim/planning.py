@@ -548,7 +548,8 @@ class _Planner:
         return [int(node) for node in nodes[ranked]]
 
     def _promising_anywhere(self, reclaimer: _Reclaimer) -> Iterator[int]:
-        """Every node of the policy that could hold P empty, least room to make first."""
+        """Every node of the policy that could hold P empty and has a candidate, least room to
+        make first."""
         state = self.round
         lo, hi = state.slices[reclaimer.ask.policy]
         held = reclaimer.ask.held
@@ -563,6 +564,7 @@ class _Planner:
             fits &= capacity >= want
             short = np.maximum(want - room, 0)
             missing += short / np.maximum(state.capacity[column, lo:hi], 1)
+        fits &= state.holding()[lo:hi]
         allowed = reclaimer.ask.nodes
         if allowed is not None:
             fits &= self._allowed(allowed)[lo:hi]

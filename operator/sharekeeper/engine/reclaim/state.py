@@ -186,6 +186,7 @@ class Round:
         self._on_node: dict[int, list[Candidate]] = {}
         self._freeable: dict[tuple[str, tuple[str, ...]], tuple[Vectors, Vectors]] = {}
         self._by_gang: dict[GroupKey, list[Running]] | None = None
+        self._holding: np.ndarray | None = None
         self.gangs: dict[GroupKey, GangState] = {}
         self.evicted: list[Candidate] = []
         """The candidates the round evicted, in order."""
@@ -258,6 +259,24 @@ class Round:
             gone = [pod.key in made and made[pod.key].evicted for pod in pods]
             nodes = np.where(gone, -1, nodes)
         return nodes, amounts
+
+    def holding(self) -> np.ndarray:
+        """Per node: whether the inputs list a candidate there that is neither protected nor
+        refused. A node without one can never be freed, whoever waits: O(candidates) once a
+        round, in place of trying each such node for each reclaimer that screens them all
+        (``bench_reclaim.py``'s concentrated round)."""
+        if self._holding is None:
+            index, excluded = self.node_index, self.excluded
+            at = [
+                index.get(pod.node, -1)
+                for pods in self.running.values()
+                for pod in pods
+                if not pod.protected and not (excluded and pod.key in excluded)
+            ]
+            holding = np.zeros(len(self.nodes) + 1, dtype=bool)
+            holding[at] = True  # -1 (a node the round does not know) marks the spare last slot
+            self._holding = holding[:-1]
+        return self._holding
 
     def candidate_queues(self) -> Iterable[str]:
         """The queues the inputs list running pods of."""
