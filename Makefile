@@ -6,7 +6,9 @@ BIN := $(VENV)/bin
 # dev.txt for the venv (runtime, test, bench and the build backend), runtime.txt for the image.
 LOCK := requirements/dev.txt
 PIP_TOOLS := pip-tools==7.6.2
-COMPILE = .venv-lock/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
+# Extras stay on their pins (httpx2[http2,ws]==...): lightkube asks for httpx2 with extras, and
+# the venv's pip (23.2) then takes the newest httpx2 on the index for it unless the pin names them.
+COMPILE = .venv-lock/bin/pip-compile --quiet --generate-hashes --allow-unsafe \
 	--all-build-deps --no-emit-index-url --no-emit-find-links $(if $(UPGRADE),--upgrade)
 
 .PHONY: demo demo-full demo-qos test test-latest lint unit e2e bench venv binaries node-packages clean crds lock
