@@ -153,6 +153,23 @@ class QueueRows:
     deserved: Vectors
     allocated: Vectors
 
+    @staticmethod
+    def read(
+        queues: Sequence[str],
+        deserved: Sequence[Amounts],
+        allocated: Sequence[Amounts],
+        dimensions: Sequence[str],
+    ) -> QueueRows:
+        """Rows read from the queues' mappings (``deserved`` and ``allocated``, in ``queues``'
+        order), for a caller the share engine's are not handed to."""
+        return QueueRows(
+            queues=tuple(queues),
+            index={queue: row for row, queue in enumerate(queues)},
+            dimensions=tuple(dimensions),
+            deserved=dense(deserved, dimensions),
+            allocated=dense(allocated, dimensions),
+        )
+
 
 DenseRows = tuple[list[Amounts], Vectors]
 """Sparse rows and the read-only matrix ``dense`` made of them (``dense_again``)."""

@@ -79,7 +79,6 @@ from sharekeeper.engine.resources import (
     Amounts,
     QueueRows,
     add,
-    dense,
     exceeded_part,
 )
 from sharekeeper.engine.shares import (
@@ -1037,12 +1036,11 @@ def _overused(governed: Mapping[QueueName, QueueShare], rows: QueueRows | None) 
     if rows is None:
         # Only where something is allocated can it exceed what is deserved.
         names = tuple(sorted({name for share in governed.values() for name in share.allocated}))
-        rows = QueueRows(
-            queues=tuple(governed),
-            index={},
-            dimensions=names,
-            deserved=dense([share.deserved for share in governed.values()], names),
-            allocated=dense([share.allocated for share in governed.values()], names),
+        rows = QueueRows.read(
+            tuple(governed),
+            [share.deserved for share in governed.values()],
+            [share.allocated for share in governed.values()],
+            names,
         )
     columns = [at for at, name in enumerate(rows.dimensions) if name != PODS]
     exceeds: npt.NDArray[np.bool_] = rows.allocated[:, columns] > rows.deserved[:, columns]

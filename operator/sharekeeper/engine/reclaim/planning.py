@@ -589,7 +589,8 @@ class _Planner:
             return None
         tree = self._tree(reclaimer.ask.policy)
         places = self.order(reclaimer.ask.policy, reclaimer.ask.needed)
-        found: list[str] = []
+        # Each giving queue met, with the queues walked down to it (itself last) and its count
+        # of candidates.
         passed: list[tuple[tuple[str, ...], int]] = []
         count = 0
         for i, skip in enumerate(path):
@@ -611,7 +612,6 @@ class _Planner:
                     continue
                 walked = (*above, name)
                 if places[name] is not None:
-                    found.append(name)
                     pods = len(state.queue_pods(name))
                     passed.append((walked, pods))
                     count += pods
@@ -621,7 +621,7 @@ class _Planner:
                 children_of = tree.get(name)
                 if children_of:
                     stack.append((reversed(children_of), walked))
-        return found
+        return [walked[-1] for walked, _ in passed]
 
     def _tree(self, policy: str) -> dict[str | None, list[str]]:
         """Parent (None: the top) -> children, over the policy's queues with candidates and

@@ -44,7 +44,12 @@ def screen(
     names = sorted(set().union(*requests) - {PODS})
     asked = dense(requests, names)
     if rows is None:
-        rows = queue_rows(queues, names)
+        rows = QueueRows.read(
+            [queue.name for queue in queues],
+            [queue.deserved for queue in queues],
+            [queue.allocated for queue in queues],
+            names,
+        )
     at = np.fromiter((rows.index.get(pod.queue, -1) for pod in waiting), np.int64, len(waiting))
     known = at >= 0
     rooms = path_rooms(rows, queues, names)
@@ -54,17 +59,6 @@ def screen(
     found = np.where(since > latest, TOO_SOON, np.where(refused, ABOVE_SHARE, TO_DECIDE))
     codes: list[int] = found.tolist()
     return codes
-
-
-def queue_rows(queues: Sequence[QueueState], names: Sequence[str]) -> QueueRows:
-    """``queues``' deserved and allocated over ``names``, read from their mappings."""
-    return QueueRows(
-        queues=tuple(queue.name for queue in queues),
-        index={queue.name: row for row, queue in enumerate(queues)},
-        dimensions=tuple(names),
-        deserved=dense([queue.deserved for queue in queues], names),
-        allocated=dense([queue.allocated for queue in queues], names),
-    )
 
 
 def path_rooms(rows: QueueRows, queues: Sequence[QueueState], names: Sequence[str]) -> Vectors:
