@@ -20,6 +20,7 @@ from sharekeeper.engine.reclaim import (
     NotServedReason,
     QueueState,
     ReclaimInputs,
+    ReclaimMemo,
     ReclaimPlan,
     ReclaimSettings,
     Running,
@@ -30,6 +31,7 @@ from sharekeeper.engine.reclaim import (
     running_by_queue,
     spare_reason,
 )
+from sharekeeper.engine.reclaim.state import Round
 
 GI = 2**30
 NOW = 1_000_000.0
@@ -423,6 +425,36 @@ def test_a_broken_tree_still_gives_a_cycle_and_an_unknown_parent_ending_the_walk
         "w1": ["d"],
         "w2": ["b"],
     }
+
+
+def test_the_nodes_holding_candidates_are_the_same_read_from_a_memo() -> None:
+    """The nodes where a pod may go (neither protected nor refused), counted again from the
+    round before only for the queues whose candidates are new objects: a's move to n3, b's
+    are gone, c's one is protected; the other queues' (protected, on n1) are handed on as
+    they were."""
+    queues = [queue(name, {"cpu": 0}, {"cpu": 8000}) for name in "abcdef"]
+    nodes = [cpu_node(f"n{i}", 8000, 8000, 4) for i in range(4)]
+    unchanged = [running(f"{q}0", q, "n1", protected=True, cpu=1000) for q in "def"]
+    first = inputs(
+        queues,
+        nodes,
+        [
+            running("a0", "a", "n0", cpu=1000),
+            running("a1", "a", "n1", cpu=1000),
+            running("b0", "b", "n2", cpu=1000),
+            *unchanged,
+        ],
+        [],
+    )
+    memo = ReclaimMemo()
+    assert Round(first, memo).holding().tolist() == [True, True, True, False]
+    moved = {
+        "a": (running("a0", "a", "n3", cpu=1000),),
+        "c": (running("c0", "c", "n0", protected=True, cpu=1000),),
+    }
+    second = replace(first, running={**moved, **{q: first.running[q] for q in "def"}})
+    assert Round(second, memo).holding().tolist() == [False, False, False, True]
+    assert Round(second).holding().tolist() == [False, False, False, True]
 
 
 def test_protected_pods_stay() -> None:

@@ -511,11 +511,22 @@ def kept(inputs: ReclaimInputs, last: ReclaimInputs | None) -> ReclaimInputs:
     )
 
 
+@pytest.mark.parametrize("listed", [planning.GIVERS_LISTED, -1], ids=["listed", "screened"])
 @given(clusters(("cpu", "memory", "nvidia.com/gpu")), st.randoms(use_true_random=False))
-def test_a_memo_from_the_round_before_changes_no_plan(cluster: Cluster, rng: random.Random) -> None:
+def test_a_memo_from_the_round_before_changes_no_plan(
+    listed: int, cluster: Cluster, rng: random.Random
+) -> None:
     """Round after round with one ``ReclaimMemo``, its unchanged nodes and candidates handed on
     as the same objects, now and then a node that starts or stops offering a resource or
-    keeping something idle: each plan is the plan made without the memo."""
+    keeping something idle: each plan is the plan made without the memo; also when every
+    reclaimer screens every node (``GIVERS_LISTED``), which reads the nodes holding candidates
+    from the memo."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(planning, "GIVERS_LISTED", listed)
+        memo_rounds(cluster, rng)
+
+
+def memo_rounds(cluster: Cluster, rng: random.Random) -> None:
     memo = ReclaimMemo()
     last: ReclaimInputs | None = None
     for _ in range(ROUNDS // 5):

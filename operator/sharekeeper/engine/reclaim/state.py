@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
+from itertools import chain
 from operator import attrgetter
 
 import numpy as np
@@ -89,11 +90,23 @@ class _ByNode:
     """Never changed once made: a later round's is made anew where its candidates differ."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Holders:
+    """Per node (by its place in ``Round.nodes``; the last slot: nodes the round does not
+    know), how many pods ``running`` lists there that are neither protected nor ``excluded``."""
+
+    names: list[str]
+    excluded: frozenset[tuple[str, str]]
+    running: Mapping[str, tuple[Running, ...]]
+    counts: np.ndarray
+
+
 class ReclaimMemo:
     """What a round's set-up read that the next round may reuse: the nodes' amounts as dense
-    rows, and the candidates by node. A caller that plans round after round hands one memo to
-    each ``plan_reclaim`` of a policy, and keeps what did not change in its inputs as the very
-    same objects (a node's ``NodeState``, a queue's tuple of candidates): only the new ones are
+    rows, the candidates by node, and how many on each node may go (``Round.holding``). A
+    caller that plans round after round hands one memo to each ``plan_reclaim`` of a policy,
+    and keeps what did not change in its inputs as the very same objects (a node's
+    ``NodeState``, a queue's tuple of candidates): only the new ones are
     read again. The plan is the same with or without it.
 
     At the top size (5,000 nodes, 37,000 candidates) both were read afresh every round: about a
@@ -104,6 +117,7 @@ class ReclaimMemo:
         """Per kind of node amounts (allocatable, used, reserved): the dense rows of the last
         round, and the dimensions they are over."""
         self.by_node: _ByNode | None = None
+        self.holders: _Holders | None = None
 
 
 def queue_path(by_name: Mapping[str, QueueState], name: str) -> tuple[str, ...]:
@@ -262,21 +276,47 @@ class Round:
 
     def holding(self) -> np.ndarray:
         """Per node: whether the inputs list a candidate there that is neither protected nor
-        refused. A node without one can never be freed, whoever waits: O(candidates) once a
-        round, in place of trying each such node for each reclaimer that screens them all
-        (``bench_reclaim.py``'s concentrated round)."""
+        refused. A node without one can never be freed, whoever waits: once a round, in place
+        of trying each such node for each reclaimer that screens them all (``bench_reclaim.py``'s
+        concentrated round). O(candidates); with a memo, O(the candidates of the queues whose
+        tuple of candidates is a new object)."""
         if self._holding is None:
-            index, excluded = self.node_index, self.excluded
-            at = [
-                index.get(pod.node, -1)
-                for pods in self.running.values()
-                for pod in pods
-                if not pod.protected and not (excluded and pod.key in excluded)
-            ]
-            holding = np.zeros(len(self.nodes) + 1, dtype=bool)
-            holding[at] = True  # -1 (a node the round does not know) marks the spare last slot
-            self._holding = holding[:-1]
+            last = self.memo.holders if self.memo is not None else None
+            holders = self._count_holders(last)
+            if self.memo is not None:
+                self.memo.holders = holders
+            self._holding = holders.counts[:-1] > 0
         return self._holding
+
+    def _count_holders(self, last: _Holders | None) -> _Holders:
+        index, excluded, running = self.node_index, self.excluded, self.running
+        names = [node.name for node in self.nodes]
+        slots = len(names) + 1
+
+        def at(pods: Iterable[Running]) -> np.ndarray:
+            # -1 (protected, refused, or on a node the round does not know): the last slot.
+            return np.fromiter(
+                (
+                    -1
+                    if pod.protected or (excluded and pod.key in excluded)
+                    else index.get(pod.node, -1)
+                    for pod in pods
+                ),
+                np.int64,
+            )
+
+        if last is not None and last.names == names and last.excluded == excluded:
+            gone = [pods for queue, pods in last.running.items() if running.get(queue) is not pods]
+            new = [pods for queue, pods in running.items() if last.running.get(queue) is not pods]
+            if len(gone) + len(new) <= len(running):
+                counts = last.counts.copy()
+                if gone:
+                    np.subtract.at(counts, at(chain.from_iterable(gone)), 1)
+                if new:
+                    np.add.at(counts, at(chain.from_iterable(new)), 1)
+                return _Holders(names, excluded, running, counts)
+        listed = at(chain.from_iterable(running.values()))
+        return _Holders(names, excluded, running, np.bincount(listed % slots, minlength=slots))
 
     def candidate_queues(self) -> Iterable[str]:
         """The queues the inputs list running pods of."""
