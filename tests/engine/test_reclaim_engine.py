@@ -27,6 +27,7 @@ from sharekeeper.engine.reclaim import (
     SpareReason,
     Waiting,
     plan_reclaim,
+    planning,
     replan_inputs,
     running_by_queue,
     spare_reason,
@@ -737,6 +738,61 @@ def test_only_the_nodes_with_the_least_room_to_make_are_compared() -> None:
     plan = plan_reclaim(inputs(queues, nodes, pods, [waiting("w", "a", cpu=4000)]))
     # n8 and n9 hold the least valuable pods (c), but miss 3000 where n0..n7 miss 2000.
     assert (served(plan), evicted(plan)) == ({"w": "n0"}, ["b0"])
+
+
+@pytest.mark.parametrize("listed", [planning.GIVERS_LISTED, -1], ids=["listed", "screened"])
+def test_the_room_to_make_is_read_again_where_a_reclaimer_before_changed_it(
+    listed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """w1 and w2 ask the same, and only the most promising node is tried (``NODES_COMPARED`` 1).
+    nA misses the least for w1 (2000 against 2500); once w1 took a1's place there it misses
+    3000, so w2 goes to nB: whether the node's pods are summed (``GIVERS_LISTED``) or every
+    node is screened and what was screened for w1 is read again only where w1 changed it."""
+    monkeypatch.setattr(planning, "GIVERS_LISTED", listed)
+    monkeypatch.setattr(planning, "NODES_COMPARED", 1)
+    queues = [queue("a", {"cpu": 6000}, {}), queue("b", {"cpu": 0}, {"cpu": 14500})]
+    pods = [
+        running("a1", "b", "nA", cpu=2000),
+        running("a2", "b", "nA", cpu=2000),
+        running("a3", "b", "nA", cpu=3000),
+        running("b0", "b", "nB", cpu=7500),
+    ]
+    nodes = [cpu_node("nA", 8000, 7000, 3), cpu_node("nB", 8000, 7500, 1)]
+    reclaimers = [waiting("w1", "a", cpu=3000), waiting("w2", "a", cpu=3000)]
+    plan = plan_reclaim(inputs(queues, nodes, pods, reclaimers))
+    assert (served(plan), evicted(plan)) == ({"w1": "nA", "w2": "nB"}, ["a1", "b0"])
+
+
+@pytest.mark.parametrize("listed", [planning.GIVERS_LISTED, -1], ids=["listed", "screened"])
+def test_the_room_to_make_is_as_it_was_after_a_podgroup_gives_back_what_it_took(
+    listed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nodes like the test's above, each with one queue that may give one pod. Of a waiting
+    PodGroup, g1 takes a1's place on nA, g2 then c0's on nB (nA now missing the more), g3 would
+    take queue a past its deserved: the group gives both back. w, asking what they asked,
+    finds nA missing 2000 again, not 3000, and goes there."""
+    monkeypatch.setattr(planning, "GIVERS_LISTED", listed)
+    monkeypatch.setattr(planning, "NODES_COMPARED", 1)
+    queues = [
+        queue("a", {"cpu": 6000}, {}),
+        queue("b", {"cpu": 4500}, {"cpu": 7000}),
+        queue("c", {"cpu": 4000}, {"cpu": 7500}),
+    ]
+    pods = [
+        running("a1", "b", "nA", cpu=2000),
+        running("a2", "b", "nA", cpu=2000),
+        running("a3", "b", "nA", cpu=3000),
+        running("c0", "c", "nB", cpu=3000),
+        running("c1", "c", "nB", cpu=4500),
+    ]
+    nodes = [cpu_node("nA", 8000, 7000, 3), cpu_node("nB", 8000, 7500, 2)]
+    reclaimers = [
+        *(waiting(f"g{i}", "a", group="g", cpu=3000) for i in (1, 2, 3)),
+        waiting("w", "a", cpu=3000),
+    ]
+    plan = plan_reclaim(inputs(queues, nodes, pods, reclaimers))
+    assert (served(plan), evicted(plan)) == ({"w": "nA"}, ["a1"])
+    assert reasons(plan) == {"g1": "GangNotWhole", "g2": "GangNotWhole", "g3": "AboveShare"}
 
 
 def test_a_pod_restricted_to_some_nodes_reclaims_only_there() -> None:

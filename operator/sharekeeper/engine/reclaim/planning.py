@@ -201,6 +201,18 @@ class _Fitting:
     at: int = 0
 
 
+@dataclass(slots=True)
+class _Screened:
+    """The nodes of a policy an ask could use that could hold it empty and have a candidate
+    (ascending: they hold for the round), and the room to make on each as the round stood when
+    ``Round.moved`` had ``seen`` entries, after ``rollbacks`` rollbacks."""
+
+    nodes: np.ndarray
+    missing: np.ndarray
+    rollbacks: int
+    seen: int
+
+
 @dataclass(frozen=True, slots=True)
 class _Crowded:
     """The queues a walk of ``_giving`` found giving until their candidates passed
@@ -271,6 +283,8 @@ class _Planner:
         """Per policy, requested dimensions, request and nodes: ``_ask``."""
         self.fitting: dict[_Ask, _Fitting] = {}
         """Per ask: the policy's nodes that may hold it (``_free_fit``)."""
+        self.screened: dict[_Ask, _Screened] = {}
+        """Per ask: the nodes that could be freed for it (``_promising_anywhere``)."""
         self.branches: dict[str, dict[str, tuple[str, ...]]] = {}
         """Per reclaimer's queue: ``_Reclaimer.branches``."""
         self.trees: dict[str, dict[str | None, list[str]]] = {}
@@ -549,28 +563,51 @@ class _Planner:
 
     def _promising_anywhere(self, reclaimer: _Reclaimer) -> Iterator[int]:
         """Every node of the policy that could hold P empty and has a candidate, least room to
-        make first."""
+        make first. Those nodes are the same all round; the room to make on them is read again
+        only where the round evicted or placed since the last reclaimer of the same ask
+        (``_Screened``), mostly the one node that reclaimer freed."""
+        state, ask = self.round, reclaimer.ask
+        found = self.screened.get(ask)
+        if found is None or found.rollbacks != state.rollbacks:
+            lo, hi = state.slices[ask.policy]
+            fits = state.holding()[lo:hi].copy()
+            for column, want in zip(ask.columns, ask.want, strict=True):
+                capacity = state.capacity[column, lo:hi]
+                if ask.held is not None:
+                    capacity = np.where(
+                        ask.held[lo:hi], state.capacity_held[column, lo:hi], capacity
+                    )
+                fits &= capacity >= want
+            if ask.nodes is not None:
+                fits &= self._allowed(ask.nodes)[lo:hi]
+            nodes = lo + np.flatnonzero(fits)
+            found = self.screened[ask] = _Screened(
+                nodes, self._to_make(ask, nodes), state.rollbacks, len(state.moved)
+            )
+        elif found.nodes.size and found.seen < len(state.moved):
+            moved = np.unique(np.array(state.moved[found.seen :], dtype=np.int64))
+            at = np.minimum(np.searchsorted(found.nodes, moved), len(found.nodes) - 1)
+            screened = found.nodes[at] == moved
+            if screened.any():
+                found.missing = found.missing.copy()  # a generator of an earlier call reads it
+                found.missing[at[screened]] = self._to_make(ask, moved[screened])
+            found.seen = len(state.moved)
+        nodes = found.nodes
+        for place in _ascending(found.missing):
+            yield int(nodes[place])
+
+    def _to_make(self, ask: _Ask, nodes: np.ndarray) -> np.ndarray:
+        """Per node of ``nodes``: the room to make there for ``ask`` as the round has left it,
+        Σ over its columns of what is missing / the node's allocatable."""
         state = self.round
-        lo, hi = state.slices[reclaimer.ask.policy]
-        held = reclaimer.ask.held
-        fits = np.ones(hi - lo, dtype=bool)
-        missing = np.zeros(hi - lo, dtype=np.float64)
-        for column, want in zip(reclaimer.ask.columns, reclaimer.ask.want, strict=True):
-            room = state.free[column, lo:hi]
-            capacity = state.capacity[column, lo:hi]
-            if held is not None:
-                room = np.where(held[lo:hi], state.free_held[column, lo:hi], room)
-                capacity = np.where(held[lo:hi], state.capacity_held[column, lo:hi], capacity)
-            fits &= capacity >= want
+        missing = np.zeros(len(nodes), dtype=np.float64)
+        for column, want in zip(ask.columns, ask.want, strict=True):
+            room = state.free[column, nodes]
+            if ask.held is not None:
+                room = np.where(ask.held[nodes], state.free_held[column, nodes], room)
             short = np.maximum(want - room, 0)
-            missing += short / np.maximum(state.capacity[column, lo:hi], 1)
-        fits &= state.holding()[lo:hi]
-        allowed = reclaimer.ask.nodes
-        if allowed is not None:
-            fits &= self._allowed(allowed)[lo:hi]
-        nodes = np.flatnonzero(fits)
-        for at in _ascending(missing[nodes]):
-            yield lo + int(nodes[at])
+            missing += short / np.maximum(state.capacity[column, nodes], 1)
+        return missing
 
     def _giving(self, reclaimer: _Reclaimer) -> list[str] | None:
         """The queues with candidates that may give to P (``gives``), or None once their

@@ -209,6 +209,11 @@ class Round:
         with every rollback."""
         self.freed = 0
         """Changes with every eviction and rollback: until it does, room only shrinks."""
+        self.moved: list[int] = []
+        """The node of each eviction and placement since the last rollback, in order: what a
+        view of the room kept since ``len(moved)`` was ``k`` reads again is ``moved[k:]``."""
+        self.rollbacks = 0
+        """Changes with every rollback, which may change any node's room."""
 
     def _dense(self, kind: str, rows: list[Amounts]) -> Vectors:
         """``rows`` (one per node) over the round's dimensions, read-only: with a memo, only
@@ -536,6 +541,7 @@ class Round:
         self.free_held[:, candidate.node] += row
         candidate.evicted = True
         self.evicted.append(candidate)
+        self.moved.append(candidate.node)
         self.version += 1
         self.freed += 1
 
@@ -556,6 +562,7 @@ class Round:
         pods = column[PODS]
         free[pods, node] -= 1
         free_held[pods, node] -= 1
+        self.moved.append(node)
         self.version += 1
 
     # --- tentative changes -----------------------------------------------------------------
@@ -584,5 +591,7 @@ class Round:
             del self.gangs[key]  # met since: built again from the inputs when next needed
         for key, spare in to.spares.items():
             self.gangs[key].spare = spare
+        self.moved = []
+        self.rollbacks += 1
         self.version += 1
         self.freed += 1
