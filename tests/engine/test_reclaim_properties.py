@@ -49,6 +49,7 @@ from sharekeeper.engine.reclaim import (
     planning,
     running_by_queue,
 )
+from sharekeeper.engine.reclaim.screening import ScreenMemo, screen
 
 GI = 2**30
 STEP = {"cpu": 500, "memory": GI // 2, "nvidia.com/gpu": 1000}
@@ -493,6 +494,40 @@ def test_screened_nodes_are_ranked_as_by_a_stable_sort(missing: list[float]) -> 
     of what each lacks (many nodes lack the same) would rank them."""
     values = np.array(missing, dtype=np.float64)
     assert list(planning._ascending(values)) == np.argsort(values, kind="stable").tolist()
+
+
+@given(st.integers(0, 2**32))
+def test_a_screen_memo_changes_no_screen(seed: int) -> None:
+    """Screen after screen with one ``ScreenMemo``: the waiting pods, in a new order each time,
+    are mostly the very objects of the screens before, some new (one now and then requesting a
+    resource none did before), now and then many new (the memo starts again), the queues
+    changing (a queue gone, one new): each screen equals the screen made without the memo.
+    (A seed, not ``st.randoms``: hypothesis records each of its thousands of draws.)"""
+    rng = random.Random(seed)
+    dimensions = ["cpu", "memory"]
+    names = [f"q{i}" for i in range(4)]
+    memo = ScreenMemo()
+    pool: list[Waiting] = []
+    for step in range(20):
+        if rng.random() < 0.2:
+            dimensions.append(f"example.com/r{step}")
+        if rng.random() < 0.3:
+            names = [*names[1:], f"q{step + 4}"]
+        queues = [
+            QueueState(name, "p", None, dict.fromkeys(dimensions, 4), {"cpu": rng.randrange(6)},
+                       {}, True)
+            for name in names
+        ]  # fmt: skip
+        made = rng.choice([1, 2, 30])
+        pool += [
+            Waiting("ns", f"w{step}-{i}", rng.choice([*names, "gone"]),
+                    {d: rng.randrange(4) for d in rng.sample(dimensions, 2)},
+                    float(rng.randrange(10)), None, None)
+            for i in range(made)
+        ]  # fmt: skip
+        waiting = rng.sample(pool, min(len(pool), 12))
+        latest = float(rng.randrange(10))
+        assert screen(waiting, queues, None, latest, memo) == screen(waiting, queues, None, latest)
 
 
 def kept(inputs: ReclaimInputs, last: ReclaimInputs | None) -> ReclaimInputs:

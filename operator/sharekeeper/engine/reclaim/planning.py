@@ -304,7 +304,8 @@ class _Planner:
         shape: _Shape = ("", (), None)
         needed: tuple[str, ...] = ()
         ordered = self.inputs.waiting
-        screened = screen(ordered, self.inputs.queues, self.inputs.rows, self.latest)
+        memo = self.round.memo.screen if self.round.memo is not None else None
+        screened = screen(ordered, self.inputs.queues, self.inputs.rows, self.latest, memo)
         gangs: dict[GroupKey, list[tuple[Waiting, int]]] = {}
         for pod, found in zip(ordered, screened, strict=True):
             if pod.group is not None:

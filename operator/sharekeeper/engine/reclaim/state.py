@@ -22,6 +22,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from sharekeeper.engine.reclaim.screening import ScreenMemo
 from sharekeeper.engine.reclaim.values import (
     PODS,
     GroupKey,
@@ -103,11 +104,11 @@ class _Holders:
 
 class ReclaimMemo:
     """What a round's set-up read that the next round may reuse: the nodes' amounts as dense
-    rows, the candidates by node, and how many on each node may go (``Round.holding``). A
-    caller that plans round after round hands one memo to each ``plan_reclaim`` of a policy,
-    and keeps what did not change in its inputs as the very same objects (a node's
-    ``NodeState``, a queue's tuple of candidates): only the new ones are read again. The plan
-    is the same with or without it.
+    rows, the candidates by node, how many on each node may go (``Round.holding``), and the
+    waiting pods as the screen reads them. A caller that plans round after round hands one memo
+    to each ``plan_reclaim`` of a policy, and keeps what did not change in its inputs as the
+    very same objects (a node's ``NodeState``, a queue's tuple of candidates, a ``Waiting``):
+    only the new ones are read again. The plan is the same with or without it.
 
     At the top size (5,000 nodes, 37,000 candidates) both were read afresh every round: about a
     tenth of the engine's time, spent on objects that mostly had not changed."""
@@ -118,6 +119,8 @@ class ReclaimMemo:
         round, and the dimensions they are over."""
         self.by_node: _ByNode | None = None
         self.holders: _Holders | None = None
+        self.screen = ScreenMemo()
+        """What the screens read of the waiting pods (``screening.ScreenMemo``)."""
 
 
 def queue_path(by_name: Mapping[str, QueueState], name: str) -> tuple[str, ...]:
