@@ -496,6 +496,105 @@ def test_screened_nodes_are_ranked_as_by_a_stable_sort(missing: list[float]) -> 
     assert list(planning._ascending(values)) == np.argsort(values, kind="stable").tolist()
 
 
+@st.composite
+def crowded_rounds(draw: st.DrawFn) -> ReclaimInputs:
+    """One round where many reclaimers ask the same of the same nodes: a few nodes full of small
+    pods of queues above their share (some under one parent, some members of PodGroups that
+    span queues), and waiting pods of two queues below theirs (one maybe under the same
+    parent: a pod's branch then depends on whose reclaimer weighs it), asking the same or
+    less (to fit room a reclaim left), some of them a waiting PodGroup that may not be served
+    whole."""
+    nodes = [
+        NodeState(f"n{i}", "p", {"cpu": 8000, "pods": 110}, {}, {}, frozenset())
+        for i in range(draw(st.integers(2, 6)))
+    ]
+    # Each node holds pods of two queues of several, so that evicting from one queue leaves
+    # the evaluations of the nodes without its pods standing.
+    givers = [f"v{i}" for i in range(draw(st.integers(1, 8)))]
+    under = set(givers[: draw(st.integers(0, len(givers)))])
+    running: list[Running] = []
+    used: dict[str, dict[str, int]] = {n.name: {"cpu": 0, "pods": 0} for n in nodes}
+    for at, node in enumerate(nodes):
+        while used[node.name]["cpu"] < 8000:
+            cpu = min(
+                draw(st.sampled_from([1000, 1000, 2000, 3000])), 8000 - used[node.name]["cpu"]
+            )
+            queue = givers[(at + draw(st.integers(0, 1))) % len(givers)]
+            group = draw(st.sampled_from(["g0", "g1"])) if draw(st.integers(0, 5)) == 0 else None
+            running.append(
+                Running("ns", f"r{len(running)}", "", queue, node.name, {"cpu": cpu},
+                        draw(st.integers(0, 1)), float(draw(st.integers(0, 3))), False, group)
+            )  # fmt: skip
+            used[node.name]["cpu"] += cpu
+            used[node.name]["pods"] += 1
+    allocated = {q: sum(r.request["cpu"] for r in running if r.queue == q) for q in givers}
+    queues = [
+        QueueState(q, "p", "t" if q in under else None,
+                   {"cpu": allocated[q] * draw(st.sampled_from([0, 1, 2])) // 4},
+                   {"cpu": allocated[q]}, {}, draw(st.integers(0, 5)) > 0)
+        for q in givers
+    ]  # fmt: skip
+    room = 8000 * len(nodes)
+    inner = bool(under) and draw(st.booleans())
+    if under:
+        inside = sum(allocated[q] for q in under)
+        # Above its share, or (with a waiting pod's queue under it) with room for them.
+        deserved = inside + room if inner else inside * draw(st.sampled_from([1, 2, 3])) // 4
+        queues.append(QueueState("t", "p", None, {"cpu": deserved}, {"cpu": inside}, {}, True))
+    queues += [
+        QueueState("a", "p", "t" if inner else None, {"cpu": room}, {}, {}, True),
+        QueueState("b", "p", None, {"cpu": room}, {}, {}, True),
+    ]
+    waiting = [
+        Waiting("ns", f"w{i}", draw(st.sampled_from(["a", "b"])),
+                {"cpu": draw(st.sampled_from([1000, 2000, 2000, 2000, 3000]))}, 0.0, None,
+                "gang" if draw(st.integers(0, 4)) == 0 else None)
+        for i in range(draw(st.integers(2, 14)))
+    ]  # fmt: skip
+    members = Counter(r.group for r in running if r.group)
+    return ReclaimInputs(
+        queues=tuple(queues),
+        nodes=tuple(replace(n, used=used[n.name]) for n in nodes),
+        running=running_by_queue(running),
+        gangs=tuple(
+            Gang("ns", g, count, draw(st.integers(1, count))) for g, count in members.items()
+        ),
+        waiting=tuple(waiting),
+        excluded=frozenset(),
+        settings=ReclaimSettings(AFTER, 100),
+        now=NOW,
+        rows=None,
+    )
+
+
+def planned_afresh(inputs: ReclaimInputs) -> ReclaimPlan:
+    """The plan with every node evaluated afresh for every reclaimer (none kept from an
+    earlier reclaimer of the same ask)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            planning._Planner,
+            "_evaluate",
+            lambda planner, reclaimer, node: planning._Planner._evaluate_afresh(
+                planner, reclaimer, node
+            )[0],
+        )
+        return plan_reclaim(inputs)
+
+
+@pytest.mark.parametrize("listed", [planning.GIVERS_LISTED, -1], ids=["listed", "screened"])
+@given(crowded_rounds())
+def test_an_evaluation_kept_for_the_next_reclaimer_changes_no_plan(
+    listed: int, inputs: ReclaimInputs
+) -> None:
+    """Each plan is the plan made evaluating every node afresh for every reclaimer: an
+    evaluation kept for a later reclaimer of the same ask stands only while it would be made
+    again the same."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(planning, "GIVERS_LISTED", listed)
+        patch.setattr(planning, "NODES_COMPARED", 2)
+        assert plan_reclaim(inputs) == planned_afresh(inputs)
+
+
 @given(st.integers(0, 2**32))
 def test_a_screen_memo_changes_no_screen(seed: int) -> None:
     """Screen after screen with one ``ScreenMemo``: the waiting pods, in a new order each time,

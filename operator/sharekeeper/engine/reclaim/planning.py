@@ -201,6 +201,19 @@ class _Fitting:
     at: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class _Evaluated:
+    """A node's evaluation for an ask (``_Planner._evaluate``), with what it read that the round
+    changes: the node's room and candidates, and the queues of the branches of the candidates
+    it weighed (``queues``, each with its ``branches``), as they stood at ``version``."""
+
+    attempt: _Try | None
+    version: int
+    rollbacks: int
+    queues: tuple[str, ...]
+    branches: tuple[tuple[str, ...], ...]
+
+
 @dataclass(slots=True)
 class _Screened:
     """The nodes of a policy an ask could use that could hold it empty and have a candidate
@@ -284,6 +297,8 @@ class _Planner:
         self.fitting: dict[_Ask, _Fitting] = {}
         """Per ask: the policy's nodes that may hold it (``_free_fit``)."""
         self.screened: dict[_Ask, _Screened] = {}
+        self.evaluated: dict[tuple[_Ask, int], _Evaluated] = {}
+        """Per ask and node: its last evaluation (``_evaluate``)."""
         """Per ask: the nodes that could be freed for it (``_promising_anywhere``)."""
         self.branches: dict[str, dict[str, tuple[str, ...]]] = {}
         """Per reclaimer's queue: ``_Reclaimer.branches``."""
@@ -782,19 +797,61 @@ class _Planner:
 
         Its candidates go in the eviction order one tie at a time (``_take_from_tie``); members
         of PodGroups at ``minMember`` are put aside, and whole groups are tried after every
-        single pod, in the order their first member came. O(its candidates x dimensions)."""
+        single pod, in the order their first member came. O(its candidates x dimensions).
+
+        The evaluation for an earlier reclaimer of the same ask stands while the round changed
+        neither the node nor a queue of the branches it weighed, and those branches are P's
+        too: most reclaimers compare the nodes the one before them compared, of which it took
+        one. Not kept when a PodGroup's member was weighed (its group's other members count)."""
+        state = self.round
+        key = (reclaimer.ask, node)
+        kept = self.evaluated.get(key)
+        if (
+            kept is not None
+            and kept.rollbacks == state.rollbacks
+            and state.node_changed.get(node, -1) <= kept.version
+            and all(
+                self._branch(reclaimer, queue) == branch
+                for queue, branch in zip(kept.queues, kept.branches, strict=True)
+            )
+            and all(
+                state.queue_changed.get(name, -1) <= kept.version
+                for branch in kept.branches
+                for name in branch
+            )
+        ):
+            return kept.attempt
+        attempt, weighed = self._evaluate_afresh(reclaimer, node)
+        if weighed is not None:
+            queues = tuple(weighed)
+            branches = tuple(self._branch(reclaimer, queue) for queue in queues)
+            self.evaluated[key] = _Evaluated(
+                attempt, state.version, state.rollbacks, queues, branches
+            )
+        return attempt
+
+    def _evaluate_afresh(
+        self, reclaimer: _Reclaimer, node: int
+    ) -> tuple[_Try | None, dict[str, None] | None]:
+        """``_evaluate``'s set, and the queues of the candidates it weighed whether they give
+        (None: it weighed a PodGroup's member)."""
         state = self.round
         attempt = self.new_try(reclaimer, node)
         places = self.order(reclaimer.ask.policy, reclaimer.ask.needed)
         ties: dict[_Position, list[Candidate]] = {}
+        weighed: dict[str, None] | None = {}
         for candidate in state.on_node(node):
             if candidate.evicted or candidate.static is not None:
                 continue
             place = places[candidate.pod.queue]
             if place is None or not _shares(candidate, attempt.matter):
                 continue
+            if weighed is not None:
+                weighed[candidate.pod.queue] = None
             if not self.gives(reclaimer, candidate.pod.queue):
                 continue
+            if candidate.gang is not None:
+                weighed = None
             ties.setdefault((place, *candidate.tie), []).append(candidate)
         deferred: dict[GroupKey, None] = {}
         for position in sorted(ties):
@@ -804,11 +861,11 @@ class _Planner:
             if self._take_from_tie(
                 reclaimer, attempt, pods, branches=branches, position=position, deferred=deferred
             ):
-                return attempt
+                return attempt, weighed
         for gang in deferred:
             if self._whole(reclaimer, gang, attempt):
-                return attempt
-        return None
+                return attempt, weighed
+        return None, weighed
 
     def _take_from_tie(
         self,

@@ -217,6 +217,10 @@ class Round:
         view of the room kept since ``len(moved)`` was ``k`` reads again is ``moved[k:]``."""
         self.rollbacks = 0
         """Changes with every rollback, which may change any node's room."""
+        self.node_changed: dict[int, int] = {}
+        """Per node the round evicted from or placed on, ``version`` after the last time."""
+        self.queue_changed: dict[str, int] = {}
+        """Per queue the round charged, ``version`` after the last time."""
 
     def _dense(self, kind: str, rows: list[Amounts]) -> Vectors:
         """``rows`` (one per node) over the round's dimensions, read-only: with a memo, only
@@ -547,6 +551,7 @@ class Round:
         self.moved.append(candidate.node)
         self.version += 1
         self.freed += 1
+        self._stamp(candidate.pod.queue, candidate.node)
 
     def place(self, queue: str, request: Mapping[str, int], node: int) -> None:
         for name in self.path(queue):
@@ -567,6 +572,14 @@ class Round:
         free_held[pods, node] -= 1
         self.moved.append(node)
         self.version += 1
+        self._stamp(queue, node)
+
+    def _stamp(self, queue: str, node: int) -> None:
+        """``node`` and ``queue``'s path changed at this ``version``."""
+        version = self.version
+        self.node_changed[node] = version
+        for name in self.path(queue):
+            self.queue_changed[name] = version
 
     # --- tentative changes -----------------------------------------------------------------
 
