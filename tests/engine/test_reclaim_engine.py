@@ -458,6 +458,42 @@ def test_the_nodes_holding_candidates_are_the_same_read_from_a_memo() -> None:
     assert Round(second).holding().tolist() == [False, False, False, True]
 
 
+def test_the_nodes_laid_out_from_a_memo_are_those_laid_out_afresh() -> None:
+    """Round after round with one memo, each round's nodes, their order and their room are
+    those of a round laid out without it: where a node's amounts are new mappings with the
+    same dimensions (read again, a node without a pod limit kept unlimited), and where a node
+    starts using a dimension (all read afresh)."""
+    first = [
+        cpu_node("n0", 8000, 2000, 1),
+        node("n1", {"cpu": 8000}, {"cpu": 1000, "pods": 1}),
+        node("n2", {"cpu": 8000, "nvidia.com/gpu": 1000, "pods": 110}, {"cpu": 0, "pods": 0},
+             reserved={"cpu": 4000}, reserved_for=["nvidia.com/gpu"]),
+        node("m0", {"cpu": 4000, "pods": 110}, {"pods": 0}, policy="other"),
+    ]  # fmt: skip
+    second = [
+        first[0],
+        node("n1", {"cpu": 6000}, {"cpu": 3000, "pods": 2}),
+        replace(first[2], reserved={"cpu": 2000}),
+        first[3],
+    ]
+    third = [replace(first[0], used={"cpu": 2000, "memory": GI, "pods": 1}), *second[1:]]
+    memo = ReclaimMemo()
+    for nodes in (first, second, third):
+        data = inputs([queue("a", {}, {}, policy="other")], nodes, [], [])
+        kept, afresh = Round(data, memo), Round(data)
+        assert (kept.nodes, kept.node_index, kept.slices, kept.dimensions) == (
+            afresh.nodes,
+            afresh.node_index,
+            afresh.slices,
+            afresh.dimensions,
+        )
+        for room in ("capacity", "capacity_held", "free", "free_held"):
+            assert getattr(kept, room).tolist() == getattr(afresh, room).tolist(), room
+        assert {k: v.tolist() for k, v in kept.reserving.items()} == {
+            k: v.tolist() for k, v in afresh.reserving.items()
+        }
+
+
 def test_protected_pods_stay() -> None:
     queues = [queue("a", {"cpu": 2000}, {}), queue("b", {"cpu": 0}, {"cpu": 4000})]
     pods = [
