@@ -204,11 +204,13 @@ class _Fitting:
 @dataclass(frozen=True, slots=True)
 class _Evaluated:
     """A node's evaluation for an ask (``_Planner._evaluate``), with what it read that the round
-    changes: the node's room and candidates, and the queues of the branches of the candidates
-    it weighed (``queues``, each with its ``branches``), as they stood at ``version``."""
+    changes: the node's room and candidates (as when ``Round.moved`` had ``seen`` entries,
+    after ``rollbacks`` rollbacks), and the queues of the branches of the candidates it weighed
+    (``queues``, each with its ``branches``), as they stood at ``version``."""
 
     attempt: _Try | None
     version: int
+    seen: int
     rollbacks: int
     queues: tuple[str, ...]
     branches: tuple[tuple[str, ...], ...]
@@ -809,7 +811,7 @@ class _Planner:
         if (
             kept is not None
             and kept.rollbacks == state.rollbacks
-            and state.node_changed.get(node, -1) <= kept.version
+            and node not in state.moved[kept.seen :]
             and all(
                 self._branch(reclaimer, queue) == branch
                 for queue, branch in zip(kept.queues, kept.branches, strict=True)
@@ -826,7 +828,7 @@ class _Planner:
             queues = tuple(weighed)
             branches = tuple(self._branch(reclaimer, queue) for queue in queues)
             self.evaluated[key] = _Evaluated(
-                attempt, state.version, state.rollbacks, queues, branches
+                attempt, state.version, len(state.moved), state.rollbacks, queues, branches
             )
         return attempt
 

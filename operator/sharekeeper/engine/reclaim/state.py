@@ -320,8 +320,6 @@ class Round:
         view of the room kept since ``len(moved)`` was ``k`` reads again is ``moved[k:]``."""
         self.rollbacks = 0
         """Changes with every rollback, which may change any node's room."""
-        self.node_changed: dict[int, int] = {}
-        """Per node the round evicted from or placed on, ``version`` after the last time."""
         self.queue_changed: dict[str, int] = {}
         """Per queue the round charged, ``version`` after the last time."""
 
@@ -644,7 +642,7 @@ class Round:
         self.moved.append(candidate.node)
         self.version += 1
         self.freed += 1
-        self._stamp(candidate.pod.queue, candidate.node)
+        self._stamp(candidate.pod.queue)
 
     def place(self, queue: str, request: Mapping[str, int], node: int) -> None:
         for name in self.path(queue):
@@ -665,12 +663,11 @@ class Round:
         free_held[pods, node] -= 1
         self.moved.append(node)
         self.version += 1
-        self._stamp(queue, node)
+        self._stamp(queue)
 
-    def _stamp(self, queue: str, node: int) -> None:
-        """``node`` and ``queue``'s path changed at this ``version``."""
+    def _stamp(self, queue: str) -> None:
+        """``queue``'s path was charged at this ``version``."""
         version = self.version
-        self.node_changed[node] = version
         for name in self.path(queue):
             self.queue_changed[name] = version
 
