@@ -299,9 +299,9 @@ class _Planner:
         self.fitting: dict[_Ask, _Fitting] = {}
         """Per ask: the policy's nodes that may hold it (``_free_fit``)."""
         self.screened: dict[_Ask, _Screened] = {}
+        """Per ask: the nodes that could be freed for it (``_promising_anywhere``)."""
         self.evaluated: dict[tuple[_Ask, int], _Evaluated] = {}
         """Per ask and node: its last evaluation (``_evaluate``)."""
-        """Per ask: the nodes that could be freed for it (``_promising_anywhere``)."""
         self.branches: dict[str, dict[str, tuple[str, ...]]] = {}
         """Per reclaimer's queue: ``_Reclaimer.branches``."""
         self.trees: dict[str, dict[str | None, list[str]]] = {}
