@@ -112,6 +112,8 @@ class _Layout:
     places: list[int]
     """Per node of ``given``, its place in ``nodes``."""
     nodes: list[NodeState]
+    names: list[str]
+    """The nodes' names, in their places: the same object while they are (a patch keeps it)."""
     index: dict[str, int]
     slices: dict[str, tuple[int, int]]
     dimensions: tuple[str, ...]
@@ -183,7 +185,8 @@ def _lay_out(given: Sequence[NodeState], last: _Layout | None) -> _Layout:
         for kind in ("used", "reserved")
     )
     return _Layout(
-        given, at_place, nodes, {node.name: row for row, node in enumerate(nodes)}, slices,
+        given, at_place, nodes, [node.name for node in nodes],
+        {node.name: row for row, node in enumerate(nodes)}, slices,
         dimensions, column, reserving, allocatable, used, reserved,
     )  # fmt: skip
 
@@ -278,6 +281,7 @@ class Round:
             memo.layout = layout
         nodes = layout.nodes
         self.nodes: list[NodeState] = nodes
+        self.node_names: list[str] = layout.names
         self.node_index: dict[str, int] = layout.index
         self.slices: dict[str, tuple[int, int]] = layout.slices
         self.dimensions: tuple[str, ...] = layout.dimensions
@@ -383,7 +387,7 @@ class Round:
 
     def _count_holders(self, last: _Holders | None) -> _Holders:
         excluded, running = self.excluded, self.running
-        names = [node.name for node in self.nodes]
+        names = self.node_names
         slots = len(names) + 1
         if last is not None and last.names == names and last.excluded == excluded:
             gone = [pods for queue, pods in last.running.items() if running.get(queue) is not pods]
@@ -438,7 +442,7 @@ class Round:
         new objects taken out and put in again, while its nodes are the round's and fewer than
         half the queues' candidates changed; else read afresh. A node's candidates come in no
         particular order: the planner orders them itself."""
-        names = [node.name for node in self.nodes]
+        names = self.node_names
         running = self.running
         if last is not None and last.names == names:
             gone = [pods for queue, pods in last.running.items() if running.get(queue) is not pods]
